@@ -1,0 +1,38 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { check, mergeRunConfig, nextRunConfigSchema, telemetryRecordSchema, tryCheck, ValidationError, type RunConfig } from '../src/protocol/index.js';
+
+const gemm = { precision: 'mxfp4', rotation: 'none', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false } as const;
+const config: RunConfig = {
+  preset: 'tiny', seed: 1, steps: 100, tokensPerStep: 512, statsEvery: 10, sketchSize: 64, evalEvery: 50, data: 'brown',
+  gemms: { fprop: { ...gemm }, dgrad: { ...gemm }, wgrad: { ...gemm } }, model: { dim: 64 }, optimizer: { lr: 1e-3 },
+};
+
+test('a valid step record passes and keeps unknown extra fields', () => {
+  const record = { type: 'step', runId: 'r', step: 3, tokens: 1536, loss: 4.2, lr: 1e-3, gradNorm: null, stepMs: 12, extra: 1 };
+  assert.deepEqual(check(telemetryRecordSchema, record), record);
+});
+
+test('errors name the path that was wrong', () => {
+  const result = tryCheck(telemetryRecordSchema, { type: 'runStarted', runId: 'r', name: 'n', startedAt: 't', trainer: { name: 'x', version: '1' }, config: { ...config, gemms: { ...config.gemms, wgrad: { ...gemm, precision: 'fp2' } } }, layers: [] });
+  assert.equal(result.ok, false);
+  assert.ok(!result.ok && result.error.message.startsWith('.config.gemms.wgrad.precision: expected one of'), !result.ok ? result.error.message : '');
+});
+
+test('unknown record type is rejected with the known list', () => {
+  assert.throws(() => check(telemetryRecordSchema, { type: 'nope' }), (e: unknown) => e instanceof ValidationError && /one of runStarted, step/.test(e.message));
+});
+
+test('NaN cannot sneak in as a number', () => {
+  assert.throws(() => check(telemetryRecordSchema, { type: 'validation', runId: 'r', step: 1, tokens: 1, loss: Number.NaN }), ValidationError);
+});
+
+test('next-run config: unknown fields are named, merge keeps the rest', () => {
+  assert.throws(() => check(nextRunConfigSchema, { gemms: { wgrad: { rotaton: 'hadamard' } } }), /\.gemms\.wgrad\.rotaton: expected no such field/);
+  const change = check(nextRunConfigSchema, { gemms: { wgrad: { rotation: 'hadamard', hadamardBlock: 16 } }, seed: 7 });
+  const merged = mergeRunConfig(config, change);
+  assert.equal(merged.gemms.wgrad.rotation, 'hadamard');
+  assert.equal(merged.gemms.fprop.rotation, 'none');
+  assert.equal(merged.seed, 7);
+  assert.equal(config.gemms.wgrad.rotation, 'none', 'base config is not mutated');
+});
