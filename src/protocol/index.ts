@@ -2,3 +2,4 @@
 export * from './validate.js';
 export * from './config.js';
 export * from './telemetry.js';
+export * from './wire.js';
