@@ -1,0 +1,253 @@
+// The in-memory run store the extension reads: every run, live or loaded from a run log, with its
+// step series, validation points and per-(layer, GEMM) layer-stats history. Plain Node (no
+// vscode) so it is tested and benchmarked directly. Bounded: each series is a ThinningSeries, so
+// a Llama-8B-sized run (224 layers × 3 GEMMs × 10,000 steps) fits the budget in docs/architecture.md.
+import type {
+  CheckpointSavedRecord,
+  GemmKind,
+  LayerInfo,
+  LayerStatsRecord,
+  RunConfig,
+  RunEndedRecord,
+  RunEndStatus,
+  StepRecord,
+  TelemetryRecord,
+  ValidationRecord,
+} from '../protocol/index.js';
+import { ThinningSeries } from './thinning-series.js';
+
+export interface StoreLimits {
+  /** Stats steps kept per (layer, GEMM); beyond it older ones thin out to every 2nd, 4th… */
+  statsPerSeries: number;
+  /** Step records kept per run, thinned the same way. */
+  stepsPerRun: number;
+  /** Validation points kept per run, thinned the same way. */
+  validationPerRun: number;
+  /** Runs kept; when over, the oldest run that is not live is dropped. */
+  runs: number;
+}
+
+export const DEFAULT_STORE_LIMITS: StoreLimits = { statsPerSeries: 64, stepsPerRun: 20_000, validationPerRun: 2_000, runs: 32 };
+
+/** Where a run came from: streamed from a trainer, or read from a run-log directory. */
+export type RunSource = 'live' | 'loaded';
+/** `unknown`: records arrived for a run whose runStarted was never seen (e.g. a replay gap). */
+export type RunStatus = 'running' | 'unknown' | RunEndStatus;
+
+export interface RunSummary {
+  runId: string;
+  name: string;
+  source: RunSource;
+  status: RunStatus;
+  /** Undefined until the runStarted record arrives. */
+  config: RunConfig | undefined;
+  startedAt: string | undefined;
+  /** -1 before the first step. */
+  lastStep: number;
+  lastTokens: number;
+  /** Loss of the newest step (null when non-finite or no step yet). */
+  lastLoss: number | null;
+  /** Loss at the last step once the run ended; undefined while it runs. */
+  finalLoss: number | null | undefined;
+  ended: RunEndedRecord | undefined;
+  /** Run-log directory for loaded runs. */
+  dir: string | undefined;
+}
+
+export type SeriesKey = `${string}/${GemmKind}`;
+
+export function seriesKey(layer: string, gemm: GemmKind): SeriesKey {
+  return `${layer}/${gemm}`;
+}
+
+/** Read access to one run. Arrays returned are the store's own: do not mutate them. */
+export interface RunView {
+  readonly summary: RunSummary;
+  readonly layers: readonly LayerInfo[];
+  steps(): readonly StepRecord[];
+  validation(): readonly ValidationRecord[];
+  checkpoints(): readonly CheckpointSavedRecord[];
+  /** Every stats step seen (thinned like the series once over `stepsPerRun`). */
+  statsSteps(): readonly number[];
+  /** The kept history of one (layer, GEMM), oldest first, always ending with the newest. */
+  layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[];
+  /** The kept record of each (layer, GEMM) at the newest kept step ≤ `step` (all series). */
+  layerStatsAt(step: number): LayerStatsRecord[];
+  /** The (layer, GEMM) pairs that have stats. */
+  seriesKeys(): SeriesKey[];
+}
+
+export interface StoreChange {
+  runId: string;
+  /** The record just ingested; absent when the run was removed or reset. */
+  record?: TelemetryRecord;
+  removed?: boolean;
+}
+
+export interface Disposable {
+  dispose(): void;
+}
+
+class StoredRun implements RunView {
+  readonly summary: RunSummary;
+  layers: LayerInfo[] = [];
+  private readonly stepSeries: ThinningSeries<StepRecord>;
+  private readonly validationSeries: ThinningSeries<ValidationRecord>;
+  private readonly statsStepSeries: ThinningSeries<number>;
+  private readonly stats = new Map<SeriesKey, ThinningSeries<LayerStatsRecord>>();
+  private readonly saved: CheckpointSavedRecord[] = [];
+
+  constructor(
+    runId: string,
+    source: RunSource,
+    private readonly limits: StoreLimits,
+    dir: string | undefined,
+  ) {
+    this.summary = { runId, name: runId, source, status: 'unknown', config: undefined, startedAt: undefined, lastStep: -1, lastTokens: 0, lastLoss: null, finalLoss: undefined, ended: undefined, dir };
+    this.stepSeries = new ThinningSeries(limits.stepsPerRun);
+    this.validationSeries = new ThinningSeries(limits.validationPerRun);
+    this.statsStepSeries = new ThinningSeries(limits.stepsPerRun);
+  }
+
+  ingest(record: TelemetryRecord): void {
+    const summary = this.summary;
+    switch (record.type) {
+      case 'runStarted':
+        summary.name = record.name;
+        summary.config = record.config;
+        summary.startedAt = record.startedAt;
+        summary.status = summary.ended ? summary.ended.status : 'running';
+        this.layers = record.layers;
+        break;
+      case 'step':
+        this.stepSeries.push(record);
+        if (record.step >= summary.lastStep) {
+          summary.lastStep = record.step;
+          summary.lastTokens = record.tokens;
+          summary.lastLoss = record.loss;
+        }
+        break;
+      case 'layerStats': {
+        const key = seriesKey(record.layer, record.gemm);
+        let series = this.stats.get(key);
+        if (!series) this.stats.set(key, (series = new ThinningSeries(this.limits.statsPerSeries)));
+        series.push(record);
+        if (this.statsStepSeries.latest !== record.step) this.statsStepSeries.push(record.step);
+        break;
+      }
+      case 'validation':
+        this.validationSeries.push(record);
+        break;
+      case 'runEnded':
+        summary.ended = record;
+        summary.status = record.status;
+        summary.finalLoss = summary.lastLoss;
+        break;
+      case 'checkpointSaved':
+        this.saved.push(record);
+        break;
+    }
+  }
+
+  steps(): readonly StepRecord[] {
+    return this.stepSeries.values();
+  }
+  validation(): readonly ValidationRecord[] {
+    return this.validationSeries.values();
+  }
+  checkpoints(): readonly CheckpointSavedRecord[] {
+    return this.saved;
+  }
+  statsSteps(): readonly number[] {
+    return this.statsStepSeries.values();
+  }
+  layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[] {
+    return this.stats.get(seriesKey(layer, gemm))?.values() ?? [];
+  }
+  layerStatsAt(step: number): LayerStatsRecord[] {
+    const found: LayerStatsRecord[] = [];
+    for (const series of this.stats.values()) {
+      const kept = series.values();
+      let best: LayerStatsRecord | undefined;
+      for (const record of kept) {
+        if (record.step > step) break;
+        best = record;
+      }
+      if (best) found.push(best);
+    }
+    return found;
+  }
+  seriesKeys(): SeriesKey[] {
+    return [...this.stats.keys()];
+  }
+}
+
+/**
+ * Holds runs keyed by runId. A `runStarted` for a runId already held starts it afresh (a run log
+ * opened again, or a trainer that reuses ids), so ingesting the same stream twice never doubles it.
+ */
+export class RunStore {
+  readonly limits: StoreLimits;
+  private readonly runsById = new Map<string, StoredRun>();
+  private readonly listeners = new Set<(change: StoreChange) => void>();
+
+  constructor(limits: Partial<StoreLimits> = {}) {
+    this.limits = { ...DEFAULT_STORE_LIMITS, ...limits };
+  }
+
+  /** Add one validated record. `dir` names the run-log directory of a loaded run. */
+  ingest(record: TelemetryRecord, source: RunSource = 'live', dir?: string): void {
+    let run = this.runsById.get(record.runId);
+    if (!run || record.type === 'runStarted') {
+      if (run) this.runsById.delete(record.runId);
+      run = new StoredRun(record.runId, source, this.limits, dir);
+      this.runsById.set(record.runId, run);
+      this.evictOverLimit(run);
+    }
+    run.ingest(record);
+    this.emit({ runId: record.runId, record });
+  }
+
+  /** Summaries of every run, oldest first. */
+  list(): RunSummary[] {
+    return [...this.runsById.values()].map((run) => run.summary);
+  }
+
+  get(runId: string): RunView | undefined {
+    return this.runsById.get(runId);
+  }
+
+  remove(runId: string): boolean {
+    const removed = this.runsById.delete(runId);
+    if (removed) this.emit({ runId, removed: true });
+    return removed;
+  }
+
+  /** Mark every run still `running` from `source` as `unknown` (its trainer went away for good). */
+  markOrphaned(source: RunSource = 'live'): void {
+    for (const run of this.runsById.values()) {
+      if (run.summary.source === source && run.summary.status === 'running') {
+        run.summary.status = 'unknown';
+        this.emit({ runId: run.summary.runId });
+      }
+    }
+  }
+
+  onDidChange(listener: (change: StoreChange) => void): Disposable {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  private emit(change: StoreChange): void {
+    for (const listener of this.listeners) listener(change);
+  }
+
+  private evictOverLimit(keep: StoredRun): void {
+    for (const [runId, run] of this.runsById) {
+      if (this.runsById.size <= this.limits.runs) return;
+      if (run === keep || run.summary.status === 'running') continue;
+      this.runsById.delete(runId);
+      this.emit({ runId, removed: true });
+    }
+  }
+}

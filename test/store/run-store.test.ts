@@ -1,0 +1,104 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { RunStore } from '../../src/store/run-store.js';
+import { ThinningSeries } from '../../src/store/thinning-series.js';
+import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from './synthetic-run.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+function heapAfterGc(): number {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+test('thinning series stays bounded, evenly spread, and ends with the newest', () => {
+  const series = new ThinningSeries<number>(8);
+  for (let i = 0; i < 1000; i++) series.push(i);
+  const kept = series.values();
+  assert.ok(kept.length <= 9, `kept ${kept.length}`);
+  assert.equal(kept[0], 0);
+  assert.equal(kept[kept.length - 1], 999);
+  const gaps = new Set(kept.slice(0, -1).map((v, i) => kept[i + 1]! - v).slice(0, -1));
+  assert.deepEqual([...gaps], [series.keepEvery], 'kept points are evenly spaced');
+});
+
+test('summary follows the run: name, config, last step/loss, final loss on end', () => {
+  const store = new RunStore();
+  const changes: string[] = [];
+  store.onDidChange((change) => changes.push(change.record?.type ?? 'removed'));
+  store.ingest(syntheticRunStarted('r1', 3, 1));
+  for (let step = 0; step < 3; step++) store.ingest(syntheticStep('r1', step));
+  let [summary] = store.list();
+  assert.equal(summary!.status, 'running');
+  assert.equal(summary!.lastStep, 2);
+  assert.equal(summary!.finalLoss, undefined);
+  store.ingest({ type: 'runEnded', runId: 'r1', step: 2, status: 'completed', reason: 'done', endedAt: 't' });
+  [summary] = store.list();
+  assert.equal(summary!.status, 'completed');
+  assert.equal(summary!.finalLoss, syntheticStep('r1', 2).loss);
+  assert.deepEqual(changes, ['runStarted', 'step', 'step', 'step', 'runEnded']);
+});
+
+test('records for a run never started make an unknown-status run; a new runStarted resets it', () => {
+  const store = new RunStore();
+  store.ingest(syntheticStep('late', 5));
+  assert.equal(store.list()[0]!.status, 'unknown');
+  store.ingest(syntheticRunStarted('late', 10, 1));
+  assert.equal(store.get('late')!.steps().length, 0);
+  assert.equal(store.list().length, 1);
+});
+
+test('run limit drops the oldest finished run, never a running one', () => {
+  const store = new RunStore({ runs: 2 });
+  store.ingest(syntheticRunStarted('running', 1, 1));
+  store.ingest(syntheticRunStarted('done', 1, 1));
+  store.ingest({ type: 'runEnded', runId: 'done', step: 0, status: 'completed', reason: '', endedAt: 't' });
+  store.ingest(syntheticRunStarted('new', 1, 1));
+  assert.deepEqual(store.list().map((r) => r.runId), ['running', 'new']);
+});
+
+test('layerStatsAt picks the newest kept record at or before the step', () => {
+  const store = new RunStore();
+  const layers = syntheticLayers().slice(0, 2);
+  for (const step of [0, 10, 20]) forEachStatsRecord('r', step, layers, (record) => store.ingest(record));
+  const at = store.get('r')!.layerStatsAt(15);
+  assert.equal(at.length, 6);
+  assert.ok(at.every((record) => record.step === 10));
+  assert.deepEqual(store.get('r')!.statsSteps(), [0, 10, 20]);
+  assert.deepEqual(store.get('r')!.layerStats(layers[0]!.name, 'wgrad').map((r) => r.step), [0, 10, 20]);
+});
+
+// Interpretation of "224 layers × 3 GEMMs × 10,000 steps": 10,000 training steps with stats every
+// 10 steps = 1,000 stats steps × 672 layerStats records (672,000 records) plus 10,000 step records.
+// With the default 64 kept stats steps per series (≈43,000 kept records of ≈1.4 KB) it measures ≈63 MiB.
+export const MEMORY_BUDGET_BYTES = 80 * 1024 * 1024;
+
+test(`an 8B-sized run (672,000 layer-stats records) stays within ${MEMORY_BUDGET_BYTES / 2 ** 20} MiB`, () => {
+  const store = new RunStore();
+  const before = heapAfterGc();
+  const started = syntheticRunStarted('llama8b', 10_000, 10);
+  store.ingest(started);
+  let records = 0;
+  for (let step = 0; step < 10_000; step++) {
+    store.ingest(syntheticStep('llama8b', step));
+    if (step % 10 === 0) {
+      forEachStatsRecord('llama8b', step, started.layers, (record) => {
+        store.ingest(record);
+        records++;
+      });
+    }
+  }
+  const retained = heapAfterGc() - before;
+  assert.equal(records, 672_000);
+  const run = store.get('llama8b')!;
+  const history = run.layerStats('blocks.31.down', 'wgrad');
+  assert.ok(history.length <= store.limits.statsPerSeries + 1);
+  assert.equal(history[0]!.step, 0, 'history still covers the start of the run');
+  assert.equal(history[history.length - 1]!.step, 9_990, 'and ends at the newest stats step');
+  assert.ok(retained < MEMORY_BUDGET_BYTES, `retained ${(retained / 2 ** 20).toFixed(1)} MiB`);
+  console.log(`# 8B-sized run retained ${(retained / 2 ** 20).toFixed(1)} MiB for ${records} layer-stats records (budget ${MEMORY_BUDGET_BYTES / 2 ** 20} MiB)`);
+});
