@@ -20,7 +20,7 @@ export class SafetensorsFile {
     const handle = await open(path, 'r');
     try {
       const { size } = await handle.stat();
-      const prefix = new Uint8Array(HEADER_LENGTH_BYTES);
+      const prefix = new Uint8Array(Math.min(HEADER_LENGTH_BYTES, size));
       await readFully(handle, prefix, 0, path);
       const headerLength = parseHeaderLength(prefix, size, path);
       const headerBytes = new Uint8Array(headerLength);

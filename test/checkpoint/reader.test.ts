@@ -1,0 +1,74 @@
+// The reader against files written by another implementation (fixtures/make_fixtures.py, from the
+// published format description), including a sharded checkpoint.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
+import { readSafetensors } from '../../src/checkpoint/safetensors.js';
+
+const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+/** The values make_fixtures.py stores in every float tensor. */
+const fixtureValue = (i: number) => ((i % 15) - 7) * 2 ** ((i % 5) - 2);
+
+test('decodes BF16, F16, F8_E4M3, F8_E5M2 and F32 tensors written by another implementation', async () => {
+  const tensors = await readSafetensors(`${fixtures}mixed.safetensors`).catch((error: Error) => error);
+  // The fixture holds an I64 tensor, which readSafetensors refuses by name.
+  assert.match(String(tensors), /tensor "step" is I64/);
+
+  const checkpoint = await openCheckpoint(`${fixtures}mixed.safetensors`);
+  try {
+    assert.deepEqual(checkpoint.metadata, { format: 'pt', written_by: 'make_fixtures.py' });
+    assert.deepEqual(
+      checkpoint.tensors.map((t) => [t.name, t.dtype, t.shape.join('x')]),
+      [
+        ['blocks.0.attn.k.weight', 'F8_E5M2', '2x32'],
+        ['blocks.0.attn.q.weight', 'F8_E4M3', '2x32'],
+        ['blocks.0.mlp.up.weight', 'F16', '4x64'],
+        ['blocks.0.norm.weight', 'F32', '32'],
+        ['model.embed.weight', 'BF16', '8x32'],
+        ['step', 'I64', ''],
+      ],
+    );
+    for (const tensor of checkpoint.tensors.filter((t) => t.dtype !== 'I64')) {
+      const values = await tensor.file.readFloat32(tensor.name);
+      assert.equal(values.length, tensor.elements);
+      values.forEach((v, i) => assert.equal(v, fixtureValue(i), `${tensor.name}[${i}]`));
+    }
+  } finally {
+    await checkpoint.close();
+  }
+});
+
+test('opens a sharded checkpoint through its index and reads tensors from both shards', async () => {
+  const checkpoint = await openCheckpoint(`${fixtures}sharded/model.safetensors.index.json`);
+  try {
+    assert.equal(checkpoint.shards.length, 2);
+    assert.deepEqual(checkpoint.tensors.map((t) => t.name), ['blocks.0.attn.k.weight', 'blocks.0.attn.q.weight', 'blocks.1.attn.q.weight', 'lm_head.weight']);
+    assert.equal(checkpoint.dataBytes, 2 * (4 * 64 * 2) + 4 * 64 * 4 + 16 * 64 * 2);
+    const lmHead = checkpoint.tensors.find((t) => t.name === 'lm_head.weight')!;
+    assert.match(lmHead.file.path, /model-00002-of-00002/);
+    const values = await lmHead.file.readFloat32('lm_head.weight');
+    values.forEach((v, i) => assert.equal(v, fixtureValue(i)));
+  } finally {
+    await checkpoint.close();
+  }
+});
+
+test('chunked reads cover a tensor exactly, in order, whatever the chunk size', async () => {
+  const checkpoint = await openCheckpoint(`${fixtures}mixed.safetensors`);
+  try {
+    const tensor = checkpoint.tensors.find((t) => t.name === 'model.embed.weight')!;
+    const whole = new Uint8Array(tensor.byteLength);
+    let at = 0;
+    for await (const chunk of tensor.file.chunks(tensor, 7)) {
+      assert.ok(chunk.byteLength <= 14);
+      whole.set(chunk, at);
+      at += chunk.byteLength;
+    }
+    assert.equal(at, tensor.byteLength);
+    const decoded = new Float32Array(new Uint32Array(Array.from({ length: tensor.elements }, (_, i) => (whole[2 * i] | (whole[2 * i + 1] << 8)) << 16)).buffer);
+    decoded.forEach((v, i) => assert.equal(v, fixtureValue(i)));
+  } finally {
+    await checkpoint.close();
+  }
+});
