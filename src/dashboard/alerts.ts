@@ -1,0 +1,130 @@
+// Alerts worth interrupting a user for, found as records arrive: NaN block scales, a loss spike,
+// a layer whose ‖∇W‖/‖E‖ fell below √3 (the error is then large enough to stall learning), and
+// divergence. Each fires once per episode (not once per layer or per step) and names the step and
+// the first layer whose metric moved.
+import type { Alert } from '../protocol/webview.js';
+import type { LayerStatsRecord, TelemetryRecord } from '../protocol/telemetry.js';
+
+export const GRAD_TO_ERR_FLOOR = Math.sqrt(3);
+
+/** EMA weight of the running loss mean/variance, and how far above the mean a spike is. */
+const SPIKE = { weight: 0.95, sigmas: 6, minRelative: 0.1, warmup: 20 } as const;
+
+interface Episode {
+  active: boolean;
+  /** The stats step being scanned, and whether the condition held anywhere in it so far. */
+  step: number;
+  seenThisStep: boolean;
+}
+
+interface RunAlertState {
+  lossMean: number;
+  lossVar: number;
+  lossCount: number;
+  spiking: boolean;
+  divergedAt: number | null;
+  nan: Episode;
+  gradToErr: Episode;
+}
+
+function newEpisode(): Episode {
+  return { active: false, step: -1, seenThisStep: false };
+}
+
+export class AlertTracker {
+  private readonly runs = new Map<string, RunAlertState>();
+  private readonly all: Alert[] = [];
+
+  /** Every alert so far, oldest first (the array only grows; index it as a cursor). */
+  get alerts(): readonly Alert[] {
+    return this.all;
+  }
+
+  divergedAt(runId: string): number | null {
+    return this.runs.get(runId)?.divergedAt ?? null;
+  }
+
+  /** Feed one record; returns the alerts it raised. */
+  ingest(record: TelemetryRecord): Alert[] {
+    if (record.type === 'runStarted') this.runs.delete(record.runId);
+    const state = this.state(record.runId);
+    const raised: Alert[] = [];
+    const raise = (alert: Omit<Alert, 'runId'>): void => {
+      raised.push({ runId: record.runId, ...alert });
+    };
+    switch (record.type) {
+      case 'step':
+        if (record.loss === null) this.diverge(state, record.step, 'loss is not finite', raise);
+        else this.checkSpike(state, record.step, record.loss, raise);
+        break;
+      case 'runEnded':
+        if (record.status === 'diverged') this.diverge(state, record.step, record.reason || 'run ended as diverged', raise);
+        break;
+      case 'layerStats':
+        this.checkLayer(state, record, raise);
+        break;
+    }
+    this.all.push(...raised);
+    return raised;
+  }
+
+  private state(runId: string): RunAlertState {
+    let state = this.runs.get(runId);
+    if (!state) {
+      state = { lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode() };
+      this.runs.set(runId, state);
+    }
+    return state;
+  }
+
+  private diverge(state: RunAlertState, step: number, why: string, raise: (alert: Omit<Alert, 'runId'>) => void): void {
+    if (state.divergedAt !== null) return;
+    state.divergedAt = step;
+    raise({ kind: 'divergence', step, layer: null, message: `Diverged at step ${step}: ${why}` });
+  }
+
+  private checkSpike(state: RunAlertState, step: number, loss: number, raise: (alert: Omit<Alert, 'runId'>) => void): void {
+    const deviation = loss - state.lossMean;
+    const sigma = Math.sqrt(state.lossVar);
+    const isSpike = state.lossCount >= SPIKE.warmup && deviation > SPIKE.sigmas * sigma && deviation > SPIKE.minRelative * Math.abs(state.lossMean);
+    if (isSpike && !state.spiking) {
+      raise({ kind: 'loss-spike', step, layer: null, message: `Loss spike at step ${step}: ${loss.toPrecision(4)} vs running mean ${state.lossMean.toPrecision(4)}` });
+    }
+    state.spiking = isSpike;
+    if (isSpike) return; // a spike must not drag the baseline it is measured against
+    if (state.lossCount === 0) state.lossMean = loss;
+    else {
+      state.lossMean += (1 - SPIKE.weight) * deviation;
+      state.lossVar = SPIKE.weight * (state.lossVar + (1 - SPIKE.weight) * deviation * deviation);
+    }
+    state.lossCount++;
+  }
+
+  private checkLayer(state: RunAlertState, record: LayerStatsRecord, raise: (alert: Omit<Alert, 'runId'>) => void): void {
+    const nanBlocks = record.operands.reduce((sum, operand) => sum + operand.histogram.nanBlocks, 0);
+    if (episode(state.nan, record.step, nanBlocks > 0)) {
+      raise({ kind: 'nan-scales', step: record.step, layer: record.layer, message: `NaN block scales at step ${record.step}, first in ${record.layer} (${record.gemm}, ${nanBlocks} blocks)` });
+    }
+    const ratio = record.wgradError?.gradToErr;
+    if (record.gemm === 'wgrad' && episode(state.gradToErr, record.step, ratio !== undefined && ratio !== null && ratio < GRAD_TO_ERR_FLOOR)) {
+      raise({ kind: 'grad-to-err', step: record.step, layer: record.layer, message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}` });
+    }
+  }
+}
+
+/**
+ * Advance an episode by one observation; true when this observation starts a new episode. An
+ * episode ends when a whole stats step passes with the condition nowhere true.
+ */
+function episode(state: Episode, step: number, holds: boolean): boolean {
+  if (step !== state.step) {
+    if (state.step >= 0 && !state.seenThisStep) state.active = false;
+    state.step = step;
+    state.seenThisStep = false;
+  }
+  if (!holds) return false;
+  state.seenThisStep = true;
+  if (state.active) return false;
+  state.active = true;
+  return true;
+}

@@ -1,0 +1,86 @@
+// What one dashboard webview has been sent, and what to send it next: a full snapshot after `ready`
+// or a resync, then deltas with only what changed since (new loss points, changed run info,
+// overviews whose stats step moved, new alerts).
+import type { DeltaMessage, LayerDetailMessage, RequestLayerMessage, RunInfo, SnapshotMessage } from '../protocol/webview.js';
+import type { RunStore } from '../store/run-store.js';
+import type { AlertTracker } from './alerts.js';
+import { layerDetail, layerOverview, lossSlice, runInfo } from './views.js';
+
+interface RunCursor {
+  step: number;
+  validationStep: number;
+  statsVersion: number;
+  info: string;
+}
+
+/** Per-webview progress; a new run set (added/removed run) means a snapshot, not a delta. */
+export interface FeedCursor {
+  runIds: string;
+  runs: Map<string, RunCursor>;
+  alerts: number;
+}
+
+type StoreReader = Pick<RunStore, 'list' | 'get'>;
+
+export class DashboardFeed {
+  constructor(
+    private readonly store: StoreReader,
+    private readonly alerts: AlertTracker,
+  ) {}
+
+  snapshot(): { message: SnapshotMessage; cursor: FeedCursor } {
+    const cursor: FeedCursor = { runIds: this.runIds(), runs: new Map(), alerts: 0 };
+    const message: SnapshotMessage = { type: 'snapshot', ...this.changesSince(cursor) };
+    return { message, cursor };
+  }
+
+  /** Changes since `cursor` (advanced in place), or null when the run set changed (send a snapshot). */
+  delta(cursor: FeedCursor): DeltaMessage | null {
+    if (cursor.runIds !== this.runIds()) return null;
+    return { type: 'delta', ...this.changesSince(cursor) };
+  }
+
+  layerDetail(request: RequestLayerMessage): LayerDetailMessage | undefined {
+    const run = this.store.get(request.runId);
+    return run ? layerDetail(run, request) : undefined;
+  }
+
+  private runIds(): string {
+    return JSON.stringify(this.store.list().map((summary) => summary.runId));
+  }
+
+  private changesSince(cursor: FeedCursor): Omit<DeltaMessage, 'type'> {
+    const changes: Omit<DeltaMessage, 'type'> = { runs: [], loss: [], validation: [], overview: [], alerts: [] };
+    for (const summary of this.store.list()) {
+      const run = this.store.get(summary.runId)!;
+      const runId = summary.runId;
+      let seen = cursor.runs.get(runId);
+      if (!seen) cursor.runs.set(runId, (seen = { step: -1, validationStep: -1, statsVersion: -1, info: '' }));
+      const info: RunInfo = runInfo(run, this.alerts.divergedAt(runId));
+      const infoKey = `${info.status}|${info.divergedAt}|${info.name}|${info.layers.length}`;
+      if (infoKey !== seen.info) {
+        changes.runs.push(info);
+        seen.info = infoKey;
+      }
+      const loss = lossSlice(runId, run.steps(), seen.step);
+      if (loss.step.length > 0) {
+        changes.loss.push(loss);
+        seen.step = loss.step[loss.step.length - 1]!;
+      }
+      const validation = lossSlice(runId, run.validation(), seen.validationStep);
+      if (validation.step.length > 0) {
+        changes.validation.push(validation);
+        seen.validationStep = validation.step[validation.step.length - 1]!;
+      }
+      const { overview, version } = layerOverview(run);
+      if (version !== seen.statsVersion) {
+        changes.overview.push(overview);
+        seen.statsVersion = version;
+      }
+    }
+    const alerts = this.alerts.alerts;
+    changes.alerts = alerts.slice(cursor.alerts);
+    cursor.alerts = alerts.length;
+    return changes;
+  }
+}

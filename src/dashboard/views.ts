@@ -1,0 +1,150 @@
+// Turns the run store's records into the dashboard's messages: run info, columnar loss slices, the
+// per-layer overview and one layer's detail. Pure functions of a store run.
+import { describeGemm, GEMM_KINDS, type GemmKind } from '../protocol/config.js';
+import { GEMM_OPERANDS, type LayerStatsRecord, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
+import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
+import type { RunView } from '../store/run-store.js';
+import { autocorrelation, lagCosines } from './correlation.js';
+
+/** Lags (in stats samples) the autocorrelation curve covers at most. */
+export const MAX_AUTOCORR_LAG = 32;
+
+const NO_GEMMS: Record<GemmKind, string> = { fprop: '?', dgrad: '?', wgrad: '?' };
+
+export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
+  const { summary } = run;
+  const config = summary.config;
+  const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, describeGemm(config.gemms[kind])])) as Record<GemmKind, string>) : NO_GEMMS;
+  const endedDiverged = summary.ended?.status === 'diverged' ? summary.ended.step : null;
+  return {
+    runId: summary.runId,
+    name: summary.name,
+    // The store's `unknown` (no runStarted seen, or the trainer vanished) reads as stopped here.
+    status: summary.status === 'unknown' ? 'stopped' : summary.status,
+    startedAt: summary.startedAt ?? '',
+    gemms,
+    tokensPerStep: config?.tokensPerStep ?? 0,
+    statsEvery: config?.statsEvery ?? 1,
+    layers: run.layers.map((layer) => layer.name),
+    divergedAt: divergedAt ?? endedDiverged,
+  };
+}
+
+/** Index of the first record with step > `after` in a step-ascending array. */
+function firstAfter(records: readonly { step: number }[], after: number): number {
+  let lo = 0;
+  let hi = records.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (records[mid]!.step > after) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** The loss points with step > `after` (all of them for after = −1). */
+export function lossSlice(runId: string, records: readonly (StepRecord | ValidationRecord)[], after: number): LossSeries {
+  const from = firstAfter(records, after);
+  const n = records.length - from;
+  const series: LossSeries = { runId, step: new Array(n), tokens: new Array(n), loss: new Array(n) };
+  for (let i = 0; i < n; i++) {
+    const record = records[from + i]!;
+    series.step[i] = record.step;
+    series.tokens[i] = record.tokens;
+    series.loss[i] = record.loss;
+  }
+  return series;
+}
+
+/**
+ * Each layer's newest metrics (LAYER_METRICS order): Wgrad relative error, alignment and lag-1
+ * correlation from its Wgrad GEMM; saturation and flush as the worst operand over all GEMMs, SQNR
+ * as the lowest.
+ */
+export function layerOverview(run: RunView): { overview: LayerOverview; version: number } {
+  let step = -1;
+  // Sum of every series' newest step: grows whenever any (layer, GEMM) gets a record.
+  let version = 0;
+  const rows = run.layers.map(({ name }) => {
+    let saturated: number | null = null;
+    let flushed: number | null = null;
+    let sqnr: number | null = null;
+    let wgrad: LayerStatsRecord | undefined;
+    for (const gemm of GEMM_KINDS) {
+      const history = run.layerStats(name, gemm);
+      const latest = history[history.length - 1];
+      if (!latest) continue;
+      version += latest.step + 1;
+      if (latest.step > step) step = latest.step;
+      if (gemm === 'wgrad') wgrad = latest;
+      for (const operand of latest.operands) {
+        saturated = Math.max(saturated ?? 0, operand.saturatedFrac * 100);
+        flushed = Math.max(flushed ?? 0, operand.flushedFrac * 100);
+        if (operand.sqnrDb !== null) sqnr = Math.min(sqnr ?? Infinity, operand.sqnrDb);
+      }
+    }
+    const error = wgrad?.wgradError;
+    return { layer: name, values: [error?.relErr ?? null, error?.alignment ?? null, saturated, flushed, sqnr, error?.lag1Cos ?? null] };
+  });
+  return { overview: { runId: run.summary.runId, step, rows }, version };
+}
+
+/** Everything the scale and correlation views show for one (layer, GEMM, operand). */
+export function layerDetail(run: RunView, request: RequestLayerMessage): LayerDetailMessage {
+  const records = run.layerStats(request.layer, request.gemm);
+  const operandIndex = GEMM_OPERANDS[request.gemm].indexOf(request.operand);
+  let minExp = Infinity;
+  let maxExp = -Infinity;
+  for (const record of records) {
+    const histogram = record.operands[operandIndex]?.histogram;
+    if (!histogram || histogram.counts.length === 0) continue;
+    minExp = Math.min(minExp, histogram.minExp);
+    maxExp = Math.max(maxExp, histogram.minExp + histogram.counts.length - 1);
+  }
+  const exponents = Number.isFinite(minExp) ? maxExp - minExp + 1 : 0;
+  if (!Number.isFinite(minExp)) minExp = 0;
+  const n = records.length;
+  const counts = new Array<number>(n * exponents).fill(0);
+  const detail: LayerDetailMessage = {
+    type: 'layerDetail',
+    requestId: request.requestId,
+    runId: run.summary.runId,
+    layer: request.layer,
+    gemm: request.gemm,
+    operand: request.operand,
+    steps: records.map((record) => record.step),
+    minExp,
+    exponents,
+    counts,
+    nanBlocks: [],
+    saturatedFrac: [],
+    flushedFrac: [],
+    sqnrDb: [],
+    lag1Cos: [],
+    lagCos: [],
+    lag: request.lag,
+    autocorr: [],
+  };
+  const sketches: number[][] = [];
+  records.forEach((record, i) => {
+    const stats = record.operands[operandIndex];
+    if (stats) {
+      const { histogram } = stats;
+      const offset = i * exponents + histogram.minExp - minExp;
+      for (let e = 0; e < histogram.counts.length; e++) counts[offset + e] = histogram.counts[e]!;
+    }
+    detail.nanBlocks.push(stats?.histogram.nanBlocks ?? 0);
+    detail.saturatedFrac.push(stats?.saturatedFrac ?? 0);
+    detail.flushedFrac.push(stats?.flushedFrac ?? 0);
+    detail.sqnrDb.push(stats?.sqnrDb ?? null);
+    if (record.wgradError) {
+      detail.lag1Cos.push(record.wgradError.lag1Cos);
+      sketches.push(record.wgradError.sketch);
+    }
+  });
+  if (sketches.length === n && n > 0) {
+    detail.lagCos = lagCosines(sketches, request.lag);
+    detail.autocorr = autocorrelation(sketches, Math.min(MAX_AUTOCORR_LAG, n - 1));
+  } else detail.lag1Cos = [];
+  return detail;
+}

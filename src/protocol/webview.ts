@@ -1,0 +1,236 @@
+// Messages between the extension host and the dashboard webview. One discriminated union per
+// direction; both sides validate what they receive. Series travel columnar (parallel arrays) so a
+// 10,000-step run is a few arrays, not 10,000 objects.
+import { GEMM_KINDS, type GemmKind } from './config.js';
+import { OPERANDS, RUN_END_STATUSES, type Operand, type RunEndStatus } from './telemetry.js';
+import { arrayOf, intIn, literal, nonNegInt, nullable, num, object, str, union, type Schema } from './validate.js';
+
+export const RUN_STATUSES = ['running', ...RUN_END_STATUSES] as const;
+export type RunStatus = 'running' | RunEndStatus;
+
+/** What the dashboard needs to know about a run besides its series. */
+export interface RunInfo {
+  runId: string;
+  name: string;
+  status: RunStatus;
+  startedAt: string;
+  /** Short labels per GEMM, e.g. { fprop: "mxfp4", wgrad: "mxfp4 · H16" }. */
+  gemms: Record<GemmKind, string>;
+  tokensPerStep: number;
+  statsEvery: number;
+  /** Layer names in model order. */
+  layers: string[];
+  /** The step whose loss diverged (non-finite or run ended `diverged`), if any. */
+  divergedAt: number | null;
+}
+
+/** A loss curve, columnar; `loss[i]` is null where the loss was non-finite. */
+export interface LossSeries {
+  runId: string;
+  step: number[];
+  tokens: number[];
+  loss: (number | null)[];
+}
+
+export const LAYER_METRICS = ['wgradRelErr', 'alignment', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos'] as const;
+export type LayerMetric = (typeof LAYER_METRICS)[number];
+
+/** One row of the layer overview: the layer's latest stats-step metrics (null where unknown). */
+export interface LayerRow {
+  layer: string;
+  values: (number | null)[];
+}
+
+/** A run's layer overview: `rows[i].values` follow LAYER_METRICS order. */
+export interface LayerOverview {
+  runId: string;
+  /** The stats step the rows describe (latest seen); -1 before any stats. */
+  step: number;
+  rows: LayerRow[];
+}
+
+export const ALERT_KINDS = ['nan-scales', 'loss-spike', 'grad-to-err', 'divergence'] as const;
+export type AlertKind = (typeof ALERT_KINDS)[number];
+
+export interface Alert {
+  runId: string;
+  kind: AlertKind;
+  step: number;
+  /** The first layer whose metric moved; null for loss alerts. */
+  layer: string | null;
+  message: string;
+}
+
+/** Everything the dashboard shows before a layer is picked. */
+export interface SnapshotMessage {
+  type: 'snapshot';
+  runs: RunInfo[];
+  loss: LossSeries[];
+  validation: LossSeries[];
+  overview: LayerOverview[];
+  alerts: Alert[];
+}
+
+/** New data since the last snapshot/delta: series slices are appended, runs and overviews replace. */
+export interface DeltaMessage {
+  type: 'delta';
+  runs: RunInfo[];
+  loss: LossSeries[];
+  validation: LossSeries[];
+  overview: LayerOverview[];
+  alerts: Alert[];
+}
+
+/** Per-stats-step data of one (run, layer, GEMM, operand), the answer to `requestLayer`. */
+export interface LayerDetailMessage {
+  type: 'layerDetail';
+  requestId: number;
+  runId: string;
+  layer: string;
+  gemm: GemmKind;
+  operand: Operand;
+  steps: number[];
+  /** Exponent of row 0 of `counts`; rows cover minExp .. minExp + exponents − 1. */
+  minExp: number;
+  exponents: number;
+  /** counts[i * exponents + e]: blocks at steps[i] with exponent minExp + e. */
+  counts: number[];
+  nanBlocks: number[];
+  saturatedFrac: number[];
+  flushedFrac: number[];
+  sqnrDb: (number | null)[];
+  /** Wgrad error correlation (empty arrays when the GEMM is not wgrad or has no error stats). */
+  lag1Cos: (number | null)[];
+  /** cos(E_t, E_{t−k}) from the sketches, k = `lag` stats steps, at `steps[i]`. */
+  lagCos: (number | null)[];
+  lag: number;
+  /** Mean cos(E_t, E_{t−j}) over the run, j = 0..autocorr.length−1 stats steps. */
+  autocorr: (number | null)[];
+}
+
+/** The host asks the dashboard to show something (e.g. the Compare Runs command). */
+export interface FocusMessage {
+  type: 'focus';
+  mode: 'single' | 'compare';
+  runIds: string[];
+}
+
+export type HostToWebview = SnapshotMessage | DeltaMessage | LayerDetailMessage | FocusMessage;
+
+/** The webview is loaded and wants a snapshot. */
+export interface ReadyMessage {
+  type: 'ready';
+}
+
+export interface RequestLayerMessage {
+  type: 'requestLayer';
+  requestId: number;
+  runId: string;
+  layer: string;
+  gemm: GemmKind;
+  operand: Operand;
+  /** Lag k (in stats steps) for the lag-k correlation curve. */
+  lag: number;
+}
+
+/** Save the current chart's data (CSV text) or image (PNG data URL) through a save dialog. */
+export interface ExportMessage {
+  type: 'export';
+  format: 'csv' | 'png';
+  fileName: string;
+  data: string;
+}
+
+/** The sidebar's "open" button. */
+export interface OpenDashboardMessage {
+  type: 'openDashboard';
+}
+
+export type WebviewToHost = ReadyMessage | RequestLayerMessage | ExportMessage | OpenDashboardMessage;
+
+// ---------------------------------------------------------------- validation
+
+const runId = str(256);
+const layerName = str(512);
+const nullableNums = arrayOf(nullable(num), 10_000_000);
+const nums = arrayOf(num, 10_000_000);
+const gemmLabels = object<Record<GemmKind, string>>({ fprop: str(128), dgrad: str(128), wgrad: str(128) });
+
+const runInfoSchema = object<RunInfo>({
+  runId,
+  name: str(512),
+  status: literal(...RUN_STATUSES),
+  startedAt: str(64),
+  gemms: gemmLabels,
+  tokensPerStep: nonNegInt,
+  statsEvery: intIn(1, 1_000_000),
+  layers: arrayOf(layerName, 100_000),
+  divergedAt: nullable(nonNegInt),
+});
+
+const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums });
+const layerOverviewSchema = object<LayerOverview>({
+  runId,
+  step: intIn(-1, Number.MAX_SAFE_INTEGER),
+  rows: arrayOf(object<LayerRow>({ layer: layerName, values: arrayOf(nullable(num), LAYER_METRICS.length) }), 100_000),
+});
+const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), message: str(4096) });
+
+const dataFields = {
+  runs: arrayOf(runInfoSchema, 1000),
+  loss: arrayOf(lossSeriesSchema, 1000),
+  validation: arrayOf(lossSeriesSchema, 1000),
+  overview: arrayOf(layerOverviewSchema, 1000),
+  alerts: arrayOf(alertSchema, 100_000),
+};
+
+export const hostToWebviewSchema: Schema<HostToWebview> = union<HostToWebview>({
+  snapshot: object<SnapshotMessage>({ type: literal('snapshot'), ...dataFields }),
+  delta: object<DeltaMessage>({ type: literal('delta'), ...dataFields }),
+  layerDetail: object<LayerDetailMessage>({
+    type: literal('layerDetail'),
+    requestId: nonNegInt,
+    runId,
+    layer: layerName,
+    gemm: literal(...GEMM_KINDS),
+    operand: literal(...OPERANDS),
+    steps: nums,
+    minExp: intIn(-127, 127),
+    exponents: intIn(0, 256),
+    counts: nums,
+    nanBlocks: nums,
+    saturatedFrac: nums,
+    flushedFrac: nums,
+    sqnrDb: nullableNums,
+    lag1Cos: nullableNums,
+    lagCos: nullableNums,
+    lag: intIn(1, 100_000),
+    autocorr: nullableNums,
+  }),
+  focus: object<FocusMessage>({ type: literal('focus'), mode: literal('single', 'compare'), runIds: arrayOf(runId, 16) }),
+});
+
+export const webviewToHostSchema: Schema<WebviewToHost> = union<WebviewToHost>({
+  ready: object<ReadyMessage>({ type: literal('ready') }),
+  requestLayer: object<RequestLayerMessage>({
+    type: literal('requestLayer'),
+    requestId: nonNegInt,
+    runId,
+    layer: layerName,
+    gemm: literal(...GEMM_KINDS),
+    operand: literal(...OPERANDS),
+    lag: intIn(1, 100_000),
+  }),
+  export: object<ExportMessage>({
+    type: literal('export'),
+    format: literal('csv', 'png'),
+    fileName: str(256),
+    data: str(64 * 1024 * 1024),
+  }),
+  openDashboard: object<OpenDashboardMessage>({ type: literal('openDashboard') }),
+});
+
+/** A delta with nothing in it is not worth a postMessage. */
+export function isEmptyDelta(delta: DeltaMessage): boolean {
+  return delta.runs.length + delta.loss.length + delta.validation.length + delta.overview.length + delta.alerts.length === 0;
+}

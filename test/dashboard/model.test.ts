@@ -1,0 +1,126 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { check } from '../../src/protocol/validate.js';
+import { hostToWebviewSchema, webviewToHostSchema, LAYER_METRICS } from '../../src/protocol/webview.js';
+import { RunStore } from '../../src/store/run-store.js';
+import { AlertTracker } from '../../src/dashboard/alerts.js';
+import { DashboardFeed } from '../../src/dashboard/feed.js';
+import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
+import { DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../src/dashboard/ui-state.js';
+import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
+
+const small: SyntheticRunOptions = { runId: 'a', blocks: 2, steps: 40, statsEvery: 10, evalEvery: 10, sketchSize: 16, rotation: 'hadamard', seed: 1 };
+
+function feedWith(records: Iterable<TelemetryRecord>): { store: RunStore; alerts: AlertTracker; feed: DashboardFeed } {
+  const store = new RunStore();
+  const alerts = new AlertTracker();
+  store.onDidChange((change) => change.record && alerts.ingest(change.record));
+  for (const record of records) store.ingest(record);
+  return { store, alerts, feed: new DashboardFeed(store, alerts) };
+}
+
+test('snapshot carries every run, its loss, validation and overview, and validates', () => {
+  const { feed } = feedWith([...syntheticRun(small), ...syntheticRun({ ...small, runId: 'b', rotation: 'random-hadamard', seed: 2 })]);
+  const { message } = feed.snapshot();
+  check(hostToWebviewSchema, JSON.parse(JSON.stringify(message)));
+  assert.deepEqual(message.runs.map((r) => r.runId), ['a', 'b']);
+  assert.equal(message.runs[0]!.layers.length, 14);
+  assert.equal(message.runs[0]!.gemms.wgrad, 'mxfp4 · H16');
+  assert.equal(message.loss[0]!.step.length, 40);
+  assert.equal(message.validation[0]!.step.length, 4);
+  assert.equal(message.overview[0]!.rows.length, 14);
+  assert.equal(message.overview[0]!.step, 30);
+  assert.equal(message.overview[0]!.rows[0]!.values.length, LAYER_METRICS.length);
+});
+
+test('deltas send only what is new; a new run forces a snapshot', () => {
+  const records = [...syntheticRun(small)];
+  const cut = records.findIndex((r) => r.type === 'step' && r.step === 25);
+  const { store, feed } = feedWith(records.slice(0, cut));
+  const { cursor } = feed.snapshot();
+  assert.equal(feed.delta(cursor)!.loss.length, 0, 'nothing new, nothing sent');
+  for (const record of records.slice(cut)) store.ingest(record);
+  const delta = feed.delta(cursor)!;
+  check(hostToWebviewSchema, delta);
+  assert.deepEqual(delta.loss[0]!.step, Array.from({ length: 15 }, (_, i) => 25 + i));
+  assert.equal(delta.runs[0]!.status, 'completed');
+  assert.equal(delta.overview.length, 1);
+  store.ingest({ ...records[0]!, runId: 'other' } as TelemetryRecord);
+  assert.equal(feed.delta(cursor), null);
+});
+
+test('layer detail: exact histograms per stats step and sketch correlation', () => {
+  const { feed } = feedWith(syntheticRun(small));
+  const detail = feed.layerDetail({ type: 'requestLayer', requestId: 7, runId: 'a', layer: 'blocks.1.mlp.up', gemm: 'wgrad', operand: 'x', lag: 2 })!;
+  check(hostToWebviewSchema, detail);
+  assert.deepEqual(detail.steps, [0, 10, 20, 30]);
+  assert.equal(detail.counts.length, 4 * detail.exponents);
+  const firstStep = detail.counts.slice(0, detail.exponents).reduce((a, b) => a + b, 0);
+  assert.ok(firstStep > 1000);
+  assert.deepEqual(detail.lagCos.slice(0, 2), [null, null]);
+  assert.ok(detail.lagCos[3]! > 0.5, 'a deterministic rotation keeps the error correlated');
+  assert.equal(detail.autocorr[0], 1);
+  const random = feedWith(syntheticRun({ ...small, rotation: 'random-hadamard' })).feed.layerDetail({ type: 'requestLayer', requestId: 1, runId: 'a', layer: 'blocks.1.mlp.up', gemm: 'wgrad', operand: 'x', lag: 1 })!;
+  assert.ok(Math.abs(random.autocorr[1]!) < 0.5, `random rotation decorrelates: ${random.autocorr[1]}`);
+  const fprop = feed.layerDetail({ type: 'requestLayer', requestId: 2, runId: 'a', layer: 'blocks.1.mlp.up', gemm: 'fprop', operand: 'w', lag: 1 })!;
+  assert.deepEqual(fprop.lagCos, []);
+});
+
+test('alerts: NaN scales once per episode naming the first layer, divergence, spike', () => {
+  const { alerts } = feedWith(syntheticRun({ ...small, nanAt: { step: 20, layer: 'blocks.0.attn.k' } }));
+  const nan = alerts.alerts.filter((a) => a.kind === 'nan-scales');
+  assert.equal(nan.length, 1);
+  assert.equal(nan[0]!.step, 20);
+  assert.equal(nan[0]!.layer, 'blocks.0.attn.k');
+  const tracker = new AlertTracker();
+  for (let step = 0; step < 50; step++) tracker.ingest({ type: 'step', runId: 'r', step, tokens: step, loss: 3 + 0.01 * Math.sin(step), lr: 1, gradNorm: 1, stepMs: 1 });
+  assert.equal(tracker.alerts.length, 0);
+  tracker.ingest({ type: 'step', runId: 'r', step: 50, tokens: 50, loss: 6, lr: 1, gradNorm: 1, stepMs: 1 });
+  tracker.ingest({ type: 'step', runId: 'r', step: 51, tokens: 51, loss: null, lr: 1, gradNorm: 1, stepMs: 1 });
+  tracker.ingest({ type: 'step', runId: 'r', step: 52, tokens: 52, loss: null, lr: 1, gradNorm: 1, stepMs: 1 });
+  assert.deepEqual(tracker.alerts.map((a) => [a.kind, a.step]), [['loss-spike', 50], ['divergence', 51]]);
+  assert.equal(tracker.divergedAt('r'), 51);
+});
+
+test('grad-to-error alert fires below √3', () => {
+  const records = [...syntheticRun(small)].map((r) =>
+    r.type === 'layerStats' && r.wgradError && r.step === 30 && r.layer === 'blocks.1.attn.v' ? { ...r, wgradError: { ...r.wgradError, gradToErr: 1.5 } } : r,
+  );
+  const { alerts } = feedWith(records);
+  assert.deepEqual(alerts.alerts.map((a) => [a.kind, a.step, a.layer]), [['grad-to-err', 30, 'blocks.1.attn.v']]);
+});
+
+test('webview → host messages are validated', () => {
+  assert.deepEqual(check(webviewToHostSchema, { type: 'ready' }), { type: 'ready' });
+  assert.throws(() => check(webviewToHostSchema, { type: 'requestLayer', requestId: 1, runId: 'a', layer: 'l', gemm: 'wgrad', operand: 'q', lag: 1 }), /operand/);
+  assert.throws(() => check(webviewToHostSchema, { type: 'nope' }), /one of ready/);
+});
+
+test('UI state restores what fits and defaults the rest', () => {
+  assert.deepEqual(restoreUiState(undefined), DEFAULT_UI_STATE);
+  const restored = restoreUiState({ tab: 'scales', ema: 5, gemm: 'fprop', operand: 'dy', layer: 'x', lag: -1, runIds: ['a', 3] });
+  assert.equal(restored.tab, 'scales');
+  assert.equal(restored.ema, 0.999);
+  assert.equal(restored.operand, 'x', 'dy is not an fprop operand');
+  assert.equal(restored.layer, 'x');
+  assert.equal(restored.lag, DEFAULT_UI_STATE.lag);
+  assert.deepEqual(restored.runIds, ['a']);
+});
+
+test('layer filter: regex or substring, bounded', () => {
+  const names = Array.from({ length: 224 }, (_, i) => `blocks.${i >> 3}.l${i & 7}`);
+  assert.equal(filterLayers(names, 'blocks\\.1\\.', 500).total, 8);
+  assert.equal(filterLayers(names, '', 50).names.length, 50);
+  assert.equal(filterLayers(names, '[', 500).total, 0, 'an invalid regex falls back to substring');
+});
+
+test('worst first: direction per metric, nulls last', () => {
+  const rows = [
+    { layer: 'a', values: [0.1, 0.9, 0, 0, 20, null] },
+    { layer: 'b', values: [0.3, 0.8, 0, 0, 10, null] },
+    { layer: 'c', values: [null, null, null, null, null, null] },
+  ];
+  assert.deepEqual(worstFirst(rows, 'wgradRelErr').map((r) => r.layer), ['b', 'a', 'c']);
+  assert.deepEqual(worstFirst(rows, 'sqnrDb').map((r) => r.layer), ['b', 'a', 'c']);
+  assert.deepEqual(worstFirst(rows, 'alignment').map((r) => r.layer), ['b', 'a', 'c']);
+});
