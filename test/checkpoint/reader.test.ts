@@ -2,11 +2,11 @@
 // published format description), including a sharded checkpoint.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { readSafetensors } from '../../src/checkpoint/safetensors.js';
 
-const fixtures = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const fixtures = join(__dirname, 'fixtures') + '/';
 /** The values make_fixtures.py stores in every float tensor. */
 const fixtureValue = (i: number) => ((i % 15) - 7) * 2 ** ((i % 5) - 2);
 
