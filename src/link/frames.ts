@@ -1,0 +1,41 @@
+// Reading and writing protocol v1 frames. Reading never throws: every problem becomes a reply the
+// peer can act on (the error code and a message naming what was wrong), and the connection lives.
+import type { RawData } from 'ws';
+import { hasUnknownType, tryCheck, type ErrorCode, type Schema, type TelemetryRecord } from '../protocol/index.js';
+
+export type InboundFrame<T> =
+  | { kind: 'message'; message: T }
+  | { kind: 'unknown'; type: string }
+  | { kind: 'error'; code: ErrorCode; message: string; id?: string };
+
+function byteLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((sum, chunk) => sum + chunk.length, 0);
+  return data instanceof ArrayBuffer ? data.byteLength : data.length;
+}
+
+function text(data: RawData): string {
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  return data instanceof ArrayBuffer ? Buffer.from(data).toString('utf8') : data.toString('utf8');
+}
+
+export function readFrame<T>(data: RawData, isBinary: boolean, schema: Schema<T>, knownTypes: readonly string[], maxBytes: number): InboundFrame<T> {
+  const size = byteLength(data);
+  if (size > maxBytes) return { kind: 'error', code: 'frame-too-large', message: `frame of ${size} bytes is over the ${maxBytes}-byte limit; dropped` };
+  if (isBinary) return { kind: 'error', code: 'invalid-message', message: 'binary frame dropped: protocol v1 frames are JSON text' };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text(data));
+  } catch (error) {
+    return { kind: 'error', code: 'bad-json', message: `frame is not valid JSON (${(error as Error).message}); dropped` };
+  }
+  if (hasUnknownType(parsed, knownTypes)) return { kind: 'unknown', type: parsed.type };
+  const checked = tryCheck(schema, parsed);
+  if (checked.ok) return { kind: 'message', message: checked.value };
+  const id = (parsed as { id?: unknown } | null)?.id;
+  return { kind: 'error', code: 'invalid-message', message: `${checked.error.message}; message dropped`, ...(typeof id === 'string' ? { id } : {}) };
+}
+
+/** A telemetry record as a frame with `seq` first, without copying the record. */
+export function telemetryFrame(record: TelemetryRecord, seq: number): string {
+  return `{"seq":${seq},${JSON.stringify(record).slice(1)}`;
+}

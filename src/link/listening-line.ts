@@ -1,0 +1,28 @@
+// The one machine-readable line a `--serve` trainer prints on stdout once it listens, e.g.
+//   MXSCOPE_LISTENING {"url":"ws://127.0.0.1:41234","token":"…","protocol":"1.0"}
+// (`token` only when one is required). Whoever spawned the trainer reads stdout for it.
+import { PROTOCOL_VERSION } from '../protocol/index.js';
+
+export const LISTENING_PREFIX = 'MXSCOPE_LISTENING ';
+
+export interface ListeningInfo {
+  url: string;
+  token?: string;
+}
+
+export function formatListeningLine(info: ListeningInfo): string {
+  const protocol = `${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}`;
+  return LISTENING_PREFIX + JSON.stringify({ url: info.url, ...(info.token ? { token: info.token } : {}), protocol });
+}
+
+/** The info on a listening line, or undefined for any other line. */
+export function parseListeningLine(line: string): ListeningInfo | undefined {
+  if (!line.startsWith(LISTENING_PREFIX)) return undefined;
+  try {
+    const parsed = JSON.parse(line.slice(LISTENING_PREFIX.length)) as { url?: unknown; token?: unknown };
+    if (typeof parsed.url !== 'string' || !/^wss?:\/\//.test(parsed.url)) return undefined;
+    return { url: parsed.url, ...(typeof parsed.token === 'string' ? { token: parsed.token } : {}) };
+  } catch {
+    return undefined;
+  }
+}

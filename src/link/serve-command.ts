@@ -1,0 +1,52 @@
+// `mxscope-train --serve`: serve protocol v1 until SIGINT/SIGTERM, running emulation runs on request.
+// Prints one listening line (listening-line.ts) on stdout for whoever spawned it.
+import type { RunConfig } from '../protocol/index.js';
+import { startRun } from '../trainer/index.js';
+import { generateToken, isLoopbackHost } from './auth.js';
+import { formatListeningLine } from './listening-line.js';
+import { startTrainerServer } from './trainer-server.js';
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  token?: string;
+  outDir: string;
+  baseConfig: RunConfig;
+}
+
+/** When set, the server exits once this process id is gone (the extension host that spawned it). */
+export const PARENT_PID_ENV = 'MXSCOPE_PARENT_PID';
+
+export async function runServeCommand(options: ServeOptions): Promise<void> {
+  const token = options.token ?? (isLoopbackHost(options.host) ? undefined : generateToken());
+  const server = await startTrainerServer({
+    host: options.host,
+    port: options.port,
+    ...(token ? { token } : {}),
+    baseConfig: options.baseConfig,
+    launch: ({ config, fromCheckpoint, onRecord, signal }) => startRun({ config, outDir: options.outDir, onRecord, signal, ...(fromCheckpoint ? { resumeFrom: fromCheckpoint } : {}) }),
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
+  process.stdout.write(`${formatListeningLine({ url: server.url, ...(token ? { token } : {}) })}\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+    watchParent(resolve);
+  });
+  await server.close();
+}
+
+function watchParent(onGone: () => void): void {
+  const parent = Number(process.env[PARENT_PID_ENV]);
+  if (!Number.isInteger(parent) || parent <= 0) return;
+  const timer = setInterval(() => {
+    try {
+      process.kill(parent, 0);
+    } catch {
+      clearInterval(timer);
+      process.stderr.write(`parent process ${parent} is gone: shutting down\n`);
+      onGone();
+    }
+  }, 2000);
+  timer.unref();
+}

@@ -1,0 +1,196 @@
+// The host side of protocol v1: connects to a trainer, checks the hello, subscribes from the last
+// seq it has, reconnects with backoff when the trainer goes away, and turns requests into promises
+// that resolve on the matching ack or reject with the server's error message.
+import WebSocket from 'ws';
+import {
+  isCompatible,
+  PROTOCOL_VERSION,
+  SERVER_MESSAGE_TYPES,
+  serverMessageSchema,
+  MAX_FRAME_BYTES,
+  type AckMessage,
+  type ClientMessage,
+  type RunConfig,
+  type ServerHello,
+  type ServerMessage,
+  type ServerTelemetry,
+} from '../protocol/index.js';
+import { readFrame } from './frames.js';
+
+export type ConnectionState = 'connecting' | 'connected' | 'reconnecting' | 'closed';
+
+/** A request as the caller writes it; the client adds the id. */
+export type ClientRequest = ClientMessage extends infer M ? (M extends ClientMessage ? Omit<M, 'id'> : never) : never;
+
+export interface TrainerClientOptions {
+  url: string;
+  token?: string;
+  client?: { name: string; version: string };
+  onTelemetry: (record: ServerTelemetry) => void;
+  onNextRunConfig?: (config: RunConfig) => void;
+  /** `detail` says why (e.g. the refusal reason when the state becomes `closed`). */
+  onState?: (state: ConnectionState, detail?: string) => void;
+  log?: (line: string) => void;
+  backoff?: { initialMs: number; maxMs: number };
+  requestTimeoutMs?: number;
+}
+
+/** The server may send whole run configs with many layers; allow bigger frames than a client sends. */
+const MAX_SERVER_FRAME_BYTES = 16 * MAX_FRAME_BYTES;
+
+export class TrainerClient {
+  private socket: WebSocket | undefined;
+  private currentState: ConnectionState = 'connecting';
+  private session: string | undefined;
+  private seq = 0;
+  private nextId = 1;
+  private attempt = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private serverHello: ServerHello | undefined;
+  private latestConfig: RunConfig | undefined;
+  private readonly pending = new Map<string, { resolve: (ack: AckMessage) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  private readonly log: (line: string) => void;
+
+  constructor(private readonly options: TrainerClientOptions) {
+    this.log = options.log ?? (() => {});
+    this.open();
+  }
+
+  get state(): ConnectionState {
+    return this.currentState;
+  }
+  /** Seq of the newest telemetry message received in the current session. */
+  get lastSeq(): number {
+    return this.seq;
+  }
+  get hello(): ServerHello | undefined {
+    return this.serverHello;
+  }
+  get nextRunConfig(): RunConfig | undefined {
+    return this.latestConfig;
+  }
+
+  /** Sends a request; resolves with its ack, rejects with the server's error message. */
+  request(request: ClientRequest): Promise<AckMessage> {
+    const socket = this.socket;
+    if (this.currentState !== 'connected' || !socket) return Promise.reject(new Error(`not connected to ${this.options.url} (${this.currentState})`));
+    const id = `r${this.nextId++}`;
+    return new Promise((resolve, reject) => {
+      const timeoutMs = this.options.requestTimeoutMs ?? 30_000;
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error(`${request.type}: no reply from the trainer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, { resolve, reject, timer });
+      socket.send(JSON.stringify({ ...request, id }));
+    });
+  }
+
+  /** Closes for good: no reconnect. */
+  close(reason = 'disconnected'): void {
+    this.setState('closed', reason);
+    clearTimeout(this.retryTimer);
+    this.socket?.close(1000, 'client disconnecting');
+    this.failPending('disconnected');
+  }
+
+  private open(): void {
+    const headers = this.options.token ? { Authorization: `Bearer ${this.options.token}` } : undefined;
+    const socket = new WebSocket(this.options.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES, perMessageDeflate: false });
+    this.socket = socket;
+    socket.on('open', () => {
+      const client = this.options.client ?? { name: 'mxscope-client', version: '0.1.0' };
+      socket.send(JSON.stringify({ type: 'hello', id: `h${this.nextId++}`, protocol: PROTOCOL_VERSION, client }));
+    });
+    socket.on('message', (data, isBinary) => {
+      const frame = readFrame(data, isBinary, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_SERVER_FRAME_BYTES);
+      if (frame.kind === 'unknown') return this.log(`ignored a server message of unknown type "${frame.type}" (newer trainer?)`);
+      if (frame.kind === 'error') return this.log(`dropped a server frame: ${frame.message}`);
+      this.receive(socket, frame.message);
+    });
+    socket.on('unexpected-response', (_request, response) => {
+      const refused = response.statusCode === 401 || response.statusCode === 403;
+      const reason = refused ? `the trainer at ${this.options.url} refused the token (HTTP ${response.statusCode}): check the token` : `unexpected HTTP ${response.statusCode} from ${this.options.url}`;
+      this.log(reason);
+      socket.terminate();
+      if (refused) this.close(reason);
+    });
+    socket.on('error', (error) => this.log(`connection to ${this.options.url}: ${error.message}`));
+    socket.on('close', (code, reason) => {
+      if (this.socket !== socket) return;
+      this.failPending(`connection closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
+      if (this.currentState === 'closed') return;
+      this.scheduleReconnect();
+    });
+  }
+
+  private receive(socket: WebSocket, message: ServerMessage): void {
+    switch (message.type) {
+      case 'hello':
+        return this.onHello(socket, message);
+      case 'nextRunConfig':
+        this.latestConfig = message.config;
+        this.options.onNextRunConfig?.(message.config);
+        return;
+      case 'ack':
+        if (message.id.startsWith('s') && message.detail) this.log(`subscribed: ${message.detail}`);
+        return this.settle(message.id, (entry) => entry.resolve(message));
+      case 'error':
+        if (message.id === undefined || !this.pending.has(message.id)) return this.log(`trainer error (${message.code}): ${message.message}`);
+        return this.settle(message.id, (entry) => entry.reject(new Error(`${message.message} [${message.code}]`)));
+      default:
+        if (message.seq <= this.seq) return; // already have it (replay overlap)
+        if (message.seq !== this.seq + 1) this.log(`telemetry gap: expected seq ${this.seq + 1}, got ${message.seq}`);
+        this.seq = message.seq;
+        this.options.onTelemetry(message);
+    }
+  }
+
+  private onHello(socket: WebSocket, hello: ServerHello): void {
+    if (!isCompatible(hello.protocol)) {
+      const reason = `the trainer speaks protocol ${hello.protocol.major}.${hello.protocol.minor}; this client speaks ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}: update the one that is older`;
+      this.log(reason);
+      this.close(reason);
+      return;
+    }
+    if (hello.sessionId !== this.session) {
+      if (this.session !== undefined) this.log(`trainer restarted (new session ${hello.sessionId}): subscribing from its start`);
+      this.session = hello.sessionId;
+      this.seq = 0;
+    }
+    this.serverHello = hello;
+    this.attempt = 0;
+    this.setState('connected', `${hello.trainer.name} ${hello.trainer.version}`);
+    const id = `s${this.nextId++}`;
+    socket.send(JSON.stringify({ type: 'subscribe', id, from: this.seq + 1 }));
+  }
+
+  private settle(id: string, action: (entry: { resolve: (ack: AckMessage) => void; reject: (error: Error) => void }) => void): void {
+    const entry = this.pending.get(id);
+    if (!entry) return;
+    clearTimeout(entry.timer);
+    this.pending.delete(id);
+    action(entry);
+  }
+
+  private failPending(reason: string): void {
+    for (const [id, entry] of this.pending) this.settle(id, () => entry.reject(new Error(reason)));
+  }
+
+  private scheduleReconnect(): void {
+    const { initialMs, maxMs } = this.options.backoff ?? { initialMs: 250, maxMs: 10_000 };
+    const delay = Math.min(maxMs, initialMs * 2 ** this.attempt++);
+    this.setState('reconnecting', `retrying in ${delay} ms`);
+    this.retryTimer = setTimeout(() => {
+      if (this.currentState === 'closed') return;
+      this.setState(this.session ? 'reconnecting' : 'connecting');
+      this.open();
+    }, delay);
+  }
+
+  private setState(state: ConnectionState, detail?: string): void {
+    if (this.currentState === state && state !== 'reconnecting') return;
+    this.currentState = state;
+    this.options.onState?.(state, detail);
+  }
+}

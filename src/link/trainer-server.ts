@@ -1,0 +1,259 @@
+// The trainer side of protocol v1: a websocket server that numbers every telemetry record,
+// replays what a reconnecting client missed, and runs the start/stop/checkpoint/next-run-config
+// requests against whatever launches runs (the emulation trainer, or a test's fake).
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  CAPABILITIES,
+  CLIENT_MESSAGE_TYPES,
+  clientMessageSchema,
+  isCompatible,
+  mergeRunConfig,
+  MAX_FRAME_BYTES,
+  PROTOCOL_VERSION,
+  type ClientMessage,
+  type ErrorCode,
+  type RunConfig,
+  type ServerMessage,
+  type TelemetryRecord,
+} from '../protocol/index.js';
+import { isLoopbackHost, presentedToken, tokenMatches } from './auth.js';
+import { readFrame, telemetryFrame } from './frames.js';
+import { ReplayBuffer } from './replay-buffer.js';
+
+export interface LaunchOptions {
+  config: RunConfig;
+  fromCheckpoint?: string;
+  onRecord: (record: TelemetryRecord) => void;
+  signal: AbortSignal;
+}
+
+/** What the server needs of a started run (H2's RunHandle fits). */
+export interface LaunchedRun {
+  runId: string;
+  done: Promise<unknown>;
+  saveCheckpoint(): Promise<string>;
+}
+
+export type RunLauncher = (options: LaunchOptions) => LaunchedRun;
+
+export interface TrainerServerOptions {
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  /** Required when `host` is not loopback. */
+  token?: string;
+  baseConfig: RunConfig;
+  launch: RunLauncher;
+  trainer?: { name: string; version: string };
+  /** Telemetry bytes kept in memory for replay (default 256 MiB). */
+  replayBytes?: number;
+  /** A client whose unsent backlog exceeds this is closed (it reconnects and replays). Default 64 MiB. */
+  maxClientBacklogBytes?: number;
+  log?: (line: string) => void;
+}
+
+export interface TrainerServer {
+  readonly url: string;
+  readonly sessionId: string;
+  readonly nextRunConfig: RunConfig;
+  /** Seq of the newest telemetry message (0 before the first). */
+  readonly lastSeq: number;
+  /** Stops the active run (if any) and waits for it to end. */
+  stopRun(): Promise<void>;
+  /** Stops the run, closes every connection and the listening socket. */
+  close(): Promise<void>;
+}
+
+/** Hard ceiling above which `ws` itself closes the connection (1009); below it, oversized frames get an error reply. */
+const HARD_FRAME_BYTES = 4 * MAX_FRAME_BYTES;
+const DEFAULT_REPLAY_BYTES = 256 * 1024 * 1024;
+const DEFAULT_BACKLOG_BYTES = 64 * 1024 * 1024;
+
+interface Peer {
+  socket: WebSocket;
+  subscribed: boolean;
+}
+
+/** Returned by a handler that already sent its own reply. */
+const REPLIED = Symbol('replied');
+
+class RequestError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export async function startTrainerServer(options: TrainerServerOptions): Promise<TrainerServer> {
+  const host = options.host ?? '127.0.0.1';
+  const token = options.token;
+  if (!isLoopbackHost(host) && !token) throw new Error(`binding to ${host} (not loopback) needs a token: pass one, or let the serve command generate it`);
+  const log = options.log ?? (() => {});
+  const trainer = options.trainer ?? { name: 'mxscope', version: '0.1.0' };
+  const sessionId = randomUUID();
+  const replay = new ReplayBuffer(options.replayBytes ?? DEFAULT_REPLAY_BYTES);
+  const maxBacklog = options.maxClientBacklogBytes ?? DEFAULT_BACKLOG_BYTES;
+  const peers = new Set<Peer>();
+  let nextRunConfig = options.baseConfig;
+  let lastSeq = 0;
+  let active: { run: LaunchedRun; abort: AbortController } | undefined;
+
+  const wss = new WebSocketServer({
+    host,
+    port: options.port ?? 0,
+    maxPayload: HARD_FRAME_BYTES,
+    verifyClient: (info: { req: IncomingMessage }, done: (ok: boolean, code?: number, message?: string) => void) => {
+      if (!token || tokenMatches(token, presentedToken(info.req))) return done(true);
+      log(`refused a connection from ${info.req.socket.remoteAddress}: missing or wrong token`);
+      done(false, 401, 'a valid token is required (query parameter "token" or header "Authorization: Bearer <token>")');
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    wss.once('listening', resolve);
+    wss.once('error', reject);
+  });
+  const address = wss.address() as AddressInfo;
+  const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `ws://${urlHost}:${address.port}`;
+
+  function send(peer: Peer, message: ServerMessage | string): void {
+    peer.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
+  }
+
+  function sendError(peer: Peer, code: ErrorCode, message: string, id?: string): void {
+    send(peer, { type: 'error', seq: lastSeq, code, message, ...(id !== undefined ? { id } : {}) });
+  }
+
+  function publish(record: TelemetryRecord): void {
+    const frame = telemetryFrame(record, ++lastSeq);
+    replay.push(frame);
+    for (const peer of peers) {
+      if (!peer.subscribed) continue;
+      if (peer.socket.bufferedAmount > maxBacklog) {
+        log(`closing a client that fell ${peer.socket.bufferedAmount} bytes behind; it can reconnect and subscribe from its last seq`);
+        peer.socket.close(1013, 'too far behind: reconnect and subscribe from your last seq');
+        peers.delete(peer);
+        continue;
+      }
+      peer.socket.send(frame);
+    }
+  }
+
+  function broadcastNextRunConfig(): void {
+    for (const peer of peers) if (peer.subscribed) send(peer, { type: 'nextRunConfig', seq: lastSeq, config: nextRunConfig });
+  }
+
+  function subscribe(peer: Peer, id: string, from: number | undefined): void {
+    const start = from ?? lastSeq + 1;
+    // Replay and go live in one synchronous pass, so no record can fall between the two.
+    for (const frame of replay.from(start)) peer.socket.send(frame);
+    peer.subscribed = true;
+    const gap = start < replay.oldestSeq && lastSeq > 0;
+    const detail = gap ? `replayed from seq ${replay.oldestSeq}: seqs ${start}..${replay.oldestSeq - 1} are no longer held` : `replayed from seq ${Math.min(start, lastSeq + 1)}`;
+    send(peer, { type: 'ack', seq: lastSeq, id, detail });
+    send(peer, { type: 'nextRunConfig', seq: lastSeq, config: nextRunConfig });
+  }
+
+  function startRun(fromCheckpoint: string | undefined): string {
+    if (active) throw new RequestError('run-active', `run ${active.run.runId} is still active: send stopRun first`);
+    const abort = new AbortController();
+    const run = options.launch({ config: nextRunConfig, ...(fromCheckpoint ? { fromCheckpoint } : {}), onRecord: publish, signal: abort.signal });
+    const current = { run, abort };
+    active = current;
+    run.done
+      .catch((error: unknown) => log(`run ${run.runId} failed: ${(error as Error).message}`))
+      .finally(() => {
+        if (active === current) active = undefined;
+      });
+    return run.runId;
+  }
+
+  async function stopRun(): Promise<void> {
+    const current = active;
+    if (!current) return;
+    current.abort.abort();
+    await current.run.done.catch(() => undefined);
+  }
+
+  /** Runs one request; resolves to the ack's detail, throws a RequestError for an error reply. */
+  async function handle(peer: Peer, message: ClientMessage): Promise<string | undefined | typeof REPLIED> {
+    switch (message.type) {
+      case 'hello':
+        if (!isCompatible(message.protocol)) {
+          const theirs = `${message.protocol.major}.${message.protocol.minor}`;
+          throw new RequestError('incompatible-version', `protocol ${theirs} is not compatible with this server's ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}: use a client for protocol major version ${PROTOCOL_VERSION.major}`);
+        }
+        return `${trainer.name} ${trainer.version}`;
+      case 'subscribe':
+        subscribe(peer, message.id, message.from);
+        return REPLIED;
+      case 'setNextRunConfig':
+        nextRunConfig = mergeRunConfig(nextRunConfig, message.change);
+        broadcastNextRunConfig();
+        return 'applies at the next run start';
+      case 'startRun':
+        return startRun(message.fromCheckpoint);
+      case 'stopRun':
+        if (!active) throw new RequestError('no-active-run', 'no run is active: nothing to stop');
+        await stopRun();
+        return 'stopped';
+      case 'saveCheckpoint':
+        if (!active) throw new RequestError('no-active-run', 'no run is active: start one before saving a checkpoint');
+        return await active.run.saveCheckpoint();
+    }
+  }
+
+  wss.on('connection', (socket) => {
+    const peer: Peer = { socket, subscribed: false };
+    peers.add(peer);
+    send(peer, { type: 'hello', seq: lastSeq, protocol: PROTOCOL_VERSION, trainer, sessionId, capabilities: [...CAPABILITIES], lastSeq });
+    socket.on('message', (data, isBinary) => {
+      const frame = readFrame(data, isBinary, clientMessageSchema, CLIENT_MESSAGE_TYPES, MAX_FRAME_BYTES);
+      if (frame.kind === 'unknown') return log(`ignored a client message of unknown type "${frame.type}" (newer client?)`);
+      if (frame.kind === 'error') {
+        log(`dropped a client frame: ${frame.message}`);
+        return sendError(peer, frame.code, frame.message, frame.id);
+      }
+      const message = frame.message;
+      handle(peer, message).then(
+        (detail) => {
+          if (detail === REPLIED || socket.readyState !== socket.OPEN) return;
+          send(peer, { type: 'ack', seq: lastSeq, id: message.id, ...(detail !== undefined ? { detail } : {}) });
+        },
+        (error: unknown) => {
+          const code = error instanceof RequestError ? error.code : 'internal';
+          if (code === 'internal') log(`${message.type} failed: ${(error as Error).stack ?? String(error)}`);
+          if (socket.readyState !== socket.OPEN) return;
+          sendError(peer, code, `${message.type}: ${(error as Error).message}`, message.id);
+          if (code === 'incompatible-version') socket.close(1002, 'incompatible protocol version');
+        },
+      );
+    });
+    socket.on('close', () => peers.delete(peer));
+    socket.on('error', (error) => log(`client connection error: ${error.message}`));
+  });
+
+  return {
+    url,
+    sessionId,
+    get nextRunConfig() {
+      return nextRunConfig;
+    },
+    get lastSeq() {
+      return lastSeq;
+    },
+    stopRun,
+    async close() {
+      await stopRun();
+      for (const peer of peers) peer.socket.close(1001, 'trainer shutting down');
+      const stragglers = setTimeout(() => peers.forEach((peer) => peer.socket.terminate()), 1000);
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+      clearTimeout(stragglers);
+    },
+  };
+}

@@ -1,0 +1,103 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WebSocketServer } from 'ws';
+import type { AddressInfo } from 'node:net';
+import { startTrainerServer } from '../../src/link/trainer-server.js';
+import { TrainerClient } from '../../src/link/trainer-client.js';
+import { formatListeningLine, parseListeningLine } from '../../src/link/listening-line.js';
+import { isLoopbackHost } from '../../src/link/auth.js';
+import { MAX_FRAME_BYTES } from '../../src/protocol/index.js';
+import { baseConfig, fakeLauncher } from './fake-run.js';
+import { framesOfType, rawPeer, until } from './helpers.js';
+
+test('malformed, oversized, binary and unknown frames get replies (or a logged warning) and the connection survives', async () => {
+  const logs: string[] = [];
+  const server = await startTrainerServer({ baseConfig, launch: fakeLauncher().launch, log: (line) => logs.push(line) });
+  const peer = await rawPeer(server.url);
+  try {
+    peer.socket.send('{not json');
+    peer.socket.send(JSON.stringify({ type: 'subscribe', id: 'no-from-type', from: -3 }));
+    peer.socket.send('x'.repeat(MAX_FRAME_BYTES + 1));
+    peer.socket.send(Buffer.from([1, 2, 3]), { binary: true });
+    peer.socket.send(JSON.stringify({ type: 'teleport', id: 't1' }));
+    peer.socket.send(JSON.stringify({ type: 'setNextRunConfig', id: 'ok', change: { seed: 9 } }));
+    await until(() => framesOfType(peer, 'ack').length === 1, 'the valid request after the bad ones');
+    const errors = framesOfType(peer, 'error');
+    assert.deepEqual(errors.map((e) => e.code), ['bad-json', 'invalid-message', 'frame-too-large', 'invalid-message']);
+    assert.equal(errors[1]!.id, 'no-from-type', 'an invalid request is answered with its id');
+    assert.match(String(errors[1]!.message), /\.from: expected an integer in \[0,/);
+    assert.ok(logs.some((line) => line.includes('unknown type "teleport"')), 'unknown type logged');
+    assert.equal(framesOfType(peer, 'ack')[0]!.id, 'ok');
+    assert.equal(server.nextRunConfig.seed, 9);
+    assert.equal(peer.closed, undefined);
+  } finally {
+    peer.socket.close();
+    await server.close();
+  }
+});
+
+test('a client hello with another major version is refused with a clear error and a close', async () => {
+  const server = await startTrainerServer({ baseConfig, launch: fakeLauncher().launch });
+  const peer = await rawPeer(server.url);
+  try {
+    peer.socket.send(JSON.stringify({ type: 'hello', id: 'h', protocol: { major: 2, minor: 0 }, client: { name: 'future', version: '9' } }));
+    await until(() => peer.closed !== undefined, 'close');
+    const [error] = framesOfType(peer, 'error');
+    assert.equal(error!.code, 'incompatible-version');
+    assert.match(String(error!.message), /protocol 2\.0 is not compatible with this server's 1\.0/);
+    assert.equal(peer.closed!.code, 1002);
+  } finally {
+    await server.close();
+  }
+});
+
+test('a client refuses a server hello of another major version and stays closed', async () => {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  wss.on('connection', (socket) => socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 2, minor: 1 }, trainer: { name: 'future', version: '9' }, sessionId: 's', capabilities: [], lastSeq: 0 })));
+  await new Promise((resolve) => wss.once('listening', resolve));
+  let detail = '';
+  const client = new TrainerClient({ url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`, onTelemetry: () => {}, onState: (state, why) => state === 'closed' && (detail = why ?? '') });
+  try {
+    await until(() => client.state === 'closed', 'refusal');
+    assert.match(detail, /trainer speaks protocol 2\.1; this client speaks 1\.0/);
+  } finally {
+    wss.close();
+  }
+});
+
+test('a token-protected server refuses clients without the right token, accepts query and bearer tokens', async () => {
+  const server = await startTrainerServer({ baseConfig, launch: fakeLauncher().launch, token: 'sesame' });
+  try {
+    await assert.rejects(rawPeer(server.url), /401/);
+    await assert.rejects(rawPeer(`${server.url}/?token=wrong`), /401/);
+    const byQuery = await rawPeer(`${server.url}/?token=sesame`);
+    await until(() => framesOfType(byQuery, 'hello').length === 1, 'hello with query token');
+    byQuery.socket.close();
+    let refusal = '';
+    const wrong = new TrainerClient({ url: server.url, token: 'nope', onTelemetry: () => {}, onState: (state, why) => state === 'closed' && (refusal = why ?? '') });
+    await until(() => wrong.state === 'closed', 'token refusal');
+    assert.match(refusal, /refused the token \(HTTP 401\)/);
+    const right = new TrainerClient({ url: server.url, token: 'sesame', onTelemetry: () => {} });
+    await until(() => right.state === 'connected', 'bearer token accepted');
+    right.close();
+  } finally {
+    await server.close();
+  }
+});
+
+test('binding off loopback without a token is refused', async () => {
+  await assert.rejects(startTrainerServer({ host: '0.0.0.0', baseConfig, launch: fakeLauncher().launch }), /not loopback\) needs a token/);
+  assert.equal(isLoopbackHost('127.0.0.1'), true);
+  assert.equal(isLoopbackHost('[::1]'), true);
+  assert.equal(isLoopbackHost('192.168.1.5'), false);
+});
+
+test('listening line round trip; other lines are not mistaken for it', () => {
+  const line = formatListeningLine({ url: 'ws://127.0.0.1:41234', token: 't0k' });
+  assert.match(line, /^MXSCOPE_LISTENING \{"url":"ws:\/\/127\.0\.0\.1:41234","token":"t0k","protocol":"1\.0"\}$/);
+  assert.deepEqual(parseListeningLine(line), { url: 'ws://127.0.0.1:41234', token: 't0k' });
+  assert.deepEqual(parseListeningLine(formatListeningLine({ url: 'ws://[::1]:1' })), { url: 'ws://[::1]:1' });
+  assert.equal(parseListeningLine('step 3 loss 4.2'), undefined);
+  assert.equal(parseListeningLine('MXSCOPE_LISTENING {"url":"http://x"}'), undefined);
+  assert.equal(parseListeningLine('MXSCOPE_LISTENING {oops'), undefined);
+});
