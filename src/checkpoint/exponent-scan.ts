@@ -1,0 +1,110 @@
+// The fast histogram pass: MXFP4 block scales, saturation and flushing read straight from float32 or
+// bfloat16 bit patterns with integer operations, no decoding and no rounding arithmetic. It gives
+// exactly the counts fakeQuantMxfp4 (src/mx) adds to MxStats with nearest-even rounding (the tests
+// hold it to that); only Σx² and Σ(x − q)² are left to the full pass.
+//
+// Why the integer rules hold: a block whose largest exponent field is F gets scale 2^(F − 129), so an
+// element with field f and mantissa m has scaled magnitude 1.m · 2^(f − F + 2).
+//  - f = F:      scaled = 1.m · 4 ∈ [4, 8); it rounds past 6 (to 8) iff 1.m ≥ 1.75 (7 ties to 8).
+//  - f = F − 4:  scaled = 1.m / 4 ∈ [0.25, 0.5); it rounds to 0 only at exactly 0.25 (m = 0, tie to even).
+//  - f ≤ F − 5:  scaled < 0.25, always flushed to 0.
+//  - f = 0 (subnormal, value m · 2^(1 − bias − M)): scaled ≤ 0.25 iff m ≤ 2^(F + M − 5).
+// Blocks with F ≤ 2 have the scale clamped at 2^−127 and F = 0xFF is the NaN scale: those take the
+// element-by-element path below, as rare as they are.
+import { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, mxfp4ScaleByte, type MxStats } from '../mx/index.js';
+
+/** Bit layout of a float format whose sign, 8 exponent bits and M mantissa bits fill one word. */
+interface BitLayout {
+  mantissaBits: number;
+  /** Where a word's bits go to become the float32 pattern of the same value. */
+  toF32Shift: number;
+}
+
+const F32_LAYOUT: BitLayout = { mantissaBits: 23, toF32Shift: 0 };
+const BF16_LAYOUT: BitLayout = { mantissaBits: 7, toF32Shift: 16 };
+
+/** Scaled magnitudes from 7 up round past 6 (7 itself ties to 8) and saturate; up to 0.25 they flush to 0. */
+const SATURATES_FROM = 7;
+const FLUSHES_UP_TO = 0.25;
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** fakeQuantMxfp4's per-element counting for one block whose scale byte is given (clamped or NaN). */
+function countBlockSlowly(words: Uint16Array | Uint32Array, start: number, end: number, byte: number, layout: BitLayout, stats: MxStats): void {
+  if (byte === E8M0_NAN) return;
+  const inverse = 2 ** (E8M0_BIAS - byte);
+  for (let i = start; i < end; i++) {
+    u32[0] = (words[i] << layout.toF32Shift) >>> 0;
+    const x = f32[0];
+    if (x === 0) continue;
+    stats.nonZero++;
+    const scaled = Math.abs(Math.fround(x * inverse));
+    if (scaled <= FLUSHES_UP_TO) stats.flushed++;
+    else if (scaled >= SATURATES_FROM) stats.saturated++;
+  }
+}
+
+/**
+ * Adds the MXFP4 scale histogram, saturated, flushed, nonZero, blocks and elements of `rows` rows of
+ * `rowLength` words (blocks of 32 along each row, the last one partial) to `stats`.
+ */
+function scan(words: Uint16Array | Uint32Array, rows: number, rowLength: number, layout: BitLayout, stats: MxStats): void {
+  const m = layout.mantissaBits;
+  const mantissaMask = (1 << m) - 1;
+  const saturatingMantissa = 3 << (m - 2); // 1.m ≥ 1.75
+  const magnitudeMask = 2 ** (m + 8) - 1;
+  const counts = stats.expCounts;
+  let saturated = 0;
+  let flushed = 0;
+  let nonZero = 0;
+  for (let row = 0; row < rows; row++) {
+    const rowEnd = (row + 1) * rowLength;
+    for (let start = row * rowLength; start < rowEnd; start += MX_BLOCK_SIZE) {
+      const end = start + MX_BLOCK_SIZE < rowEnd ? start + MX_BLOCK_SIZE : rowEnd;
+      let maxField = 0;
+      for (let i = start; i < end; i++) {
+        const field = (words[i] >>> m) & 0xff;
+        if (field > maxField) maxField = field;
+      }
+      const byte = mxfp4ScaleByte(maxField << 23);
+      counts[byte]++;
+      if (maxField <= 2 || maxField === 0xff) {
+        countBlockSlowly(words, start, end, byte, layout, stats);
+        continue;
+      }
+      const subnormalFlushLimit = maxField + m - 5 >= m ? mantissaMask : 1 << (maxField + m - 5);
+      for (let i = start; i < end; i++) {
+        const word = words[i] & magnitudeMask;
+        if (word === 0) continue;
+        nonZero++;
+        const field = word >>> m;
+        const mantissa = word & mantissaMask;
+        const below = maxField - field;
+        if (below === 0) {
+          if (mantissa >= saturatingMantissa) saturated++;
+        } else if (field === 0) {
+          if (mantissa <= subnormalFlushLimit) flushed++;
+        } else if (below > 4 || (below === 4 && mantissa === 0)) {
+          flushed++;
+        }
+      }
+    }
+  }
+  const blocks = rows * Math.ceil(rowLength / MX_BLOCK_SIZE);
+  stats.blocks += blocks;
+  stats.elements += rows * rowLength;
+  stats.saturated += saturated;
+  stats.flushed += flushed;
+  stats.nonZero += nonZero;
+}
+
+/** `words` are bfloat16 bit patterns (little-endian uint16 as read from a BF16 tensor). */
+export function scanBf16(words: Uint16Array, rows: number, rowLength: number, stats: MxStats): void {
+  scan(words, rows, rowLength, BF16_LAYOUT, stats);
+}
+
+/** `values` are float32 (any decoded dtype). */
+export function scanF32(values: Float32Array, rows: number, rowLength: number, stats: MxStats): void {
+  scan(new Uint32Array(values.buffer, values.byteOffset, values.length), rows, rowLength, F32_LAYOUT, stats);
+}
