@@ -1,7 +1,15 @@
 // One training run: model, data, optimizer, telemetry and the run log, driven step by step so the
-// event loop (a websocket server in the same process) stays responsive.
-import type { RunConfig } from '../protocol/config.js';
-import type { RunEndedRecord, TelemetryRecord } from '../protocol/telemetry.js';
+// event loop (a websocket server in the same process) stays responsive between steps.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { check } from '../protocol/validate.js';
+import { describeGemm, runConfigSchema, type RunConfig } from '../protocol/config.js';
+import type { RunEndedRecord, RunStartedRecord, TelemetryRecord } from '../protocol/telemetry.js';
+import { RunLogWriter } from '../runlog/writer.js';
+import { Trainer } from './trainer.js';
+import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
+
+export const TRAINER_INFO = { name: 'mxscope-train', version: '0.1.0' } as const;
 
 export interface RunOptions {
   config: RunConfig;
@@ -11,19 +19,94 @@ export interface RunOptions {
   onRecord?: (record: TelemetryRecord) => void;
   /** Aborting ends the run with status `stopped`. */
   signal?: AbortSignal;
-  /** A .safetensors checkpoint to restart from. */
+  /** A .safetensors checkpoint (written by this trainer) to continue from. */
   resumeFrom?: string;
+  /** Also write a checkpoint every this many steps (0 or absent: only at the end and on request). */
+  checkpointEvery?: number;
 }
 
 export interface RunHandle {
   runId: string;
   dir: string;
   done: Promise<RunEndedRecord>;
-  /** Writes a checkpoint of the current weights; resolves to its path. */
+  /** Writes a checkpoint of the current weights and optimizer state; resolves to its path. */
   saveCheckpoint(): Promise<string>;
 }
 
+export function describeRun(config: RunConfig): string {
+  const { fprop, dgrad, wgrad } = config.gemms;
+  return `${config.preset} · fprop ${describeGemm(fprop)} · dgrad ${describeGemm(dgrad)} · wgrad ${describeGemm(wgrad)}`;
+}
+
+function newRunId(): string {
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '').replace('T', '-');
+  return `${stamp}-${randomBytes(3).toString('hex')}`;
+}
+
+const nextTick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 export function startRun(options: RunOptions): RunHandle {
-  void options;
-  throw new Error('startRun: not implemented yet');
+  const config = check(runConfigSchema, options.config, 'config');
+  const runId = newRunId();
+  const trainer = new Trainer(config, runId);
+  const dir = join(options.outDir, runId);
+  let ended: RunEndedRecord | undefined;
+  let writer: RunLogWriter | undefined;
+  const emit = (record: TelemetryRecord): void => {
+    writer?.append(record);
+    options.onRecord?.(record);
+  };
+  const checkpoint = async (): Promise<string> => {
+    const path = await saveCheckpoint(trainer, dir, runId);
+    if (ended === undefined) emit({ type: 'checkpointSaved', runId, step: Math.max(0, trainer.nextStep - 1), path });
+    writer?.flush();
+    return path;
+  };
+
+  const done = (async (): Promise<RunEndedRecord> => {
+    const started: RunStartedRecord = {
+      type: 'runStarted',
+      runId,
+      name: options.name ?? describeRun(config),
+      startedAt: new Date().toISOString(),
+      trainer: { ...TRAINER_INFO },
+      config,
+      layers: trainer.model.layerInfos(),
+    };
+    const end = (status: RunEndedRecord['status'], step: number, reason: string): RunEndedRecord => {
+      ended = { type: 'runEnded', runId, step, status, reason, endedAt: new Date().toISOString() };
+      return ended;
+    };
+    try {
+      if (options.resumeFrom !== undefined) started.resumedFrom = { path: options.resumeFrom, step: await loadCheckpoint(trainer, options.resumeFrom) };
+      writer = new RunLogWriter(dir, started);
+      options.onRecord?.(started);
+      let result: RunEndedRecord | undefined;
+      while (result === undefined && trainer.nextStep < config.steps) {
+        await nextTick();
+        if (options.signal?.aborted) {
+          result = end('stopped', Math.max(0, trainer.nextStep - 1), 'stopped on request');
+          break;
+        }
+        const outcome = trainer.step(emit);
+        if (outcome.diverged !== undefined) result = end('diverged', outcome.step, outcome.diverged);
+        else if (options.checkpointEvery && (outcome.step + 1) % options.checkpointEvery === 0) await checkpoint();
+        writer.flush();
+      }
+      if (result === undefined) {
+        await checkpoint();
+        result = end('completed', config.steps - 1, `trained ${config.steps} steps`);
+      }
+      emit(result);
+      return result;
+    } catch (error) {
+      const result = end('failed', Math.max(0, trainer.nextStep - 1), (error as Error).message);
+      if (writer) emit(result);
+      else options.onRecord?.(result);
+      return result;
+    } finally {
+      writer?.close();
+    }
+  })();
+  return { runId, dir, done, saveCheckpoint: checkpoint };
 }

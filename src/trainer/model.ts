@@ -1,0 +1,240 @@
+// A Llama-style decoder with a hand-written backward pass: token embedding; per block RMSNorm →
+// causal attention with RoPE → residual, RMSNorm → SwiGLU MLP → residual; final RMSNorm; LM head.
+import { Rng } from '../mx/index.js';
+import type { RunConfig } from '../protocol/config.js';
+import type { LayerInfo } from '../protocol/telemetry.js';
+import { CausalAttention } from './attention.js';
+import { Linear, type GemmStep } from './linear.js';
+import { crossEntropy, rmsNormBackward, rmsNormForward, swigluBackward, swigluForward } from './ops.js';
+import { createParam, fillNormal, type Param } from './params.js';
+
+export interface ModelShape {
+  vocab: number;
+  dim: number;
+  layers: number;
+  heads: number;
+  hidden: number;
+  seqLen: number;
+  batch: number;
+}
+
+const MX_BLOCK = 32;
+const INIT_STD = 0.02;
+// Distinct streams derived from the run seed, so adding telemetry never shifts the weights' init.
+export const SEED_STREAMS = { init: 0x1, sketch: 0x2, train: 0x3, stats: 0x4, data: 0x5, eval: 0x6, rotation: 0x10 } as const;
+
+export function streamSeed(seed: number, stream: number): number {
+  return (Math.imul(seed >>> 0, 0x9e3779b1) ^ Math.imul(stream, 0x85ebca77)) >>> 0;
+}
+
+/** Reads and checks the model shape from a run config; errors name the field to fix. */
+export function modelShape(config: RunConfig): ModelShape {
+  const read = (key: keyof ModelShape): number => {
+    const value = config.model[key];
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new Error(`config.model.${key} must be a positive integer, got ${JSON.stringify(value)}`);
+    return value;
+  };
+  const shape: ModelShape = { vocab: read('vocab'), dim: read('dim'), layers: read('layers'), heads: read('heads'), hidden: read('hidden'), seqLen: read('seqLen'), batch: read('batch') };
+  if (shape.vocab !== 256) throw new Error(`config.model.vocab must be 256 (the trainer's vocabulary is bytes), got ${shape.vocab}`);
+  if (shape.dim % shape.heads !== 0 || (shape.dim / shape.heads) % 2 !== 0) throw new Error(`config.model.dim (${shape.dim}) must split into heads (${shape.heads}) of even size for RoPE`);
+  const reductions = { dim: shape.dim, hidden: shape.hidden, 'batch·seqLen': shape.batch * shape.seqLen };
+  for (const [name, length] of Object.entries(reductions)) {
+    if (length % MX_BLOCK !== 0) throw new Error(`config.model ${name} (${length}) must be a multiple of the MX block size ${MX_BLOCK}`);
+    for (const kind of ['fprop', 'dgrad', 'wgrad'] as const) {
+      const gemm = config.gemms[kind];
+      if (gemm.precision === 'mxfp4' && gemm.rotation !== 'none' && length % gemm.hadamardBlock !== 0) {
+        throw new Error(`${kind} hadamard block ${gemm.hadamardBlock} does not divide the reduction dimension ${name} = ${length}; choose a smaller --hadamard-block or another preset`);
+      }
+    }
+  }
+  return shape;
+}
+
+interface Block {
+  norm1: Param;
+  norm2: Param;
+  q: Linear;
+  k: Linear;
+  v: Linear;
+  o: Linear;
+  gate: Linear;
+  up: Linear;
+  down: Linear;
+  attention: CausalAttention;
+  // Forward state kept for the backward pass.
+  input: Float32Array;
+  normed1: Float32Array;
+  rstd1: Float32Array;
+  attended: Float32Array;
+  mid: Float32Array;
+  normed2: Float32Array;
+  rstd2: Float32Array;
+  activated: Float32Array;
+}
+
+function sketchIndices(size: number, count: number, rng: Rng): number[] {
+  const chosen = new Set<number>();
+  const wanted = Math.min(count, size);
+  while (chosen.size < wanted) chosen.add(rng.nextU32() % size);
+  return [...chosen].sort((a, b) => a - b);
+}
+
+export class LlamaModel {
+  readonly params: Param[] = [];
+  readonly linears: Linear[] = [];
+  readonly tokens: number;
+  private readonly embedding: Param;
+  private readonly finalNorm: Param;
+  private readonly head: Linear;
+  private readonly blocks: Block[] = [];
+  private readonly residual: Float32Array[];
+  private readonly finalNormed: Float32Array;
+  private readonly finalRstd: Float32Array;
+  private readonly dLogits: Float32Array;
+  private readonly scratch: { dh: Float32Array; dNormed: Float32Array; dAttended: Float32Array; dq: Float32Array; dk: Float32Array; dv: Float32Array; dActivated: Float32Array; dGate: Float32Array; dUp: Float32Array };
+  private inputTokens: Uint8Array = new Uint8Array(0);
+
+  constructor(
+    readonly shape: ModelShape,
+    seed: number,
+    sketchSize: number,
+  ) {
+    const { vocab, dim, hidden, layers, batch, seqLen, heads } = shape;
+    const T = (this.tokens = batch * seqLen);
+    const initRng = new Rng(streamSeed(seed, SEED_STREAMS.init));
+    const sketchRng = new Rng(streamSeed(seed, SEED_STREAMS.sketch));
+    const residualStd = INIT_STD / Math.sqrt(2 * layers);
+    const linear = (name: string, kind: string, block: number, outFeatures: number, inFeatures: number, std: number): Linear => {
+      const weight = createParam(`${name}.weight`, [outFeatures, inFeatures], true);
+      fillNormal(weight.data, std, initRng);
+      this.params.push(weight);
+      const info: LayerInfo = { name, kind, block, outFeatures, inFeatures, sketchIndices: sketchIndices(outFeatures * inFeatures, sketchSize, sketchRng) };
+      const layer = new Linear(info, weight, T);
+      this.linears.push(layer);
+      return layer;
+    };
+    const gain = (name: string, size: number): Param => {
+      const param = createParam(name, [size], false);
+      param.data.fill(1);
+      this.params.push(param);
+      return param;
+    };
+    this.embedding = createParam('embedding.weight', [vocab, dim], true);
+    fillNormal(this.embedding.data, INIT_STD, initRng);
+    this.params.push(this.embedding);
+    for (let b = 0; b < layers; b++) {
+      const p = `blocks.${b}`;
+      this.blocks.push({
+        norm1: gain(`${p}.attn_norm.weight`, dim),
+        q: linear(`${p}.attn.q`, 'q', b, dim, dim, INIT_STD),
+        k: linear(`${p}.attn.k`, 'k', b, dim, dim, INIT_STD),
+        v: linear(`${p}.attn.v`, 'v', b, dim, dim, INIT_STD),
+        o: linear(`${p}.attn.o`, 'o', b, dim, dim, residualStd),
+        norm2: gain(`${p}.mlp_norm.weight`, dim),
+        gate: linear(`${p}.mlp.gate`, 'gate', b, hidden, dim, INIT_STD),
+        up: linear(`${p}.mlp.up`, 'up', b, hidden, dim, INIT_STD),
+        down: linear(`${p}.mlp.down`, 'down', b, dim, hidden, residualStd),
+        attention: new CausalAttention({ batch, seqLen, heads, headDim: dim / heads }),
+        input: new Float32Array(0),
+        normed1: new Float32Array(T * dim),
+        rstd1: new Float32Array(T),
+        attended: new Float32Array(T * dim),
+        mid: new Float32Array(T * dim),
+        normed2: new Float32Array(T * dim),
+        rstd2: new Float32Array(T),
+        activated: new Float32Array(T * hidden),
+      });
+    }
+    this.finalNorm = gain('final_norm.weight', dim);
+    this.head = linear('lm_head', 'lm_head', -1, vocab, dim, INIT_STD);
+    this.residual = Array.from({ length: layers + 1 }, () => new Float32Array(T * dim));
+    this.finalNormed = new Float32Array(T * dim);
+    this.finalRstd = new Float32Array(T);
+    this.dLogits = new Float32Array(T * vocab);
+    this.scratch = {
+      dh: new Float32Array(T * dim),
+      dNormed: new Float32Array(T * dim),
+      dAttended: new Float32Array(T * dim),
+      dq: new Float32Array(T * dim),
+      dk: new Float32Array(T * dim),
+      dv: new Float32Array(T * dim),
+      dActivated: new Float32Array(T * hidden),
+      dGate: new Float32Array(T * hidden),
+      dUp: new Float32Array(T * hidden),
+    };
+  }
+
+  layerInfos(): LayerInfo[] {
+    return this.linears.map((layer) => layer.info);
+  }
+
+  /** Mean next-byte cross-entropy of `inputs` → `targets` (each batch·seqLen bytes). */
+  loss(inputs: Uint8Array, targets: Uint8Array, step: GemmStep): number {
+    return crossEntropy(this.forward(inputs, step), targets, this.tokens, this.shape.vocab, undefined);
+  }
+
+  /** Loss, with every param.grad set to its gradient. */
+  lossAndGrad(inputs: Uint8Array, targets: Uint8Array, step: GemmStep): number {
+    const logits = this.forward(inputs, step);
+    const loss = crossEntropy(logits, targets, this.tokens, this.shape.vocab, this.dLogits);
+    this.backward(step);
+    return loss;
+  }
+
+  private forward(inputs: Uint8Array, step: GemmStep): Float32Array {
+    const { dim } = this.shape;
+    const T = this.tokens;
+    if (inputs.length !== T) throw new Error(`model expects ${T} input tokens per step, got ${inputs.length}`);
+    this.inputTokens = inputs;
+    const h0 = this.residual[0]!;
+    for (let t = 0; t < T; t++) h0.set(this.embedding.data.subarray(inputs[t]! * dim, (inputs[t]! + 1) * dim), t * dim);
+    this.blocks.forEach((block, b) => {
+      const h = (block.input = this.residual[b]!);
+      rmsNormForward(h, block.norm1.data, T, dim, block.normed1, block.rstd1);
+      const q = block.q.forward(block.normed1, step);
+      const k = block.k.forward(block.normed1, step);
+      const v = block.v.forward(block.normed1, step);
+      block.attention.forward(q, k, v, block.attended);
+      const o = block.o.forward(block.attended, step);
+      for (let i = 0; i < h.length; i++) block.mid[i] = h[i]! + o[i]!;
+      rmsNormForward(block.mid, block.norm2.data, T, dim, block.normed2, block.rstd2);
+      const gate = block.gate.forward(block.normed2, step);
+      const up = block.up.forward(block.normed2, step);
+      swigluForward(gate, up, block.activated);
+      const down = block.down.forward(block.activated, step);
+      const next = this.residual[b + 1]!;
+      for (let i = 0; i < next.length; i++) next[i] = block.mid[i]! + down[i]!;
+    });
+    rmsNormForward(this.residual[this.blocks.length]!, this.finalNorm.data, T, dim, this.finalNormed, this.finalRstd);
+    return this.head.forward(this.finalNormed, step);
+  }
+
+  private backward(step: GemmStep): void {
+    const { dim } = this.shape;
+    const T = this.tokens;
+    const s = this.scratch;
+    for (const param of this.params) param.grad.fill(0);
+    this.head.backward(this.dLogits, s.dNormed, false, step);
+    rmsNormBackward(this.residual[this.blocks.length]!, this.finalNorm.data, this.finalRstd, s.dNormed, T, dim, s.dh, this.finalNorm.grad, false);
+    for (let b = this.blocks.length - 1; b >= 0; b--) {
+      const block = this.blocks[b]!;
+      // s.dh holds ∂L/∂(block output); the residual passes it straight to `mid` and `input`.
+      block.down.backward(s.dh, s.dActivated, false, step);
+      swigluBackward(block.gate.lastOutput(), block.up.lastOutput(), s.dActivated, s.dGate, s.dUp);
+      block.gate.backward(s.dGate, s.dNormed, false, step);
+      block.up.backward(s.dUp, s.dNormed, true, step);
+      rmsNormBackward(block.mid, block.norm2.data, block.rstd2, s.dNormed, T, dim, s.dh, block.norm2.grad, true);
+      block.o.backward(s.dh, s.dAttended, false, step);
+      block.attention.backward(s.dAttended, s.dq, s.dk, s.dv);
+      block.q.backward(s.dq, s.dNormed, false, step);
+      block.k.backward(s.dk, s.dNormed, true, step);
+      block.v.backward(s.dv, s.dNormed, true, step);
+      rmsNormBackward(block.input, block.norm1.data, block.rstd1, s.dNormed, T, dim, s.dh, block.norm1.grad, true);
+    }
+    const dEmbedding = this.embedding.grad;
+    for (let t = 0; t < T; t++) {
+      const row = this.inputTokens[t]! * dim;
+      for (let c = 0; c < dim; c++) dEmbedding[row + c] = dEmbedding[row + c]! + s.dh[t * dim + c]!;
+    }
+  }
+}

@@ -1,0 +1,97 @@
+// Element-wise and row-wise pieces of the Llama block with their hand-written backward passes.
+// Activations are row-major [tokens, features] Float32Arrays.
+
+/** dst[c·rows + r] = src[r·cols + c]: puts the former row axis last. */
+export function transpose(src: Float32Array, rows: number, cols: number, dst: Float32Array): Float32Array {
+  for (let r = 0; r < rows; r++) {
+    const base = r * cols;
+    for (let c = 0; c < cols; c++) dst[c * rows + r] = src[base + c]!;
+  }
+  return dst;
+}
+
+const RMS_EPS = 1e-6;
+
+/** y = x / rms(x) · gain, per row; keeps 1/rms per row in `rstd` for the backward pass. */
+export function rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array): void {
+  for (let r = 0; r < rows; r++) {
+    const base = r * cols;
+    let sumSq = 0;
+    for (let c = 0; c < cols; c++) sumSq += x[base + c]! * x[base + c]!;
+    const inv = 1 / Math.sqrt(sumSq / cols + RMS_EPS);
+    rstd[r] = inv;
+    for (let c = 0; c < cols; c++) y[base + c] = x[base + c]! * inv * gain[c]!;
+  }
+}
+
+/** dx (+)= ∂L/∂x and dGain += ∂L/∂gain of rmsNormForward. */
+export function rmsNormBackward(
+  x: Float32Array,
+  gain: Float32Array,
+  rstd: Float32Array,
+  dy: Float32Array,
+  rows: number,
+  cols: number,
+  dx: Float32Array,
+  dGain: Float32Array,
+  accumulate: boolean,
+): void {
+  for (let r = 0; r < rows; r++) {
+    const base = r * cols;
+    const inv = rstd[r]!;
+    let dot = 0;
+    for (let c = 0; c < cols; c++) {
+      dot += dy[base + c]! * gain[c]! * x[base + c]!;
+      dGain[c] = dGain[c]! + dy[base + c]! * x[base + c]! * inv;
+    }
+    const coef = (dot * inv * inv * inv) / cols;
+    for (let c = 0; c < cols; c++) {
+      const g = dy[base + c]! * gain[c]! * inv - x[base + c]! * coef;
+      dx[base + c] = accumulate ? dx[base + c]! + g : g;
+    }
+  }
+}
+
+function sigmoid(a: number): number {
+  return 1 / (1 + Math.exp(-a));
+}
+
+/** SwiGLU: out = silu(gate) · up. */
+export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void {
+  for (let i = 0; i < out.length; i++) {
+    const a = gate[i]!;
+    out[i] = a * sigmoid(a) * up[i]!;
+  }
+}
+
+export function swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void {
+  for (let i = 0; i < dOut.length; i++) {
+    const a = gate[i]!;
+    const s = sigmoid(a);
+    const silu = a * s;
+    dUp[i] = dOut[i]! * silu;
+    dGate[i] = dOut[i]! * up[i]! * s * (1 + a * (1 - s));
+  }
+}
+
+/**
+ * Mean cross-entropy of `logits` [rows, vocab] against `targets`; writes ∂loss/∂logits into dLogits.
+ * Accumulates in float64 so the loss itself is reproducible to the last bit.
+ */
+export function crossEntropy(logits: Float32Array, targets: Uint8Array, rows: number, vocab: number, dLogits: Float32Array | undefined): number {
+  let total = 0;
+  for (let r = 0; r < rows; r++) {
+    const base = r * vocab;
+    let max = -Infinity;
+    for (let c = 0; c < vocab; c++) max = Math.max(max, logits[base + c]!);
+    let sum = 0;
+    for (let c = 0; c < vocab; c++) sum += Math.exp(logits[base + c]! - max);
+    const logSum = Math.log(sum) + max;
+    total += logSum - logits[base + targets[r]!]!;
+    if (dLogits !== undefined) {
+      for (let c = 0; c < vocab; c++) dLogits[base + c] = Math.exp(logits[base + c]! - logSum) / rows;
+      dLogits[base + targets[r]!] = dLogits[base + targets[r]!]! - 1 / rows;
+    }
+  }
+  return total / rows;
+}

@@ -1,0 +1,77 @@
+// Turns src/mx's quantization counters and Wgrad tensors into the protocol's telemetry shapes.
+import type { MxStats } from '../mx/index.js';
+import { finiteOrNull, type Operand, type OperandStats, type ScaleHistogram, type WgradError } from '../protocol/telemetry.js';
+
+const E8M0_NAN = 255;
+const E8M0_BIAS = 127;
+
+/** The exact scale histogram, trimmed to the range of exponents that occurred. */
+export function scaleHistogram(expCounts: Uint32Array): ScaleHistogram {
+  let first = -1;
+  let last = -1;
+  for (let byte = 0; byte < E8M0_NAN; byte++) {
+    if (expCounts[byte]! === 0) continue;
+    if (first < 0) first = byte;
+    last = byte;
+  }
+  const counts = first < 0 ? [] : Array.from(expCounts.subarray(first, last + 1));
+  return { minExp: first < 0 ? 0 : first - E8M0_BIAS, counts, nanBlocks: expCounts[E8M0_NAN]! };
+}
+
+export function operandStats(operand: Operand, stats: MxStats): OperandStats {
+  return {
+    operand,
+    blocks: stats.blocks,
+    elements: stats.elements,
+    histogram: scaleHistogram(stats.expCounts),
+    saturatedFrac: stats.elements === 0 ? 0 : stats.saturated / stats.elements,
+    flushedFrac: stats.nonZero === 0 ? 0 : stats.flushed / stats.nonZero,
+    sqnrDb: stats.signalSq === 0 ? null : finiteOrNull(10 * Math.log10(stats.signalSq / stats.errorSq)),
+  };
+}
+
+function ratio(numerator: number, denominator: number): number | null {
+  return denominator === 0 ? null : finiteOrNull(numerator / denominator);
+}
+
+/** cos(a, b) over whole tensors (float64 sums); null when either is zero or non-finite. */
+export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number | null {
+  let ab = 0;
+  let aa = 0;
+  let bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i]! * b[i]!;
+    aa += a[i]! * a[i]!;
+    bb += b[i]! * b[i]!;
+  }
+  return ratio(ab, Math.sqrt(aa) * Math.sqrt(bb));
+}
+
+/**
+ * WgradError for one layer: `error` = ∇Ŵ − ∇W (already computed), `exact` = ∇W. `previous` is E from
+ * the step just before (for lag1Cos and sketchPrev), or undefined.
+ */
+export function wgradError(exact: Float32Array, error: Float32Array, sketchIndices: readonly number[], previous: Float32Array | undefined): WgradError {
+  let gradSq = 0;
+  let errSq = 0;
+  let errDotGrad = 0;
+  for (let i = 0; i < exact.length; i++) {
+    gradSq += exact[i]! * exact[i]!;
+    errSq += error[i]! * error[i]!;
+    errDotGrad += error[i]! * exact[i]!;
+  }
+  const gradNorm = Math.sqrt(gradSq);
+  const errNorm = Math.sqrt(errSq);
+  return {
+    gradNorm: finiteOrNull(gradNorm) ?? Number.MAX_VALUE,
+    errNorm: finiteOrNull(errNorm) ?? Number.MAX_VALUE,
+    relErr: ratio(errNorm, gradNorm),
+    cosErrGrad: ratio(errDotGrad, errNorm * gradNorm),
+    // ⟨∇W + E, ∇W⟩ / ⟨∇W, ∇W⟩ = 1 + ⟨E, ∇W⟩ / ‖∇W‖²
+    alignment: ratio(gradSq + errDotGrad, gradSq),
+    gradToErr: ratio(gradNorm, errNorm),
+    lag1Cos: previous === undefined ? null : cosine(error, previous),
+    sketch: sketchIndices.map((i) => finiteOrNull(error[i]!) ?? 0),
+    sketchPrev: previous === undefined ? null : sketchIndices.map((i) => finiteOrNull(previous[i]!) ?? 0),
+  };
+}
