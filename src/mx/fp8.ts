@@ -1,0 +1,118 @@
+/**
+ * OCP FP8: E4M3 (bias 7, max 448, no Inf, NaN = S.1111.111) and E5M2 (bias 15, max 57344, IEEE-like
+ * Inf and NaN). Conversions round to nearest even and saturate finite values beyond max.
+ * ±Inf stays ±Inf in E5M2 and becomes NaN in E4M3, which has no Inf.
+ */
+import { pow2 } from './e8m0.js';
+import { floorLog2, roundToGrid, type FloatGrid } from './float-grid.js';
+import { checkRows, MX_BLOCK_SIZE } from './layout.js';
+
+export type Fp8Format = 'e4m3' | 'e5m2';
+
+interface Fp8Spec extends FloatGrid {
+  bias: number;
+  /** floor(log2(max)): the element emax that MXFP8 subtracts from the block's exponent. */
+  maxExponent: number;
+  decodeTable: Float64Array;
+}
+
+const NAN_CODE = 0x7f;
+const SPECS: Record<Fp8Format, Fp8Spec> = {
+  e4m3: makeSpec(3, 7, 448, (field, mantissa) => (field === 15 && mantissa === 7 ? NaN : undefined)),
+  e5m2: makeSpec(2, 15, 57344, (field, mantissa) => (field === 31 ? (mantissa === 0 ? Infinity : NaN) : undefined)),
+};
+
+function makeSpec(
+  mantissaBits: number,
+  bias: number,
+  max: number,
+  special: (field: number, mantissa: number) => number | undefined,
+): Fp8Spec {
+  const minExponent = 1 - bias;
+  const decodeTable = new Float64Array(256);
+  for (let code = 0; code < 256; code++) {
+    const field = (code & 0x7f) >> mantissaBits;
+    const mantissa = code & ((1 << mantissaBits) - 1);
+    const magnitude =
+      special(field, mantissa) ??
+      (field === 0
+        ? mantissa * pow2(minExponent - mantissaBits)
+        : (1 + mantissa / (1 << mantissaBits)) * pow2(field - bias));
+    decodeTable[code] = code & 0x80 ? -magnitude : magnitude;
+  }
+  return { mantissaBits, minExponent, max, bias, maxExponent: floorLog2(max), decodeTable };
+}
+
+function specOf(format: Fp8Format, caller: string): Fp8Spec {
+  const spec = SPECS[format];
+  if (!spec) throw new Error(`${caller}: unknown FP8 format '${String(format)}'; use 'e4m3' or 'e5m2'`);
+  return spec;
+}
+
+export function decodeFp8(code: number, format: Fp8Format): number {
+  if (!Number.isInteger(code) || code < 0 || code > 255) throw new Error(`decodeFp8: code must be 0..255, got ${code}`);
+  return specOf(format, 'decodeFp8').decodeTable[code];
+}
+
+/** The FP8 value nearest to x (ties to even, saturating), as a number. */
+function roundFp8(x: number, spec: Fp8Spec, format: Fp8Format): number {
+  if (Number.isNaN(x)) return NaN;
+  if (!Number.isFinite(x)) return format === 'e5m2' ? x : NaN;
+  const rounded = roundToGrid(Math.abs(x), spec);
+  return x < 0 || Object.is(x, -0) ? -rounded : rounded;
+}
+
+export function encodeFp8(x: number, format: Fp8Format): number {
+  const spec = specOf(format, 'encodeFp8');
+  const rounded = roundFp8(x, spec, format);
+  if (Number.isNaN(rounded)) return NAN_CODE;
+  const sign = rounded < 0 || Object.is(rounded, -0) ? 0x80 : 0;
+  const magnitude = Math.abs(rounded);
+  if (magnitude === Infinity) return sign | (0x7f & ~((1 << spec.mantissaBits) - 1));
+  if (magnitude === 0) return sign;
+  const exponent = floorLog2(magnitude);
+  if (exponent < spec.minExponent) return sign | (magnitude / pow2(spec.minExponent - spec.mantissaBits));
+  const mantissa = magnitude / pow2(exponent - spec.mantissaBits) - (1 << spec.mantissaBits);
+  return sign | ((exponent + spec.bias) << spec.mantissaBits) | mantissa;
+}
+
+/**
+ * In place: round every value through FP8.
+ * 'tensor': scale by max/amax (amax over finite values), round, unscale.
+ * 'mx': MXFP8, blocks of 32 along rows of `rowLength` with an E8M0 scale
+ * floor(log2(amax)) − floor(log2(max)); a block holding NaN or ±Inf becomes NaN, like MXFP4.
+ */
+export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: 'tensor' | 'mx', rowLength?: number): void {
+  const spec = specOf(format, 'fakeQuantFp8');
+  if (scaling === 'tensor') {
+    if (values.length === 0) throw new Error('fakeQuantFp8: values is empty; pass at least one element');
+    let amax = 0;
+    for (let i = 0; i < values.length; i++) {
+      const a = Math.abs(values[i]);
+      if (a > amax && a !== Infinity) amax = a;
+    }
+    const scale = amax === 0 ? 1 : spec.max / amax;
+    for (let i = 0; i < values.length; i++) values[i] = roundFp8(values[i] * scale, spec, format) / scale;
+    return;
+  }
+  if (scaling !== 'mx') throw new Error(`fakeQuantFp8: scaling must be 'tensor' or 'mx', got '${String(scaling)}'`);
+  if (rowLength === undefined) throw new Error("fakeQuantFp8: scaling 'mx' needs rowLength");
+  const rows = checkRows(values.length, rowLength, 'fakeQuantFp8');
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  for (let row = 0; row < rows; row++) {
+    const rowEnd = (row + 1) * rowLength;
+    for (let start = row * rowLength; start < rowEnd; start += MX_BLOCK_SIZE) {
+      const end = Math.min(start + MX_BLOCK_SIZE, rowEnd);
+      let amaxBits = 0;
+      for (let i = start; i < end; i++) amaxBits = Math.max(amaxBits, bits[i] & 0x7fffffff);
+      const field = amaxBits >>> 23;
+      if (field === 0xff) {
+        values.fill(NaN, start, end);
+        continue;
+      }
+      const shared = Math.max(field - 127 - spec.maxExponent, -127);
+      const scale = pow2(shared);
+      for (let i = start; i < end; i++) values[i] = roundFp8(values[i] / scale, spec, format) * scale;
+    }
+  }
+}
