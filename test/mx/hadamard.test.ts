@@ -1,0 +1,81 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { gemmTs, hadamardInPlace, HadamardRotation, Rng, type HadamardSize } from '../../src/mx/index.js';
+
+const SIZES: HadamardSize[] = [16, 32, 64, 128, 256];
+
+function random(n: number, seed: number): Float32Array {
+  const rng = new Rng(seed);
+  return Float32Array.from({ length: n }, () => rng.nextFloat() * 2 - 1);
+}
+
+function transpose(x: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(x.length);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = x[r * cols + c];
+  return out;
+}
+
+test('H·Hᵀ = I for every block size (rows of the identity, rotated along axis 1)', () => {
+  for (const n of SIZES) {
+    const h = new Float32Array(n * n);
+    for (let i = 0; i < n; i++) h[i * n + i] = 1;
+    hadamardInPlace(h, n, n, 1, n); // row i is now e_i·H/√n, so h holds H/√n
+    const product = new Float32Array(n * n);
+    gemmTs(n, n, n, h, false, h, true, product, false);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < n; j++) {
+        assert.ok(Math.abs(product[i * n + j] - (i === j ? 1 : 0)) < 1e-5, `n=${n} (${i},${j}) = ${product[i * n + j]}`);
+      }
+    }
+  }
+});
+
+test('axis 0 is axis 1 on the transpose', () => {
+  const x = random(64 * 24, 1);
+  const signs = new HadamardRotation({ blockSize: 32, mode: 'random', seed: 4 }).signs(64);
+  const along0 = x.slice();
+  hadamardInPlace(along0, 64, 24, 0, 32, signs);
+  const along1 = transpose(x, 64, 24);
+  hadamardInPlace(along1, 24, 64, 1, 32, signs);
+  assert.deepEqual(along0, transpose(along1, 24, 64));
+});
+
+test('rotating both GEMM operands along K with the same signs leaves A·B unchanged', () => {
+  const [M, K, N] = [8, 256, 12];
+  for (const n of SIZES) {
+    const a = random(M * K, 2);
+    const b = random(K * N, 3);
+    const exact = new Float32Array(M * N);
+    gemmTs(M, N, K, a, false, b, false, exact, false);
+    const signs = new HadamardRotation({ blockSize: n, mode: 'random', seed: 9 }).signs(K);
+    hadamardInPlace(a, M, K, 1, n, signs); // A·D·H
+    hadamardInPlace(b, K, N, 0, n, signs); // (D·H)ᵀ·B = Hᵀ·D·B
+    const rotated = new Float32Array(M * N);
+    gemmTs(M, N, K, a, false, b, false, rotated, false);
+    exact.forEach((v, i) => assert.ok(Math.abs(rotated[i] - v) < 1e-4, `n=${n} [${i}] ${rotated[i]} vs ${v}`));
+  }
+});
+
+test('deterministic rotations repeat; random ones differ per call and reproduce from the seed', () => {
+  assert.equal(new HadamardRotation({ blockSize: 16, mode: 'deterministic', seed: 1 }).signs(64), undefined);
+  const signed = new HadamardRotation({ blockSize: 16, mode: 'deterministic', seed: 1, signed: true });
+  const first = signed.signs(64);
+  assert.deepEqual(signed.signs(64), first);
+  assert.ok(first && first.some((s) => s === -1) && first.every((s) => s === 1 || s === -1));
+
+  const random1 = new HadamardRotation({ blockSize: 16, mode: 'random', seed: 1 });
+  const random2 = new HadamardRotation({ blockSize: 16, mode: 'random', seed: 1 });
+  const a1 = random1.signs(64);
+  const a2 = random1.signs(64);
+  assert.notDeepEqual(a1, a2);
+  assert.deepEqual(random2.signs(64), a1);
+  assert.deepEqual(random2.signs(64), a2);
+  assert.notDeepEqual(new HadamardRotation({ blockSize: 16, mode: 'random', seed: 2 }).signs(64), a1);
+});
+
+test('bad shapes are rejected with the parameter named', () => {
+  assert.throws(() => hadamardInPlace(new Float32Array(48), 3, 16, 0, 16), /rows \(3\) must be a multiple of blockSize 16/);
+  assert.throws(() => hadamardInPlace(new Float32Array(32), 2, 16, 1, 16, new Float32Array(2)), /signs.length 2/);
+  assert.throws(() => hadamardInPlace(new Float32Array(32), 2, 15, 1, 16), /values.length/);
+  assert.throws(() => hadamardInPlace(new Float32Array(32), 1, 32, 1, 8 as HadamardSize), /blockSize must be one of/);
+});
