@@ -56,8 +56,13 @@ export class OperandScratch {
   }
 }
 
-function quantizeMxfp4(values: Float32Array, source: OperandSource, config: GemmConfig, signs: Float32Array | undefined, rng: Rng, stats: MxStats | undefined): void {
+/** Rotates `values` ([rows, cols], reduction last) along the reduction dimension per `config.rotation`. */
+export function rotateOperand(values: Float32Array, source: OperandSource, config: GemmConfig, signs: Float32Array | undefined): void {
   if (config.rotation !== 'none') hadamardInPlace(values, source.rows, source.cols, 1, config.hadamardBlock, signs);
+}
+
+function quantizeMxfp4(values: Float32Array, source: OperandSource, config: GemmConfig, signs: Float32Array | undefined, rng: Rng, stats: MxStats | undefined): void {
+  rotateOperand(values, source, config, signs);
   fakeQuantMxfp4(values, source.cols, { rounding: config.rounding, rng, srPrescale: config.srPrescale, stats });
 }
 

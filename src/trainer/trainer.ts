@@ -23,6 +23,21 @@ function rotations(config: RunConfig, seed: number): Record<GemmKind, HadamardRo
   return Object.fromEntries(entries) as Record<GemmKind, HadamardRotation>;
 }
 
+/** The per-step GEMM settings and random streams of a run (seeded from config.seed). */
+export function trainingGemmStep(config: RunConfig): GemmStep {
+  const { seed } = config;
+  return {
+    step: 0,
+    gemms: config.gemms,
+    rng: new Rng(streamSeed(seed, SEED_STREAMS.train)),
+    rotations: rotations(config, streamSeed(seed, SEED_STREAMS.rotation)),
+    statsRng: new Rng(streamSeed(seed, SEED_STREAMS.stats)),
+    statsRotations: rotations(config, streamSeed(seed, SEED_STREAMS.stats)),
+    collectStats: false,
+    measureWgradError: false,
+  };
+}
+
 export class Trainer {
   readonly model: LlamaModel;
   readonly corpus: ByteCorpus;
@@ -49,19 +64,9 @@ export class Trainer {
     this.optimizer = new AdamW(this.model.params, settings);
     this.validation = this.corpus.validationBatches();
     this.dataRng = new Rng(streamSeed(config.seed, SEED_STREAMS.data));
-    const seed = config.seed;
-    this.trainStep = {
-      step: 0,
-      gemms: config.gemms,
-      rng: new Rng(streamSeed(seed, SEED_STREAMS.train)),
-      rotations: rotations(config, streamSeed(seed, SEED_STREAMS.rotation)),
-      statsRng: new Rng(streamSeed(seed, SEED_STREAMS.stats)),
-      statsRotations: rotations(config, streamSeed(seed, SEED_STREAMS.stats)),
-      collectStats: false,
-      measureWgradError: false,
-    };
+    this.trainStep = trainingGemmStep(config);
     // Validation has its own randomness so evaluating never changes the training trajectory.
-    this.evalStep = { ...this.trainStep, rng: new Rng(streamSeed(seed, SEED_STREAMS.eval)), rotations: rotations(config, streamSeed(seed, SEED_STREAMS.eval)) };
+    this.evalStep = { ...this.trainStep, rng: new Rng(streamSeed(config.seed, SEED_STREAMS.eval)), rotations: rotations(config, streamSeed(config.seed, SEED_STREAMS.eval)) };
   }
 
   /** Positions the data stream and step counter as if `steps` steps had run (after loading a checkpoint). */
