@@ -1,6 +1,7 @@
 // The one machine-readable line a `--serve` trainer prints on stdout once it listens, e.g.
 //   MXSCOPE_LISTENING {"url":"ws://127.0.0.1:41234","token":"…","protocol":"1.0"}
-// (`token` only when one is required). Whoever spawned the trainer reads stdout for it.
+// (`token` only when one is required). Whoever spawned the trainer reads stdout for it. This file is
+// the whole contract between a trainer process and whoever spawns it.
 import { PROTOCOL_VERSION } from '../protocol/index.js';
 
 export const LISTENING_PREFIX = 'MXSCOPE_LISTENING ';
@@ -26,3 +27,6 @@ export function parseListeningLine(line: string): ListeningInfo | undefined {
     return undefined;
   }
 }
+
+/** When set, a serving trainer exits once this process id is gone (the extension host that spawned it). */
+export const PARENT_PID_ENV = 'MXSCOPE_PARENT_PID';

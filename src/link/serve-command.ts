@@ -3,7 +3,7 @@
 import type { RunConfig } from '../protocol/index.js';
 import { startRun } from '../trainer/index.js';
 import { generateToken, isLoopbackHost } from './auth.js';
-import { formatListeningLine } from './listening-line.js';
+import { formatListeningLine, PARENT_PID_ENV } from './listening-line.js';
 import { startTrainerServer } from './trainer-server.js';
 
 export interface ServeOptions {
@@ -13,9 +13,6 @@ export interface ServeOptions {
   outDir: string;
   baseConfig: RunConfig;
 }
-
-/** When set, the server exits once this process id is gone (the extension host that spawned it). */
-export const PARENT_PID_ENV = 'MXSCOPE_PARENT_PID';
 
 export async function runServeCommand(options: ServeOptions): Promise<void> {
   const token = options.token ?? (isLoopbackHost(options.host) ? undefined : generateToken());

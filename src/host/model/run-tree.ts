@@ -1,0 +1,61 @@
+// What the Runs view shows for each run: a label, a one-line description, and the config as child
+// rows. Pure functions of a store summary, so the wording is tested without VS Code.
+import { GEMM_KINDS } from '../../protocol/index.js';
+import type { RunStatus, RunSummary } from '../../store/run-store.js';
+
+export interface RunRow {
+  label: string;
+  description: string;
+  tooltip: string;
+  /** A codicon id for the status. */
+  icon: string;
+}
+
+export interface ConfigRow {
+  label: string;
+  value: string;
+}
+
+const STATUS_ICONS: Record<RunStatus, string> = {
+  running: 'sync~spin',
+  completed: 'pass',
+  diverged: 'warning',
+  stopped: 'debug-stop',
+  failed: 'error',
+  unknown: 'question',
+};
+
+export function formatLoss(loss: number | null | undefined): string {
+  return loss === null || loss === undefined ? '—' : loss.toFixed(4);
+}
+
+export function runRow(summary: RunSummary): RunRow {
+  const step = summary.lastStep >= 0 ? `step ${summary.lastStep}` : 'no steps yet';
+  const loss = summary.finalLoss !== undefined ? `final loss ${formatLoss(summary.finalLoss)}` : `loss ${formatLoss(summary.lastLoss)}`;
+  const origin = summary.source === 'loaded' ? ' · from log' : '';
+  const tooltip = [
+    `${summary.name} (${summary.runId})`,
+    `status: ${summary.status}${summary.ended ? ` — ${summary.ended.reason}` : ''}`,
+    summary.startedAt ? `started ${summary.startedAt}` : undefined,
+    summary.dir ? `run log: ${summary.dir}` : undefined,
+  ].filter((line): line is string => line !== undefined).join('\n');
+  return { label: summary.name, description: `${summary.status} · ${step} · ${loss}${origin}`, tooltip, icon: STATUS_ICONS[summary.status] };
+}
+
+export function configRows(summary: RunSummary): ConfigRow[] {
+  const config = summary.config;
+  if (!config) return [{ label: 'config', value: 'not known (runStarted not received)' }];
+  return [
+    { label: 'preset', value: config.preset },
+    ...GEMM_KINDS.map((kind) => {
+      const gemm = config.gemms[kind];
+      const rotation = gemm.rotation === 'none' ? 'no rotation' : `${gemm.rotation} ${gemm.hadamardBlock}`;
+      return { label: kind, value: gemm.precision === 'mxfp4' ? `mxfp4 · ${rotation} · ${gemm.rounding}${gemm.srPrescale ? ' (¾ prescale)' : ''}` : gemm.precision };
+    }),
+    { label: 'steps', value: config.steps === 0 ? 'open-ended' : String(config.steps) },
+    { label: 'tokens/step', value: String(config.tokensPerStep) },
+    { label: 'stats every', value: `${config.statsEvery} steps` },
+    { label: 'seed', value: String(config.seed) },
+    { label: 'data', value: config.data },
+  ];
+}

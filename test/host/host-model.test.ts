@@ -1,0 +1,62 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mergeRunConfig } from '../../src/protocol/index.js';
+import { combineChanges, isEmptyChange } from '../../src/host/model/next-run-change.js';
+import { describeGemms, modeOf, precisionChange, rotationChange, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
+import { configRows, runRow } from '../../src/host/model/run-tree.js';
+import { quickActions, statusText } from '../../src/host/model/status-text.js';
+import { RunStore } from '../../src/store/run-store.js';
+import { baseConfig } from '../link/fake-run.js';
+
+test('every rotation mode round-trips through modeOf on the GEMMs it was applied to, and only those', () => {
+  for (const mode of ROTATION_MODES) {
+    const config = mergeRunConfig(baseConfig, rotationChange(mode.id, 64, ['wgrad', 'dgrad']));
+    assert.equal(modeOf(config.gemms.wgrad), mode.id);
+    assert.equal(modeOf(config.gemms.dgrad), mode.id);
+    assert.equal(modeOf(config.gemms.fprop), 'none', 'fprop untouched');
+    if (mode.needsBlock) assert.equal(config.gemms.wgrad.hadamardBlock, 64);
+  }
+  const rhtsr = mergeRunConfig(baseConfig, rotationChange('random-hadamard-sr', 16, ['wgrad'])).gemms.wgrad;
+  assert.deepEqual({ ...rhtsr }, { precision: 'mxfp4', rotation: 'random-hadamard', hadamardBlock: 16, rounding: 'stochastic', srPrescale: true });
+  assert.deepEqual(rotationChange('hadamard', 32, []), { gemms: {} });
+});
+
+test('changes combine field by field, later wins, other GEMMs and fields kept', () => {
+  const combined = combineChanges(combineChanges(rotationChange('hadamard', 16, ['wgrad', 'fprop']), precisionChange('wgrad', 'fp8')), { seed: 3 });
+  assert.deepEqual(combined, { gemms: { fprop: { rotation: 'hadamard', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false }, wgrad: { rotation: 'hadamard', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false, precision: 'fp8' } }, seed: 3 });
+  assert.equal(isEmptyChange({}), true);
+  assert.equal(isEmptyChange({ gemms: {} }), true);
+  assert.equal(isEmptyChange(combined), false);
+});
+
+test('GEMM description collapses when the three agree', () => {
+  assert.equal(describeGemms(baseConfig), 'all mxfp4');
+  const mixed = mergeRunConfig(baseConfig, combineChanges(rotationChange('random-hadamard-sr', 16, ['wgrad']), precisionChange('fprop', 'bf16')));
+  assert.equal(describeGemms(mixed), 'F bf16 · D mxfp4 · W mxfp4 · RHT16+SR¾');
+});
+
+test('runs view rows: running vs ended wording, config rows from the run config', () => {
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'r', name: 'tiny · H16', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
+  store.ingest({ type: 'step', runId: 'r', step: 7, tokens: 100, loss: 3.14159, lr: 1, gradNorm: 1, stepMs: 1 });
+  assert.equal(runRow(store.list()[0]!).description, 'running · step 7 · loss 3.1416');
+  store.ingest({ type: 'runEnded', runId: 'r', step: 7, status: 'diverged', reason: 'loss NaN', endedAt: 't' });
+  const row = runRow(store.list()[0]!);
+  assert.equal(row.description, 'diverged · step 7 · final loss 3.1416');
+  assert.equal(row.icon, 'warning');
+  assert.match(row.tooltip, /diverged — loss NaN/);
+  const rows = configRows(store.list()[0]!);
+  assert.deepEqual(rows.find((r) => r.label === 'wgrad'), { label: 'wgrad', value: 'mxfp4 · no rotation · nearest-even' });
+});
+
+test('status bar text and quick actions follow the connection state', () => {
+  assert.match(statusText({ state: undefined, url: undefined, run: undefined, nextRunConfig: undefined }).text, /debug-disconnect\) MX Scope$/);
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'r', name: 'tiny', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
+  store.ingest({ type: 'step', runId: 'r', step: 3, tokens: 1, loss: 2, lr: 1, gradNorm: 1, stepMs: 1 });
+  const live = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: baseConfig });
+  assert.equal(live.text, '$(plug) MX Scope: tiny · step 3 · loss 2.0000 · all mxfp4');
+  assert.deepEqual(quickActions(undefined, false).slice(0, 2).map((a) => a.command), ['mxscope.startEmulatedRun', 'mxscope.connect']);
+  const running = quickActions('connected', true).map((a) => a.command);
+  assert.ok(running.includes('mxscope.stopRun') && !running.includes('mxscope.startNextRun') && running.includes('mxscope.disconnect'));
+});
