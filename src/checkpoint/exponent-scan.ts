@@ -1,7 +1,7 @@
-// The fast histogram pass: MXFP4 block scales, saturation and flushing read straight from float32 or
-// bfloat16 bit patterns with integer operations, no decoding and no rounding arithmetic. It gives
-// exactly the counts fakeQuantMxfp4 (src/mx) adds to MxStats with nearest-even rounding (the tests
-// hold it to that); only Σx² and Σ(x − q)² are left to the full pass.
+// The fast passes: MXFP4 block scales (and, unless asked for exponents only, saturation and flushing)
+// read straight from float32 or bfloat16 bit patterns with integer operations, no decoding and no
+// rounding arithmetic. They give exactly the counts fakeQuantMxfp4 (src/mx) adds to MxStats with
+// nearest-even rounding (the tests hold them to that); Σx² and Σ(x − q)² are left to fakeQuantMxfp4.
 //
 // Why the integer rules hold: a block whose largest exponent field is F gets scale 2^(F − 129), so an
 // element with field f and mantissa m has scaled magnitude 1.m · 2^(f − F + 2).
@@ -46,10 +46,11 @@ function countBlockSlowly(words: Uint16Array | Uint32Array, start: number, end: 
 }
 
 /**
- * Adds the MXFP4 scale histogram, saturated, flushed, nonZero, blocks and elements of `rows` rows of
- * `rowLength` words (blocks of 32 along each row, the last one partial) to `stats`.
+ * Adds the MXFP4 scale histogram, blocks and elements of `rows` rows of `rowLength` words (blocks of
+ * 32 along each row, the last one partial) to `stats`, and unless `exponentsOnly` also saturated,
+ * flushed and nonZero.
  */
-function scan(words: Uint16Array | Uint32Array, rows: number, rowLength: number, layout: BitLayout, stats: MxStats): void {
+function scan(words: Uint16Array | Uint32Array, rows: number, rowLength: number, layout: BitLayout, stats: MxStats, exponentsOnly: boolean): void {
   const m = layout.mantissaBits;
   const mantissaMask = (1 << m) - 1;
   const saturatingMantissa = 3 << (m - 2); // 1.m ≥ 1.75
@@ -69,6 +70,7 @@ function scan(words: Uint16Array | Uint32Array, rows: number, rowLength: number,
       }
       const byte = mxfp4ScaleByte(maxField << 23);
       counts[byte]++;
+      if (exponentsOnly) continue;
       if (maxField <= 2 || maxField === 0xff) {
         countBlockSlowly(words, start, end, byte, layout, stats);
         continue;
@@ -99,12 +101,42 @@ function scan(words: Uint16Array | Uint32Array, rows: number, rowLength: number,
   stats.nonZero += nonZero;
 }
 
-/** `words` are bfloat16 bit patterns (little-endian uint16 as read from a BF16 tensor). */
-export function scanBf16(words: Uint16Array, rows: number, rowLength: number, stats: MxStats): void {
-  scan(words, rows, rowLength, BF16_LAYOUT, stats);
+/**
+ * The exponent-only pass over bfloat16 words when every block is 32 aligned elements: two elements per
+ * 32-bit load, their exponent fields masked in place and the maxima kept apart until the block ends.
+ */
+function scanBf16PairedExponents(words: Uint32Array, blocks: number, stats: MxStats): void {
+  const counts = stats.expCounts;
+  for (let block = 0, j = 0; block < blocks; block++) {
+    let low = 0;
+    let high = 0;
+    for (const end = j + MX_BLOCK_SIZE / 2; j < end; j++) {
+      const word = words[j];
+      const lowField = word & 0x7f80;
+      const highField = word & 0x7f800000;
+      if (lowField > low) low = lowField;
+      if (highField > high) high = highField;
+    }
+    const maxField = Math.max(low >>> 7, high >>> 23);
+    counts[mxfp4ScaleByte(maxField << 23)]++;
+  }
+  stats.blocks += blocks;
+  stats.elements += blocks * MX_BLOCK_SIZE;
+}
+
+/**
+ * `words` are bfloat16 bit patterns (little-endian uint16 as read from a BF16 tensor). With
+ * `exponentsOnly` only the scale histogram is counted, at memory-bandwidth speed where rows are whole blocks.
+ */
+export function scanBf16(words: Uint16Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
+  if (exponentsOnly && rowLength % MX_BLOCK_SIZE === 0 && words.byteOffset % 4 === 0) {
+    scanBf16PairedExponents(new Uint32Array(words.buffer, words.byteOffset, words.length / 2), (rows * rowLength) / MX_BLOCK_SIZE, stats);
+  } else {
+    scan(words, rows, rowLength, BF16_LAYOUT, stats, exponentsOnly);
+  }
 }
 
 /** `values` are float32 (any decoded dtype). */
-export function scanF32(values: Float32Array, rows: number, rowLength: number, stats: MxStats): void {
-  scan(new Uint32Array(values.buffer, values.byteOffset, values.length), rows, rowLength, F32_LAYOUT, stats);
+export function scanF32(values: Float32Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
+  scan(new Uint32Array(values.buffer, values.byteOffset, values.length), rows, rowLength, F32_LAYOUT, stats, exponentsOnly);
 }

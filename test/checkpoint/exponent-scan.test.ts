@@ -59,3 +59,18 @@ test('scanF32 matches fakeQuantMxfp4 counts on float32 data with a heavy tail', 
   scanF32(values, 64, 128, stats);
   assert.deepEqual(countsOf(stats), referenceCounts(values, 128));
 });
+
+test('the exponent-only pass gives the same scale histogram, paired and unpaired', () => {
+  const rng = new Rng(3);
+  for (const rowLength of [64, 50]) {
+    const rows = 100;
+    const words = hostileBf16(rng, rowLength * rows);
+    const values = new Float32Array(new Uint32Array(Array.from(words, (w) => w << 16)).buffer);
+    const stats = createMxStats();
+    scanBf16(words, rows, rowLength, stats, true);
+    const reference = referenceCounts(values, rowLength);
+    assert.deepEqual([...stats.expCounts], reference.expCounts, `rowLength ${rowLength}`);
+    assert.equal(stats.blocks, reference.blocks);
+    assert.equal(stats.elements, reference.elements);
+  }
+});
