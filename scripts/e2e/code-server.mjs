@@ -16,6 +16,7 @@ const QUIET_SETTINGS = {
   'workbench.startupEditor': 'none',
   'workbench.tips.enabled': false,
   'workbench.enableExperiments': false,
+  'workbench.secondarySideBar.defaultVisibility': 'hidden',
   'workbench.welcomePage.walkthroughs.openOnInstall': false,
   'security.workspace.trust.enabled': false,
   'chat.disableAIFeatures': true,

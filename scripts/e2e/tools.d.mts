@@ -1,0 +1,9 @@
+export const REPO_ROOT: string;
+export const TOOLS_DIR: string;
+export const CHROMIUM: string;
+export interface Tools {
+  node24: string;
+  codeServerEntry: string;
+  chromium: string;
+}
+export function ensureTools(options?: { log?: (line: string) => void; chromium?: boolean }): Tools;

@@ -1,0 +1,208 @@
+// Drives VS Code's workbench (served by code-server) the way a user does: command palette, status
+// bar, webviews. Selectors are VS Code's own DOM classes, stable across recent releases.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FrameLocator, Page } from 'playwright-core';
+
+export interface CanvasInk {
+  width: number;
+  height: number;
+  /** Fraction of pixels that are not fully transparent. */
+  inked: number;
+  /** Number of distinct opaque colours (quantized), a cheap proxy for "more than an empty frame". */
+  colours: number;
+  /** A hash of the pixels, to tell whether the drawing changed between two looks. */
+  hash: number;
+}
+
+/** The part of HTMLCanvasElement read here (the node project's type check has no DOM library). */
+interface PixelSource {
+  width: number;
+  height: number;
+  getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } | null;
+}
+
+const PALETTE_INPUT = '.quick-input-widget .quick-input-box input';
+const PALETTE_ROW = '.quick-input-widget .monaco-list-row';
+const STATUS_ITEM = '.part.statusbar .statusbar-item';
+
+export async function poll<T>(what: string, look: () => Promise<T | undefined>, timeoutMs: number, intervalMs = 250): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await look();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export class Workbench {
+  private shots = 0;
+
+  constructor(
+    readonly page: Page,
+    private readonly shotDir: string,
+  ) {
+    mkdirSync(shotDir, { recursive: true });
+  }
+
+  /** Opens the workbench at `url` and waits until its status bar is drawn. */
+  static async open(page: Page, url: string, shotDir: string): Promise<Workbench> {
+    await page.goto(url);
+    await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60_000 });
+    await page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 60_000 });
+    return new Workbench(page, shotDir);
+  }
+
+  /** Titles of the palette's rows for `query` (e.g. "MX Scope:"), closing the palette afterwards. */
+  async paletteTitles(query: string): Promise<string[]> {
+    await this.openPalette(query);
+    await this.page.locator(PALETTE_ROW).first().waitFor({ state: 'visible', timeout: 10_000 }).catch(() => undefined);
+    const titles = await this.page.locator(`${PALETTE_ROW} .label-name`).allInnerTexts();
+    await this.closePalette();
+    return titles.map((title) => title.trim());
+  }
+
+  /**
+   * Runs a command by its palette title ("MX Scope: Stop Run"). Right after load the palette may not
+   * list an extension's commands yet (extensions still being scanned), so a miss is retried.
+   */
+  async runCommand(title: string, timeoutMs = 30_000): Promise<void> {
+    await poll(
+      `"${title}" in the command palette`,
+      async () => {
+        await this.openPalette(title);
+        const row = this.page.locator(PALETTE_ROW).filter({ has: this.page.locator('.label-name', { hasText: exactText(title) }) }).first();
+        const found = await row.waitFor({ state: 'visible', timeout: 3_000 }).then(
+          () => true,
+          () => false,
+        );
+        if (!found) {
+          await this.closePalette();
+          return undefined;
+        }
+        await row.click();
+        return true;
+      },
+      timeoutMs,
+      500,
+    );
+  }
+
+  /** Answers an open quick pick (e.g. "which rotation?") by choosing the row whose label is `label`. */
+  async pick(label: string | RegExp, timeoutMs = 10_000): Promise<void> {
+    const row = this.page.locator(PALETTE_ROW).filter({ has: this.page.locator('.label-name', { hasText: label }) }).first();
+    await row.waitFor({ state: 'visible', timeout: timeoutMs });
+    await row.click();
+  }
+
+  async statusBarTexts(): Promise<string[]> {
+    const texts = await this.page.locator(STATUS_ITEM).allInnerTexts();
+    return texts.map((text) => text.replace(/\s+/g, ' ').trim()).filter((text) => text !== '');
+  }
+
+  /** Waits until some status bar item's text matches (and `accept` agrees), and returns the match. */
+  async waitForStatusBarText(pattern: RegExp, timeoutMs = 30_000, accept: (match: RegExpMatchArray) => boolean = () => true): Promise<RegExpMatchArray> {
+    return poll(
+      `a status bar item matching ${pattern}`,
+      async () => {
+        for (const text of await this.statusBarTexts()) {
+          const match = text.match(pattern);
+          if (match && accept(match)) return match;
+        }
+        return undefined;
+      },
+      timeoutMs,
+    );
+  }
+
+  /**
+   * The content frame of the visible webview (the last one opened if several are visible). Webviews
+   * nest two iframes: VS Code's host frame and the extension's `active-frame`.
+   */
+  webviewFrame(): FrameLocator {
+    return this.page
+      .locator('iframe.webview.ready')
+      .filter({ visible: true })
+      .last()
+      .contentFrame()
+      .locator('iframe#active-frame')
+      .contentFrame();
+  }
+
+  /** Measures how much of the canvas is drawn (pixels read back through the 2D context). */
+  async canvasInk(frame: FrameLocator, selector: string): Promise<CanvasInk> {
+    return frame.locator(selector).first().evaluate((node) => {
+      const canvas = node as unknown as PixelSource;
+      const { width, height } = canvas;
+      const context = canvas.getContext('2d');
+      if (!context || width === 0 || height === 0) return { width, height, inked: 0, colours: 0, hash: 0 };
+      const data = context.getImageData(0, 0, width, height).data;
+      let inked = 0;
+      let hash = 2166136261;
+      const colours = new Set<number>();
+      for (let i = 0; i < data.length; i += 4) {
+        if (data[i + 3] === 0) continue;
+        inked++;
+        const quantized = ((data[i] >> 4) << 8) | ((data[i + 1] >> 4) << 4) | (data[i + 2] >> 4);
+        colours.add(quantized);
+        hash = Math.imul(hash ^ (i * 31 + quantized), 16777619) >>> 0;
+      }
+      return { width, height, inked: inked / (width * height), colours: colours.size, hash };
+    });
+  }
+
+  /** True when at least 0.5 % of the canvas is drawn in at least two colours (axes alone are one). */
+  async canvasIsNonBlank(frame: FrameLocator, selector: string): Promise<boolean> {
+    const ink = await this.canvasInk(frame, selector);
+    return ink.inked >= 0.005 && ink.colours >= 2;
+  }
+
+  /** Saves a numbered PNG of the whole window into the run's screenshot folder and returns its path. */
+  async screenshot(name: string): Promise<string> {
+    this.shots++;
+    const path = join(this.shotDir, `${String(this.shots).padStart(2, '0')}-${name}.png`);
+    await this.page.screenshot({ path });
+    return path;
+  }
+
+  async closeAllEditors(): Promise<void> {
+    await this.runCommand('View: Close All Editors');
+  }
+
+  /** Closes the palette (or any quick pick) and waits until it is gone. */
+  async closePalette(): Promise<void> {
+    const input = this.page.locator(PALETTE_INPUT);
+    if (!(await input.isVisible())) return;
+    await this.page.keyboard.press('Escape');
+    await input.waitFor({ state: 'hidden', timeout: 5_000 });
+  }
+
+  /** Opens the command palette filtered by `text` and leaves it open (for a screenshot). */
+  async showPalette(text: string): Promise<void> {
+    await this.openPalette(text);
+    await this.page.locator(PALETTE_ROW).first().waitFor({ state: 'visible', timeout: 10_000 });
+  }
+
+  private async openPalette(text: string): Promise<void> {
+    const input = this.page.locator(PALETTE_INPUT);
+    if (!(await input.isVisible())) {
+      await this.page.keyboard.press('F1');
+      const opened = await input.waitFor({ state: 'visible', timeout: 2_000 }).then(
+        () => true,
+        () => false,
+      );
+      if (!opened) {
+        // Focus was inside a webview or nowhere: give it back to the workbench and ask again.
+        await this.page.locator('.monaco-workbench .part.sidebar, .monaco-workbench .part.editor').first().click({ position: { x: 5, y: 5 } });
+        await this.page.keyboard.press('F1');
+        await input.waitFor({ state: 'visible', timeout: 10_000 });
+      }
+    }
+    await input.fill(`>${text}`, { timeout: 5_000 });
+  }
+}
+
+function exactText(text: string): RegExp {
+  return new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+}

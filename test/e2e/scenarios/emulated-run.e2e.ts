@@ -1,0 +1,22 @@
+import * as assert from 'node:assert/strict';
+import { requireCommands, type Scenario } from '../harness/scenario.js';
+import { trainerPids } from './trainer-processes.js';
+
+/** The step the status bar shows, e.g. "step 12" → 12. */
+export const STATUS_STEP = /\bstep\s+(\d+)/i;
+
+export const emulatedRun: Scenario = {
+  slug: 'emulated-run',
+  title: '"Start Emulated Run" starts the embedded trainer and the status bar shows steps advancing',
+  unsupported: ({ manifest }) => requireCommands(manifest, 'MX Scope: Start Emulated Run'),
+  async run({ wb, extensionsDir, log }) {
+    await wb.closePalette();
+    await wb.runCommand('MX Scope: Start Emulated Run');
+    const first = Number((await wb.waitForStatusBarText(STATUS_STEP, 60_000))[1]);
+    const later = await wb.waitForStatusBarText(STATUS_STEP, 60_000, (match) => Number(match[1]) > first);
+    const second = Number(later[1]);
+    log(`status bar step ${first} → ${second}: ${later.input}`);
+    assert.ok(second > first, `the status bar step did not advance (${first} → ${second})`);
+    assert.ok(trainerPids(extensionsDir).length > 0, 'no trainer process is running from the installed extension');
+  },
+};
