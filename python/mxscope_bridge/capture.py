@@ -1,0 +1,85 @@
+"""What one training step contributes to telemetry, gathered from hooks or the emulated GEMMs.
+
+A step is either a stats step (operand stats and the Wgrad error E) or the step just before one
+(only E, kept so the stats step can report lag-1 correlation). Contributions from several
+micro-batches add up.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from . import mxfp4, stats
+from .precision import quantize_operand
+from .rotation import DeviceGenerators, make_rotation, rotate
+
+GEMM_OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
+GRADIENT_OPERANDS = ("dy",)
+
+
+@contextlib.contextmanager
+def exact_matmuls(source_dtype: torch.dtype):
+    """Allow TF32 only where it is exact: operands that are bf16/fp16 values (or MXFP4 values)."""
+    exact = source_dtype in (torch.bfloat16, torch.float16)
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = exact
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+class StepCapture:
+    def __init__(self, with_stats: bool, generators: DeviceGenerators):
+        self.with_stats = with_stats
+        self.generators = generators
+        #: (layer, gemm) -> (precision, {operand: vector})
+        self.operands: Dict[Tuple[str, str], Tuple[str, Dict[str, torch.Tensor]]] = {}
+        #: layer -> [E, ∇W] summed over micro-batches
+        self.wgrad: Dict[str, list] = {}
+
+    def add_operand(self, layer: str, gemm: str, precision: str, operand: str, vector: torch.Tensor) -> None:
+        _, by_operand = self.operands.setdefault((layer, gemm), (precision, {}))
+        by_operand[operand] = by_operand[operand] + vector if operand in by_operand else vector
+
+    def add_wgrad(self, layer: str, err: torch.Tensor, grad: torch.Tensor) -> None:
+        if layer in self.wgrad:
+            self.wgrad[layer][0] += err
+            self.wgrad[layer][1] += grad
+        else:
+            self.wgrad[layer] = [err, grad]
+
+    def observe_operands(self, layer: str, gemm_name: str, gemm: dict, a: Optional[torch.Tensor], b: Optional[torch.Tensor],
+                         quantized: Tuple = (None, None)) -> None:
+        """Operand stats of one GEMM (operands with the reduction dim last; None = seen elsewhere).
+        MXFP4 results the GEMM already computed are reused; otherwise MXFP4 with the GEMM's rotation
+        is computed here (a random rotation then draws its own signs)."""
+        if not self.with_stats:
+            return
+        r = None
+        for name, x, q in zip(GEMM_OPERANDS[gemm_name], (a, b), quantized):
+            if x is None:
+                continue
+            if q is None:
+                if r is None and gemm["rotation"] != "none":
+                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, self.generators(x.device))
+                q = mxfp4.quantize(rotate(x, r, f"{layer} {gemm_name} {name}"), gemm["rounding"], gemm["srPrescale"], self.generators(x.device))
+            self.add_operand(layer, gemm_name, gemm["precision"], name, stats.operand_vector(q))
+
+
+def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator], capture: Optional[StepCapture]):
+    """∇W = ∇Yᵀ·X at the GEMM's precision (dy: [tokens, out], x: [tokens, in]); records E if capturing."""
+    a, b = dy.t(), x.t()
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy.shape[0], dy.device, generator) if gemm["precision"] == "mxfp4" else None
+    aq, qa = quantize_operand(a, gemm, True, r, generator, f"{layer} wgrad dy")
+    bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} wgrad x")
+    if capture is None:
+        return (aq.to(dy.dtype) @ bq.to(dy.dtype).t())
+    with exact_matmuls(dy.dtype):
+        dw = aq @ bq.t()
+        exact = a.to(torch.float32) @ b.to(torch.float32).t()
+    capture.add_wgrad(layer, dw - exact, exact)
+    capture.observe_operands(layer, "wgrad", gemm, a, b, (qa, qb))
+    return dw

@@ -1,0 +1,89 @@
+"""Emulated low-precision training: nn.Linear layers whose three GEMMs (Fprop X·Wᵀ, Dgrad ∇Y·W,
+Wgrad ∇Yᵀ·X) each fake-quantize their operands at their own GemmConfig, through one autograd Function.
+
+Quantized operands are exact in bf16, so the GEMMs themselves run in the model's compute dtype.
+"""
+from __future__ import annotations
+
+import types
+from typing import Dict, Optional
+
+import torch
+
+from .capture import StepCapture, quantized_wgrad
+from .config import default_gemms
+from .layers import clean_name
+from .precision import quantize_operand
+from .rotation import DeviceGenerators, make_rotation
+
+
+class Emulation:
+    """The GEMM configs every emulated layer reads at each call (switch them between runs), the
+    generator for random rotations and stochastic rounding, and the capture the bridge sets."""
+
+    def __init__(self, gemms: Optional[Dict[str, dict]] = None, seed: int = 0):
+        self.gemms = gemms or default_gemms()
+        self.generator = DeviceGenerators(seed)
+        self.capture: Optional[StepCapture] = None
+        self.layers: Dict[str, torch.nn.Linear] = {}
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    if x.is_cuda and torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    return x.dtype
+
+
+def emulated_gemm(layer: str, name: str, gemm: dict, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype,
+                  generator: Optional[torch.Generator], capture: Optional[StepCapture]) -> torch.Tensor:
+    """a·bᵀ with both operands (reduction dim last) quantized per `gemm`."""
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator) if gemm["precision"] == "mxfp4" else None
+    aq, qa = quantize_operand(a, gemm, name == "dgrad", r, generator, f"{layer} {name}")
+    bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} {name}")
+    if capture is not None:
+        capture.observe_operands(layer, name, gemm, a, b, (qa, qb))
+    return aq.to(dtype) @ bq.to(dtype).t()
+
+
+class _EmulatedLinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer: str, emulation: Emulation):
+        dtype = _compute_dtype(x)
+        capture = emulation.capture
+        generator = emulation.generator(x.device)
+        x2 = x.reshape(-1, x.shape[-1])
+        y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, capture)
+        if bias is not None:
+            y = y + bias.to(dtype)
+        ctx.save_for_backward(x, weight)
+        ctx.meta = (layer, emulation, capture, dtype, bias is not None)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        layer, emulation, capture, dtype, has_bias = ctx.meta
+        generator = emulation.generator(x.device)
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        x2 = x.reshape(-1, x.shape[-1])
+        dx = emulated_gemm(layer, "dgrad", emulation.gemms["dgrad"], dy2, weight.t(), dtype, generator, capture)
+        dw = quantized_wgrad(layer, emulation.gemms["wgrad"], dy2.to(dtype), x2.to(dtype), generator, capture)
+        db = dy2.sum(0).to(weight.dtype) if has_bias else None
+        return dx.reshape(x.shape).to(x.dtype), dw.to(weight.dtype), db, None, None
+
+
+def _emulated_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return _EmulatedLinearFunction.apply(x, self.weight, self.bias, self._mxscope_name, self._mxscope_emulation)
+
+
+def emulate(model: torch.nn.Module, gemms: Optional[Dict[str, dict]] = None, seed: int = 0, skip=()) -> Emulation:
+    """Patch every nn.Linear of `model` (except names in `skip`) to run emulated; returns the shared
+    Emulation whose `gemms` the layers read at every call."""
+    emulation = Emulation(gemms, seed)
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and name not in skip:
+            module._mxscope_name = clean_name(name)
+            module._mxscope_emulation = emulation
+            module.forward = types.MethodType(_emulated_forward, module)
+            emulation.layers[name] = module
+    return emulation
