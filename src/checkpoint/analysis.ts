@@ -1,0 +1,295 @@
+// MXFP4 quantizability of every weight matrix in a checkpoint, streamed chunk by chunk so memory
+// stays at a few chunks whatever the file size. A tensor of shape [..., cols] is analysed as a
+// [rows, cols] matrix with 32-element blocks along its last (contiguous) axis, the reduction axis
+// of the forward GEMM for a [out, in] weight.
+import type { ScaleHistogram } from '../protocol/index.js';
+import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, hadamardInPlace, type HadamardSize, type MxStats } from '../mx/index.js';
+import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
+import { DTYPE_BYTES, decodeInto, isFloatDtype, type Dtype, type FloatDtype } from './dtypes.js';
+import { scanBf16, scanF32 } from './exponent-scan.js';
+
+export const HADAMARD_BLOCKS: readonly HadamardSize[] = [16, 32, 64, 128, 256];
+
+export interface AnalysisOptions {
+  /**
+   * 'histogram': the exponent-only pass (scale histogram and outlier blocks), fast enough for
+   * checkpoints of hundreds of GB. 'full': adds exact saturated and flushed fractions and SQNR.
+   */
+  mode: 'histogram' | 'full';
+  /** Block size of the deterministic (unsigned) Hadamard rotation SQNR is also measured under. */
+  hadamardBlock: HadamardSize;
+  /** SQNR is measured on this many evenly spaced rows per tensor; 0 means every row. */
+  sqnrRows: number;
+  /** A block is an outlier block when its scale is at least this many binades above the tensor's median scale. */
+  outlierBinades: number;
+  /** Bytes of tensor data read per chunk (at least one row is always read whole). */
+  chunkBytes: number;
+}
+
+export const DEFAULT_ANALYSIS_OPTIONS: AnalysisOptions = {
+  mode: 'full',
+  hadamardBlock: 32,
+  sqnrRows: 256,
+  outlierBinades: 3,
+  chunkBytes: 16 << 20,
+};
+
+export interface SqnrResult {
+  /** Rows the SQNR figures were measured on (all rows when the tensor has no more than options.sqnrRows). */
+  rowsUsed: number;
+  /** 10·log10(Σx² / Σ(x − q(x))²) in dB; Infinity when lossless, null when the rows are all zero or non-finite. */
+  noRotationDb: number | null;
+  /** The same after the deterministic Hadamard rotation; null with `hadamardSkipped` when it does not apply. */
+  hadamardDb: number | null;
+  hadamardSaturatedFrac: number | null;
+  hadamardFlushedFrac: number | null;
+  hadamardSkipped?: string;
+}
+
+export interface MatrixAnalysis {
+  rows: number;
+  cols: number;
+  blocks: number;
+  /** Exact: every block of the tensor. */
+  histogram: ScaleHistogram;
+  /** Median unbiased scale exponent over the non-NaN blocks; null when every block is NaN. */
+  medianScaleExp: number | null;
+  /** Blocks whose scale is ≥ median + outlierBinades (their amax is ≥ 2^outlierBinades × a typical block's). */
+  outlierBlocks: number;
+  /** Exact over every element ('full' mode only). Fraction of elements that saturate at ±6·scale. */
+  saturatedFrac: number | null;
+  /** Exact over every element ('full' mode only). Fraction of non-zero elements that quantize to zero. */
+  flushedFrac: number | null;
+  sqnr: SqnrResult | null;
+}
+
+export interface TensorReport {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  elements: number;
+  bytes: number;
+  analysis: MatrixAnalysis | null;
+  /** Why `analysis` is null. */
+  skipped?: string;
+}
+
+/** Called after every chunk with the bytes of tensor data analysed so far. */
+export type ProgressCallback = (bytesDone: number) => void;
+
+export interface AnalysisControl {
+  onProgress?: ProgressCallback;
+  signal?: AbortSignal;
+}
+
+export function toScaleHistogram(expCounts: Uint32Array): ScaleHistogram {
+  let first = -1;
+  let last = -1;
+  for (let byte = 0; byte < E8M0_NAN; byte++) {
+    if (expCounts[byte] === 0) continue;
+    if (first < 0) first = byte;
+    last = byte;
+  }
+  const counts = first < 0 ? [] : Array.from(expCounts.subarray(first, last + 1));
+  return { minExp: first < 0 ? 0 : first - E8M0_BIAS, counts, nanBlocks: expCounts[E8M0_NAN] };
+}
+
+function medianExp(histogram: ScaleHistogram): number | null {
+  const total = histogram.counts.reduce((sum, count) => sum + count, 0);
+  if (total === 0) return null;
+  let seen = 0;
+  for (let i = 0; i < histogram.counts.length; i++) {
+    seen += histogram.counts[i];
+    if (seen * 2 >= total) return histogram.minExp + i;
+  }
+  return null;
+}
+
+function outlierCount(histogram: ScaleHistogram, median: number | null, binades: number): number {
+  if (median === null) return 0;
+  return histogram.counts.reduce((sum, count, i) => (histogram.minExp + i >= median + binades ? sum + count : sum), 0);
+}
+
+function sqnrDb(stats: MxStats): number | null {
+  if (!(stats.signalSq > 0) || !Number.isFinite(stats.signalSq) || !Number.isFinite(stats.errorSq)) return null;
+  return stats.errorSq === 0 ? Infinity : 10 * Math.log10(stats.signalSq / stats.errorSq);
+}
+
+/** Why a tensor gets no MXFP4 analysis, or undefined when it does. */
+function skipReason(tensor: CheckpointTensor): string | undefined {
+  if (!isFloatDtype(tensor.dtype)) return `${tensor.dtype} is not a floating-point dtype`;
+  if (tensor.shape.length < 2) return tensor.shape.length === 0 ? 'scalar' : '1-D (not a weight matrix)';
+  if (tensor.elements === 0) return 'empty';
+  return undefined;
+}
+
+/** Scratch buffers shared by every tensor of one analysis; each grows to the largest need and stays. */
+class Scratch {
+  private raw = new Uint8Array(0);
+  private readonly floats = { decoded: new Float32Array(0), sample: new Float32Array(0), rotated: new Float32Array(0) };
+
+  bytes(size: number): Uint8Array {
+    if (this.raw.byteLength < size) this.raw = new Uint8Array(size);
+    return this.raw;
+  }
+  float32(use: keyof Scratch['floats'], size: number): Float32Array {
+    if (this.floats[use].length < size) this.floats[use] = new Float32Array(size);
+    return this.floats[use].subarray(0, size);
+  }
+}
+
+/** Evenly spaced rows: k·rows/n for k < n, so the sample spans the whole tensor deterministically. */
+class RowSample {
+  private k = 0;
+  readonly size: number;
+
+  constructor(private readonly rows: number, wanted: number) {
+    this.size = wanted === 0 || wanted >= rows ? rows : wanted;
+  }
+  /** The next sampled row below `end`, or -1. */
+  nextBelow(end: number): number {
+    if (this.k >= this.size) return -1;
+    const row = Math.floor((this.k * this.rows) / this.size);
+    if (row >= end) return -1;
+    this.k++;
+    return row;
+  }
+}
+
+/** Quantizes the sampled rows gathered so far, unrotated and rotated, into two stats accumulators. */
+class SqnrAccumulator {
+  readonly plain = createMxStats();
+  readonly rotated = createMxStats();
+  rowsUsed = 0;
+  private pending = 0;
+
+  constructor(
+    private readonly cols: number,
+    private readonly batch: Float32Array,
+    private readonly rotation: Float32Array,
+    private readonly hadamardBlock: HadamardSize | null,
+  ) {}
+
+  get capacityRows(): number {
+    return this.batch.length / this.cols;
+  }
+  /** Where the caller decodes the next sampled row. */
+  nextRow(): Float32Array {
+    if (this.pending === this.capacityRows) this.flush();
+    return this.batch.subarray(this.pending * this.cols, ++this.pending * this.cols);
+  }
+  flush(): void {
+    if (this.pending === 0) return;
+    const length = this.pending * this.cols;
+    const values = this.batch.subarray(0, length);
+    if (this.hadamardBlock !== null) {
+      const rotated = this.rotation.subarray(0, length);
+      rotated.set(values);
+      hadamardInPlace(rotated, this.pending, this.cols, 1, this.hadamardBlock);
+      fakeQuantMxfp4(rotated, this.cols, { stats: this.rotated });
+    }
+    fakeQuantMxfp4(values, this.cols, { stats: this.plain });
+    this.rowsUsed += this.pending;
+    this.pending = 0;
+  }
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new Error('checkpoint analysis cancelled');
+}
+
+async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions, scratch: Scratch, control: AnalysisControl = {}, doneBefore = 0): Promise<MatrixAnalysis> {
+  const dtype = tensor.dtype as FloatDtype;
+  const cols = tensor.shape[tensor.shape.length - 1];
+  const rows = tensor.elements / cols;
+  const elementBytes = DTYPE_BYTES[dtype];
+  const chunkRows = Math.max(1, Math.min(rows, Math.floor(options.chunkBytes / (cols * elementBytes))));
+  const exponentsOnly = options.mode === 'histogram';
+  const stats = createMxStats();
+
+  const hadamardSkipped = cols % options.hadamardBlock === 0 ? undefined : `cols ${cols} is not a multiple of the Hadamard block ${options.hadamardBlock}`;
+  const sample = exponentsOnly ? null : new RowSample(rows, options.sqnrRows);
+  const sampleRows = Math.min(chunkRows, sample?.size ?? 0);
+  const sqnr = sample
+    ? new SqnrAccumulator(cols, scratch.float32('sample', sampleRows * cols), scratch.float32('rotated', sampleRows * cols), hadamardSkipped ? null : options.hadamardBlock)
+    : null;
+
+  let firstRow = 0;
+  for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.bytes(chunkRows * cols * elementBytes))) {
+    throwIfAborted(control.signal);
+    const count = chunk.byteLength / elementBytes;
+    const rowsHere = count / cols;
+    if (dtype === 'BF16') scanBf16(new Uint16Array(chunk.buffer, chunk.byteOffset, count), rowsHere, cols, stats, exponentsOnly);
+    else if (dtype === 'F32') scanF32(new Float32Array(chunk.buffer, chunk.byteOffset, count), rowsHere, cols, stats, exponentsOnly);
+    else {
+      const decoded = scratch.float32('decoded', count);
+      decodeInto(dtype, chunk, decoded, count);
+      scanF32(decoded, rowsHere, cols, stats, exponentsOnly);
+    }
+    if (sample && sqnr) {
+      for (let row = sample.nextBelow(firstRow + rowsHere); row >= 0; row = sample.nextBelow(firstRow + rowsHere)) {
+        const offset = (row - firstRow) * cols * elementBytes;
+        decodeInto(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
+      }
+    }
+    firstRow += rowsHere;
+    control.onProgress?.(doneBefore + firstRow * cols * elementBytes);
+  }
+  sqnr?.flush();
+
+  const histogram = toScaleHistogram(stats.expCounts);
+  const medianScaleExp = medianExp(histogram);
+  return {
+    rows,
+    cols,
+    blocks: stats.blocks,
+    histogram,
+    medianScaleExp,
+    outlierBlocks: outlierCount(histogram, medianScaleExp, options.outlierBinades),
+    saturatedFrac: exponentsOnly ? null : stats.saturated / stats.elements,
+    flushedFrac: exponentsOnly ? null : stats.nonZero === 0 ? 0 : stats.flushed / stats.nonZero,
+    sqnr: sqnr && {
+      rowsUsed: sqnr.rowsUsed,
+      noRotationDb: sqnrDb(sqnr.plain),
+      hadamardDb: hadamardSkipped ? null : sqnrDb(sqnr.rotated),
+      hadamardSaturatedFrac: hadamardSkipped ? null : sqnr.rotated.saturated / sqnr.rotated.elements,
+      hadamardFlushedFrac: hadamardSkipped ? null : sqnr.rotated.nonZero === 0 ? 0 : sqnr.rotated.flushed / sqnr.rotated.nonZero,
+      ...(hadamardSkipped ? { hadamardSkipped } : {}),
+    },
+  };
+}
+
+export interface CheckpointReport {
+  path: string;
+  shards: string[];
+  metadata: Record<string, string>;
+  dataBytes: number;
+  options: AnalysisOptions;
+  /** Sorted by name. */
+  tensors: TensorReport[];
+  seconds: number;
+}
+
+export async function analyseCheckpoint(checkpoint: Checkpoint, options: AnalysisOptions, control: AnalysisControl = {}): Promise<CheckpointReport> {
+  const started = performance.now();
+  const scratch = new Scratch();
+  const tensors: TensorReport[] = [];
+  let done = 0;
+  for (const tensor of checkpoint.tensors) {
+    throwIfAborted(control.signal);
+    const skipped = skipReason(tensor);
+    const analysis = skipped ? null : await analyseTensor(tensor, options, scratch, control, done);
+    done += tensor.byteLength;
+    control.onProgress?.(done);
+    tensors.push({ name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, analysis, ...(skipped ? { skipped } : {}) });
+  }
+  return {
+    path: checkpoint.path,
+    shards: checkpoint.shards,
+    metadata: checkpoint.metadata,
+    dataBytes: checkpoint.dataBytes,
+    options,
+    tensors,
+    seconds: (performance.now() - started) / 1000,
+  };
+}

@@ -1,0 +1,95 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createMxStats, fakeQuantMxfp4, hadamardInPlace, Rng } from '../../src/mx/index.js';
+import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, toScaleHistogram, type AnalysisOptions } from '../../src/checkpoint/analysis.js';
+import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
+import { writeSafetensors } from '../../src/checkpoint/safetensors.js';
+
+const ROWS = 48;
+const COLS = 128;
+
+function heavyTailed(seed: number, length: number): Float32Array {
+  const rng = new Rng(seed);
+  return Float32Array.from({ length }, () => (rng.nextFloat() - 0.5) * 2 ** ((rng.nextU32() % 12) - 8));
+}
+
+async function analyse(weight: Float32Array, options: Partial<AnalysisOptions>) {
+  const dir = await mkdtemp(join(tmpdir(), 'mxscope-analysis-'));
+  try {
+    const path = join(dir, 'w.safetensors');
+    await writeSafetensors(path, [
+      { name: 'layer.weight', dtype: 'F32', shape: [ROWS, COLS], data: weight },
+      { name: 'layer.bias', dtype: 'F32', shape: [COLS], data: new Float32Array(COLS) },
+    ]);
+    const checkpoint = await openCheckpoint(path);
+    try {
+      return await analyseCheckpoint(checkpoint, { ...DEFAULT_ANALYSIS_OPTIONS, ...options });
+    } finally {
+      await checkpoint.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const db = (stats: ReturnType<typeof createMxStats>) => 10 * Math.log10(stats.signalSq / stats.errorSq);
+
+test('full analysis over small chunks equals fakeQuantMxfp4 on the whole matrix, unrotated and Hadamard-rotated', async () => {
+  const weight = heavyTailed(1, ROWS * COLS);
+  const report = await analyse(weight, { sqnrRows: 0, hadamardBlock: 64, chunkBytes: 5 * COLS * 4 });
+  const [bias, layer] = report.tensors;
+  assert.equal(bias.analysis, null);
+  assert.equal(bias.skipped, '1-D (not a weight matrix)');
+  const analysis = layer.analysis!;
+
+  const plain = createMxStats();
+  fakeQuantMxfp4(weight.slice(), COLS, { stats: plain });
+  const rotatedValues = weight.slice();
+  hadamardInPlace(rotatedValues, ROWS, COLS, 1, 64);
+  const rotated = createMxStats();
+  fakeQuantMxfp4(rotatedValues, COLS, { stats: rotated });
+
+  assert.deepEqual(analysis.histogram, toScaleHistogram(plain.expCounts));
+  assert.equal(analysis.blocks, ROWS * COLS / 32);
+  assert.equal(analysis.saturatedFrac, plain.saturated / plain.elements);
+  assert.equal(analysis.flushedFrac, plain.flushed / plain.nonZero);
+  assert.equal(analysis.sqnr!.rowsUsed, ROWS);
+  assert.ok(Math.abs(analysis.sqnr!.noRotationDb! - db(plain)) < 1e-9);
+  assert.ok(Math.abs(analysis.sqnr!.hadamardDb! - db(rotated)) < 1e-9);
+  assert.equal(analysis.sqnr!.hadamardSaturatedFrac, rotated.saturated / rotated.elements);
+  assert.ok(analysis.sqnr!.hadamardDb! > analysis.sqnr!.noRotationDb!, 'rotation spreads the heavy tail');
+});
+
+test('histogram mode gives the same histogram and outliers without the other figures; SQNR can use a row sample', async () => {
+  const weight = heavyTailed(2, ROWS * COLS);
+  const full = (await analyse(weight, { sqnrRows: 12, chunkBytes: 7 * COLS * 4 })).tensors[1].analysis!;
+  const fast = (await analyse(weight, { mode: 'histogram' })).tensors[1].analysis!;
+  assert.deepEqual(fast.histogram, full.histogram);
+  assert.equal(fast.outlierBlocks, full.outlierBlocks);
+  assert.equal(fast.saturatedFrac, null);
+  assert.equal(fast.sqnr, null);
+  assert.equal(full.sqnr!.rowsUsed, 12);
+
+  const sampled = new Float32Array(12 * COLS);
+  for (let k = 0; k < 12; k++) sampled.set(weight.subarray(k * 4 * COLS, (k * 4 + 1) * COLS), k * COLS);
+  const stats = createMxStats();
+  fakeQuantMxfp4(sampled, COLS, { stats });
+  assert.ok(Math.abs(full.sqnr!.noRotationDb! - db(stats)) < 1e-9, 'rows 0, 4, 8, … are the sample');
+});
+
+test('outlier blocks: scale at least outlierBinades above the median block scale', async () => {
+  const weight = new Float32Array(ROWS * COLS).fill(1); // every block amax 1 → scale 2^-2
+  weight[0] = 8; // block 0: scale 2^1, 3 binades up → outlier
+  weight[32] = 4; // block 1: 2 binades up → not an outlier
+  weight[64] = 1024; // block 2: outlier
+  weight[96] = NaN; // block 3: NaN scale, counted apart
+  const analysis = (await analyse(weight, { sqnrRows: 4 })).tensors[1].analysis!;
+  assert.equal(analysis.medianScaleExp, -2);
+  assert.equal(analysis.outlierBlocks, 2);
+  assert.equal(analysis.histogram.nanBlocks, 1);
+  assert.equal(analysis.histogram.minExp, -2);
+  assert.equal(analysis.histogram.counts[0], ROWS * COLS / 32 - 4);
+});
