@@ -114,7 +114,7 @@ export function parseCliArgs(argv: string[]): CliCommand {
   try {
     ({ values } = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false }));
   } catch (error) {
-    throw new CliError(`${(error as Error).message.replace(/\. To specify.*$/s, '')} (see mxscope-train --help)`);
+    throw new CliError(`${(error as Error).message.replace(/\s*\n\s*/g, ' ')} (see mxscope-train --help)`);
   }
   if (values.help) return { kind: 'help' };
   const text = (key: string): string | undefined => values[key] as string | undefined;
