@@ -2,6 +2,7 @@
 // inspector CLIs (node), and the webview bundles (browser). `--production` minifies and drops maps.
 import * as esbuild from 'esbuild';
 import { rmSync } from 'node:fs';
+import { buildWasm } from './build-wasm.mjs';
 
 const production = process.argv.includes('--production');
 const watch = process.argv.includes('--watch');
@@ -47,6 +48,7 @@ if (webviewEntries.length > 0) {
   });
 }
 
+await buildWasm(); // src/wasm/*.wat → src/wasm/generated/*.ts, which src/mx imports
 rmSync('dist', { recursive: true, force: true });
 if (watch) {
   for (const options of builds) await (await esbuild.context(options)).watch();

@@ -7,7 +7,6 @@ export {
   quantizeMxfp4,
   dequantizeMxfp4,
   fakeQuantMxfp4,
-  setMxfp4Kernel,
   type MxQuantizeOptions,
   type MxQuantized,
 } from './mxfp4.js';
@@ -16,5 +15,9 @@ export { createMxStats, resetMxStats, type MxStats } from './stats.js';
 export { encodeFp8, decodeFp8, fakeQuantFp8, type Fp8Format } from './fp8.js';
 export { fakeQuantBf16 } from './bf16.js';
 export { hadamardInPlace, HadamardRotation, type HadamardSize, type HadamardRotationOptions } from './hadamard.js';
-export { gemm, setGemmKernel } from './gemm.js';
+export { gemm } from './gemm.js';
 export { gemmTs } from './gemm-ts.js';
+export { setMxBackend, type MxBackend } from './backend.js';
+
+import { setMxBackend } from './backend.js';
+setMxBackend('auto');
