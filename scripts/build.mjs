@@ -9,7 +9,7 @@ const watch = process.argv.includes('--watch');
 
 const nodeEntries = [
   // [source, output without extension]
-  // ['src/host/extension.ts', 'host/extension'],
+  ['src/host/extension.ts', 'host/extension'],
   ['src/trainer/cli.ts', 'trainer/cli'],
 ];
 const webviewEntries = [

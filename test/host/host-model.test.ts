@@ -9,8 +9,11 @@ import { RunStore } from '../../src/store/run-store.js';
 import { baseConfig } from '../link/fake-run.js';
 
 test('every rotation mode round-trips through modeOf on the GEMMs it was applied to, and only those', () => {
+  const fp32 = mergeRunConfig(baseConfig, precisionChange('fprop', 'fp32'));
   for (const mode of ROTATION_MODES) {
-    const config = mergeRunConfig(baseConfig, rotationChange(mode.id, 64, ['wgrad', 'dgrad']));
+    const config = mergeRunConfig(fp32, rotationChange(mode.id, 64, ['wgrad', 'dgrad']));
+    assert.equal(config.gemms.dgrad.precision, 'mxfp4', 'rotation modes are MXFP4 recipes');
+    assert.equal(config.gemms.fprop.precision, 'fp32');
     assert.equal(modeOf(config.gemms.wgrad), mode.id);
     assert.equal(modeOf(config.gemms.dgrad), mode.id);
     assert.equal(modeOf(config.gemms.fprop), 'none', 'fprop untouched');
@@ -23,7 +26,7 @@ test('every rotation mode round-trips through modeOf on the GEMMs it was applied
 
 test('changes combine field by field, later wins, other GEMMs and fields kept', () => {
   const combined = combineChanges(combineChanges(rotationChange('hadamard', 16, ['wgrad', 'fprop']), precisionChange('wgrad', 'fp8')), { seed: 3 });
-  assert.deepEqual(combined, { gemms: { fprop: { rotation: 'hadamard', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false }, wgrad: { rotation: 'hadamard', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false, precision: 'fp8' } }, seed: 3 });
+  assert.deepEqual(combined, { gemms: { fprop: { precision: 'mxfp4', rotation: 'hadamard', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false }, wgrad: { precision: 'fp8', rotation: 'hadamard', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false } }, seed: 3 });
   assert.equal(isEmptyChange({}), true);
   assert.equal(isEmptyChange({ gemms: {} }), true);
   assert.equal(isEmptyChange(combined), false);

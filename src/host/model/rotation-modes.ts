@@ -11,7 +11,7 @@ export interface RotationMode {
   detail: string;
   /** Whether the user also picks a Hadamard block size. */
   needsBlock: boolean;
-  /** The GEMM settings this mode sets (precision is left as it is). */
+  /** The GEMM settings this mode sets; every mode is an MXFP4 recipe, so precision becomes mxfp4. */
   settings(block: HadamardBlock): Partial<GemmConfig>;
 }
 
@@ -32,9 +32,9 @@ export function rotationMode(id: RotationModeId): RotationMode {
   return ROTATION_MODES.find((mode) => mode.id === id)!;
 }
 
-/** The change "apply `mode` (with `block`) to these GEMMs"; an empty GEMM list changes nothing. */
+/** The change "run these GEMMs in MXFP4 with `mode` (and `block`)"; an empty GEMM list changes nothing. */
 export function rotationChange(id: RotationModeId, block: HadamardBlock, gemms: readonly GemmKind[]): NextRunConfig {
-  const settings = rotationMode(id).settings(block);
+  const settings: Partial<GemmConfig> = { precision: 'mxfp4', ...rotationMode(id).settings(block) };
   return { gemms: Object.fromEntries(gemms.map((kind) => [kind, { ...settings }])) };
 }
 

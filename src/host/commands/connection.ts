@@ -1,0 +1,70 @@
+// Commands that start, connect to and leave trainers, and the status bar's quick actions.
+import * as vscode from 'vscode';
+import type { EmulationTrainer } from '../emulation.js';
+import { quickActions } from '../model/status-text.js';
+import type { HostServices } from '../services.js';
+
+const LAST_URL_KEY = 'mxscope.lastUrl';
+const tokenKey = (url: string) => `mxscope.token:${url}`;
+
+/** Resolves once the link is connected; rejects with the reason if it closes or takes too long. */
+export function whenConnected(services: HostServices, timeoutMs = 15_000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const { state } = services.link.snapshot();
+      if (state === 'connected') finish();
+      else if (state === 'closed' || state === undefined) finish(new Error('the connection was closed: see the MX Scope output for why'));
+    };
+    const finish = (error?: Error) => {
+      clearTimeout(timer);
+      subscription.dispose();
+      if (error) reject(error);
+      else resolve();
+    };
+    const timer = setTimeout(() => finish(new Error(`not connected after ${timeoutMs / 1000} s: is the trainer running and the URL right?`)), timeoutMs);
+    const subscription = services.link.onDidChange(check);
+    check();
+  });
+}
+
+export async function startEmulatedRun(services: HostServices, emulation: EmulationTrainer): Promise<void> {
+  const settings = services.settings();
+  const { info, started } = await emulation.ensureRunning(settings);
+  if (started || services.link.snapshot().url !== info.url || !services.link.connected) services.link.connect(info.url, info.token);
+  await whenConnected(services);
+  await services.link.changeNextRun({ statsEvery: settings.statsEvery });
+  const ack = await services.link.request({ type: 'startRun' });
+  void vscode.window.showInformationMessage(`MX Scope: started emulated run ${ack.detail ?? ''} (${settings.preset}).`);
+}
+
+export async function connectToTrainer(services: HostServices, context: vscode.ExtensionContext): Promise<void> {
+  const remembered = context.workspaceState.get<string>(LAST_URL_KEY) ?? services.settings().defaultUrl;
+  const url = await vscode.window.showInputBox({
+    title: 'MX Scope: Connect to Trainer',
+    prompt: 'The trainer\'s websocket URL (it prints it on its MXSCOPE_LISTENING line)',
+    value: remembered,
+    validateInput: (value) => (/^wss?:\/\/[^\s/]+/.test(value.trim()) ? undefined : 'a ws:// or wss:// URL, e.g. ws://127.0.0.1:7340'),
+  });
+  if (!url) return;
+  const trimmed = url.trim();
+  const stored = await context.secrets.get(tokenKey(trimmed));
+  const token = await vscode.window.showInputBox({ title: 'MX Scope: token (optional)', prompt: 'Leave empty if the trainer needs none. Kept in VS Code\'s secret storage.', password: true, value: stored ?? '' });
+  if (token === undefined) return;
+  await context.workspaceState.update(LAST_URL_KEY, trimmed);
+  if (token) await context.secrets.store(tokenKey(trimmed), token);
+  else await context.secrets.delete(tokenKey(trimmed));
+  services.link.connect(trimmed, token || undefined);
+  await whenConnected(services);
+  void vscode.window.showInformationMessage(`MX Scope: connected to ${trimmed}.`);
+}
+
+export async function disconnect(services: HostServices, emulation: EmulationTrainer): Promise<void> {
+  services.link.disconnect();
+  await emulation.stop();
+}
+
+export async function showQuickActions(services: HostServices): Promise<void> {
+  const { state, run } = services.link.snapshot();
+  const picked = await vscode.window.showQuickPick(quickActions(state, run?.status === 'running'), { title: 'MX Scope', placeHolder: 'Quick actions' });
+  if (picked) await vscode.commands.executeCommand(picked.command);
+}

@@ -1,0 +1,85 @@
+// Commands that steer the trainer: next-run rotation/precision, start, stop, save a checkpoint.
+import * as vscode from 'vscode';
+import type { GemmKind, HadamardBlock, Precision } from '../../protocol/index.js';
+import {
+  BLOCK_CHOICES,
+  GEMM_CHOICES,
+  GEMM_LABELS,
+  modeOf,
+  precisionChange,
+  PRECISION_CHOICES,
+  rotationChange,
+  ROTATION_MODES,
+  type RotationMode,
+} from '../model/rotation-modes.js';
+import type { HostServices } from '../services.js';
+
+const LAST_GEMMS_KEY = 'mxscope.rotationGemms';
+
+export async function switchRotationMode(services: HostServices, context: vscode.ExtensionContext): Promise<void> {
+  const next = services.link.nextRunConfig();
+  const current = next ? modeOf(next.gemms.wgrad) : undefined;
+  const mode = await vscode.window.showQuickPick(
+    ROTATION_MODES.map((m) => ({ label: m.label, detail: m.detail, description: m.id === current ? '(Wgrad now)' : '', mode: m })),
+    { title: 'MX Scope: rotation mode for the next run (1/3)', placeHolder: 'How MXFP4 operands are rotated and rounded' },
+  );
+  if (!mode) return;
+  const block = await pickBlock(mode.mode, next?.gemms.wgrad.hadamardBlock);
+  if (block === undefined) return;
+  const remembered = context.workspaceState.get<GemmKind[]>(LAST_GEMMS_KEY) ?? ['wgrad'];
+  const gemms = await vscode.window.showQuickPick(
+    GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], picked: remembered.includes(kind), gemm: kind })),
+    { title: 'MX Scope: apply to which GEMMs? (3/3)', canPickMany: true, placeHolder: 'They run in MXFP4 with this mode' },
+  );
+  if (!gemms || gemms.length === 0) return;
+  const kinds = gemms.map((g) => g.gemm);
+  await context.workspaceState.update(LAST_GEMMS_KEY, kinds);
+  const outcome = await services.link.changeNextRun(rotationChange(mode.mode.id, block, kinds));
+  void vscode.window.showInformationMessage(`MX Scope: ${mode.label} on ${kinds.join(', ')} — ${outcome}.`);
+}
+
+async function pickBlock(mode: RotationMode, current: HadamardBlock | undefined): Promise<HadamardBlock | undefined> {
+  if (!mode.needsBlock) return current ?? 32;
+  const picked = await vscode.window.showQuickPick(
+    BLOCK_CHOICES.map((block) => ({ label: String(block), description: block === current ? '(now)' : '', block })),
+    { title: 'MX Scope: Hadamard block size (2/3)', placeHolder: 'Rotation block along the reduction dimension' },
+  );
+  return picked?.block;
+}
+
+export async function setGemmPrecision(services: HostServices): Promise<void> {
+  const next = services.link.nextRunConfig();
+  const gemm = await vscode.window.showQuickPick(
+    GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], description: next ? `now ${next.gemms[kind].precision}` : '', gemm: kind })),
+    { title: 'MX Scope: GEMM precision for the next run (1/2)' },
+  );
+  if (!gemm) return;
+  const precision = await vscode.window.showQuickPick(
+    PRECISION_CHOICES.map((p: Precision) => ({ label: p, description: p === next?.gemms[gemm.gemm].precision ? '(now)' : '', precision: p })),
+    { title: `MX Scope: precision of ${gemm.gemm} (2/2)` },
+  );
+  if (!precision) return;
+  const outcome = await services.link.changeNextRun(precisionChange(gemm.gemm, precision.precision));
+  void vscode.window.showInformationMessage(`MX Scope: ${gemm.gemm} → ${precision.label} — ${outcome}.`);
+}
+
+export async function startNextRun(services: HostServices): Promise<void> {
+  if (!services.link.connected) {
+    const choice = await vscode.window.showWarningMessage('MX Scope: no trainer is connected.', 'Start Emulated Run', 'Connect to Trainer…');
+    if (choice === 'Start Emulated Run') await vscode.commands.executeCommand('mxscope.startEmulatedRun');
+    if (choice === 'Connect to Trainer…') await vscode.commands.executeCommand('mxscope.connect');
+    return;
+  }
+  const ack = await services.link.request({ type: 'startRun' });
+  void vscode.window.showInformationMessage(`MX Scope: started run ${ack.detail ?? ''}.`);
+}
+
+export async function stopRun(services: HostServices): Promise<void> {
+  await services.link.request({ type: 'stopRun' });
+  void vscode.window.showInformationMessage('MX Scope: run stopped.');
+}
+
+export async function saveCheckpoint(services: HostServices): Promise<void> {
+  const ack = await services.link.request({ type: 'saveCheckpoint' });
+  void vscode.window.showInformationMessage(`MX Scope: checkpoint saved to ${ack.detail ?? '(path not reported)'}.`);
+}

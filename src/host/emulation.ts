@@ -1,0 +1,65 @@
+// The embedded emulation trainer as a child process of the extension host: `dist/trainer/cli.js
+// --serve` on a free loopback port with a fresh token. One at a time; stopped on Disconnect,
+// on a preset change, and when the extension deactivates.
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import * as vscode from 'vscode';
+import type { ListeningInfo } from '../link/listening-line.js';
+import type { MxScopeSettings } from './settings.js';
+import { spawnTrainer, type TrainerProcess } from './trainer-process.js';
+
+export class EmulationTrainer implements vscode.Disposable {
+  private current: { process: TrainerProcess; preset: string } | undefined;
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  get running(): boolean {
+    return this.current !== undefined;
+  }
+
+  /** The running trainer's address, starting one (or restarting it for another preset) if needed. */
+  async ensureRunning(settings: MxScopeSettings): Promise<{ info: ListeningInfo; started: boolean }> {
+    if (this.current?.preset === settings.preset) return { info: this.current.process.info, started: false };
+    await this.stop();
+    const outDir = this.runDirectory(settings);
+    mkdirSync(outDir, { recursive: true });
+    const cli = vscode.Uri.joinPath(this.context.extensionUri, 'dist', 'trainer', 'cli.js').fsPath;
+    const token = randomBytes(24).toString('base64url');
+    const args = [cli, '--serve', '--host', '127.0.0.1', '--port', '0', '--token', token, '--out', outDir, '--preset', settings.preset];
+    this.log(`starting the emulation trainer: node ${args.map((arg) => (arg === token ? '<token>' : arg)).join(' ')}`);
+    const process = await spawnTrainer({
+      nodePath: globalThis.process.execPath,
+      args,
+      cwd: outDir,
+      onStderr: (line) => this.log(`trainer: ${line}`),
+      onExit: (code, signal) => {
+        this.log(`the emulation trainer exited (${signal ?? `code ${code}`})`);
+        if (this.current?.process === process) this.current = undefined;
+      },
+    });
+    this.current = { process, preset: settings.preset };
+    this.log(`emulation trainer (pid ${process.pid}) listening on ${process.info.url}; run logs in ${outDir}`);
+    return { info: process.info, started: true };
+  }
+
+  async stop(): Promise<void> {
+    const current = this.current;
+    if (!current) return;
+    this.current = undefined;
+    await current.process.stop();
+  }
+
+  dispose(): void {
+    void this.stop();
+  }
+
+  private runDirectory(settings: MxScopeSettings): string {
+    if (settings.runDirectory) return settings.runDirectory;
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    return folder ? join(folder.uri.fsPath, 'runs') : vscode.Uri.joinPath(this.context.globalStorageUri, 'runs').fsPath;
+  }
+}

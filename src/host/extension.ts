@@ -1,0 +1,71 @@
+// MX Scope's extension host entry: builds the shared services (run store, output channel, live
+// link), registers commands, the status bar and the Runs view, and hands the services to the
+// dashboard and checkpoint parts. The only code that imports `vscode` lives under src/host/.
+import * as vscode from 'vscode';
+import { presetConfig } from '../trainer/presets.js';
+import { RunStore } from '../store/run-store.js';
+import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
+import { saveCheckpoint, setGemmPrecision, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
+import { EmulationTrainer } from './emulation.js';
+import { LiveLink } from './live-link.js';
+import { openRunLog } from './open-run-log.js';
+import { createRunsView, runIdOf } from './runs-view.js';
+import type { HostServices } from './services.js';
+import { readSettings } from './settings.js';
+import { createStatusBar } from './status-bar.js';
+
+let emulation: EmulationTrainer | undefined;
+
+export function activate(context: vscode.ExtensionContext): HostServices {
+  const output = vscode.window.createOutputChannel('MX Scope');
+  const log = (line: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${line}`);
+  const settings = readSettings();
+  const store = new RunStore(settings.history);
+  const link = new LiveLink(store, log, { ...presetConfig(settings.preset), statsEvery: settings.statsEvery });
+  const services: HostServices = { store, output, link, settings: readSettings, log };
+  emulation = new EmulationTrainer(context, log);
+  const trainer = emulation;
+
+  const command = (id: string, run: (...args: unknown[]) => Promise<void> | void) =>
+    vscode.commands.registerCommand(id, async (...args: unknown[]) => {
+      try {
+        await run(...args);
+      } catch (error) {
+        const message = (error as Error).message;
+        log(`${id} failed: ${message}`);
+        void vscode.window.showErrorMessage(`MX Scope: ${message}`);
+      }
+    });
+
+  context.subscriptions.push(
+    output,
+    trainer,
+    { dispose: () => link.disconnect() },
+    createStatusBar(link),
+    createRunsView(store),
+    command('mxscope.startEmulatedRun', () => startEmulatedRun(services, trainer)),
+    command('mxscope.connect', () => connectToTrainer(services, context)),
+    command('mxscope.disconnect', () => disconnect(services, trainer)),
+    command('mxscope.switchRotationMode', () => switchRotationMode(services, context)),
+    command('mxscope.setGemmPrecision', () => setGemmPrecision(services)),
+    command('mxscope.startNextRun', () => startNextRun(services)),
+    command('mxscope.stopRun', () => stopRun(services)),
+    command('mxscope.saveCheckpoint', () => saveCheckpoint(services)),
+    command('mxscope.openRunLog', (target) => openRunLog(services, target instanceof vscode.Uri ? target : undefined)),
+    command('mxscope.removeRun', (node) => void store.remove(runIdOf(node) ?? '')),
+    command('mxscope.quickActions', () => showQuickActions(services)),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration('mxscope.emulation')) {
+        const next = readSettings();
+        link.setLocalBase({ ...presetConfig(next.preset), statsEvery: next.statsEvery });
+      }
+      if (event.affectsConfiguration('mxscope.history')) log('history limits apply to runs after the window reloads');
+    }),
+  );
+  return services;
+}
+
+/** VS Code waits for this promise: the trainer child process is gone when it resolves. */
+export function deactivate(): Promise<void> | undefined {
+  return emulation?.stop();
+}
