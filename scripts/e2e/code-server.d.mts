@@ -10,6 +10,7 @@ export interface CodeServer {
   url: string;
   port: number;
   pid: number;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(): Promise<void>;
 }
 export function freePort(): Promise<number>;

@@ -104,6 +104,7 @@ export async function startCodeServer(tools, isolation, { workspace, port, extra
     child.stdout?.pipe(logFile, { end: false });
     child.stderr?.pipe(logFile, { end: false });
   }
+  /** @type {Promise<{ code: number | null, signal: NodeJS.Signals | null }>} */
   const exited = new Promise((resolveExit) => child.once('exit', (code, signal) => resolveExit({ code, signal })));
   const url = `http://127.0.0.1:${chosenPort}`;
   const deadline = Date.now() + 60_000;
@@ -122,6 +123,8 @@ export async function startCodeServer(tools, isolation, { workspace, port, extra
     url,
     port: chosenPort,
     pid,
+    /** Resolves when the code-server process exits, for whatever reason. */
+    exited,
     /** Stops code-server and every process in its group; resolves once its group is gone. */
     async stop() {
       signalGroup(pid, 'SIGTERM');
