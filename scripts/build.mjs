@@ -13,7 +13,7 @@ const nodeEntries = [
   ['src/trainer/cli.ts', 'trainer/cli'],
 ];
 const webviewEntries = [
-  // ['webview/dashboard/main.ts', 'webview/dashboard'],
+  ['webview/dashboard/main.ts', 'webview/dashboard'],
 ];
 
 const common = {

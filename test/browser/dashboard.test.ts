@@ -1,0 +1,111 @@
+// The built dashboard in headless Chromium, fed through the real host↔webview protocol: charts
+// draw, legends list the runs, every tab renders, compare mode lays runs side by side, a delta
+// lands, and screenshots are saved in the dark and light themes (to .e2e/screenshots/).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import type { Browser } from 'playwright-core';
+import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
+import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
+import { canvasColours, launchChromium, openDashboard, type FakeHost } from './harness.js';
+
+const SHOTS = '.e2e/screenshots';
+const base: Omit<SyntheticRunOptions, 'runId' | 'rotation' | 'seed'> = { blocks: 4, steps: 600, statsEvery: 20, evalEvery: 50, sketchSize: 64 };
+
+function recordedRuns(): TelemetryRecord[] {
+  return [
+    ...syntheticRun({ ...base, runId: 'bf16', name: 'bf16 baseline', rotation: 'none', seed: 1, lossFloor: 2.9 }),
+    ...syntheticRun({ ...base, runId: 'h16', name: 'mxfp4 · H16', rotation: 'hadamard', seed: 2, lossFloor: 3.0 }),
+    ...syntheticRun({ ...base, runId: 'rht', name: 'mxfp4 · RHT16', rotation: 'random-hadamard', seed: 3, lossFloor: 2.95, nanAt: { step: 400, layer: 'blocks.2.mlp.down' } }),
+  ];
+}
+
+let browser: Browser;
+before(async () => {
+  browser = await launchChromium();
+  mkdirSync(SHOTS, { recursive: true });
+});
+after(async () => browser?.close());
+
+async function clickTab(host: FakeHost, label: string): Promise<void> {
+  await host.page.click(`nav.tabs button:text-is("${label}")`);
+  await host.page.waitForTimeout(150);
+}
+
+async function legend(host: FakeHost): Promise<string[]> {
+  return host.page.$$eval('.legend-item', (items) => items.map((item) => item.textContent ?? ''));
+}
+
+for (const theme of ['dark', 'light'] as const) {
+  test(`dashboard renders a recorded run in the ${theme} theme`, async () => {
+    const records = recordedRuns();
+    const cut = records.findIndex((r) => r.type === 'step' && r.runId === 'rht' && r.step === 450);
+    const host = await openDashboard(browser, theme, { before: (h) => h.ingest(records.slice(0, cut)) });
+    const { page } = host;
+    await page.waitForSelector('.loss-view canvas');
+    await page.waitForTimeout(100);
+    assert.equal((host.received[0] as { type: string }).type, 'ready', 'the webview speaks first');
+    assert.ok((await canvasColours(page, '.loss-view canvas'))[0]! > 8, 'loss chart drew');
+    const entries = await legend(host);
+    for (const name of ['bf16 baseline', 'mxfp4 · H16', 'mxfp4 · RHT16']) {
+      assert.ok(entries.includes(`${name} · train`), `legend has ${name} · train: ${entries.join(' | ')}`);
+      assert.ok(entries.includes(`${name} · validation`), `legend has ${name} · validation`);
+    }
+    assert.match(await page.textContent('.run-chips') ?? '', /RHT16.*live/, 'the cut-off run is still live');
+    await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-loss.png` });
+
+    // The rest of the run arrives as a delta: the run ends and the NaN alert appears.
+    host.ingest(records.slice(cut));
+    await host.sendDelta();
+    await page.waitForTimeout(100);
+    assert.doesNotMatch(await page.textContent('.run-chips') ?? '', /live/);
+
+    await clickTab(host, 'Token overhead');
+    const overhead = await page.$$eval('.overhead-view tr', (rows) => rows.map((row) => row.textContent ?? ''));
+    assert.equal(overhead.length, 4, 'a header and one row per run');
+    assert.ok(overhead.some((row) => /bf16 baseline \(baseline\)/.test(row)));
+    assert.ok(overhead.some((row) => /H16.*\+\d+\.\d %/.test(row)), `H16 needs extra tokens: ${overhead.join(' | ')}`);
+
+    await clickTab(host, 'Block scales');
+    await page.waitForFunction(() => document.querySelector('.scales-view .stats')?.textContent?.includes('saturated'));
+    assert.ok((await canvasColours(page, '.scales-view canvas')).every((n) => n > 4), 'histogram and heatmap drew');
+    await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-scales.png` });
+
+    await clickTab(host, 'Layer overview');
+    assert.equal(await page.$$eval('table.overview tr.clickable', (rows) => rows.length), 28);
+    await page.click('table.overview tr.clickable >> nth=0');
+    await page.waitForSelector('.scales-view');
+
+    await clickTab(host, 'Wgrad error correlation');
+    await page.waitForTimeout(200);
+    assert.ok((await canvasColours(page, '.correlation-view canvas')).every((n) => n > 4), 'correlation charts drew');
+
+    await clickTab(host, 'Alerts');
+    assert.match(await page.textContent('.alerts-view') ?? '', /NaN scales.*step 400.*blocks\.2\.mlp\.down/s);
+
+    // Compare Runs: the host focuses two runs; the same views lay them side by side.
+    await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
+    await page.waitForTimeout(100);
+    await clickTab(host, 'Block scales');
+    await page.waitForFunction(() => document.querySelectorAll('.scales-view .panel .stats strong').length >= 12);
+    assert.equal(await page.$$eval('.scales-view .panel', (panels) => panels.length), 2);
+    await clickTab(host, 'Wgrad error correlation');
+    await page.waitForTimeout(200);
+    assert.equal((await canvasColours(page, '.correlation-view canvas')).filter((n) => n > 4).length, 4);
+    await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-compare.png` });
+    assert.deepEqual(host.errors, []);
+    await page.close();
+  });
+}
+
+test('the sidebar view draws a compact loss chart and opens the dashboard', async () => {
+  const host = await openDashboard(browser, 'dark', { layout: 'sidebar', width: 320, height: 600, before: (h) => h.ingest(recordedRuns()) });
+  await host.page.waitForSelector('canvas');
+  await host.page.waitForTimeout(100);
+  assert.ok((await canvasColours(host.page, 'canvas'))[0]! > 8);
+  await host.page.click('vscode-button:text("Open Dashboard")');
+  await host.page.waitForTimeout(50);
+  assert.ok(host.received.some((m) => (m as { type: string }).type === 'openDashboard'));
+  await host.page.screenshot({ path: `${SHOTS}/sidebar-dark.png` });
+  assert.deepEqual(host.errors, []);
+});

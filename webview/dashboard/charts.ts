@@ -1,0 +1,77 @@
+// Chart.js set up for streaming: no parsing (data arrive as {x, y}), no animation, points hidden,
+// decimation done by us (min/max, so spikes survive) before data reach the chart.
+import {
+  BarController,
+  BarElement,
+  CategoryScale,
+  Chart,
+  LinearScale,
+  LineController,
+  LineElement,
+  LogarithmicScale,
+  PointElement,
+  ScatterController,
+  Tooltip,
+  type ChartDataset,
+} from 'chart.js';
+import type { Theme } from './theme.js';
+
+Chart.register(LineController, ScatterController, BarController, LineElement, PointElement, BarElement, LinearScale, LogarithmicScale, CategoryScale, Tooltip);
+
+export type XY = { x: number; y: number };
+export type LineDataset = ChartDataset<'line', XY[]>;
+
+export interface AxisOptions {
+  xTitle: string;
+  yTitle: string;
+  logY?: boolean;
+}
+
+function axes(theme: Theme, options: AxisOptions) {
+  const grid = { color: theme.grid, drawTicks: false };
+  const ticks = { color: theme.muted, maxTicksLimit: 8, padding: 4 };
+  const title = (text: string) => ({ display: true, text, color: theme.muted });
+  return {
+    x: { type: 'linear' as const, grid, ticks, title: title(options.xTitle), border: { color: theme.grid } },
+    y: { type: options.logY ? ('logarithmic' as const) : ('linear' as const), grid, ticks, title: title(options.yTitle), border: { color: theme.grid } },
+  };
+}
+
+export function lineChart(canvas: HTMLCanvasElement, theme: Theme, options: AxisOptions): Chart<'line', XY[]> {
+  return new Chart(canvas, {
+    type: 'line',
+    data: { datasets: [] },
+    options: {
+      parsing: false,
+      normalized: true,
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      spanGaps: false,
+      interaction: { mode: 'nearest', axis: 'x', intersect: false },
+      elements: { point: { radius: 0, hitRadius: 4 }, line: { borderWidth: 1.5, tension: 0 } },
+      scales: axes(theme, options),
+      plugins: { tooltip: { enabled: true } },
+    },
+  });
+}
+
+export function setAxes(chart: Chart<'line', XY[]>, theme: Theme, options: AxisOptions): void {
+  chart.options.scales = axes(theme, options);
+}
+
+export function barChart(canvas: HTMLCanvasElement, theme: Theme, options: AxisOptions): Chart<'bar', number[], string> {
+  const scales = axes(theme, options);
+  return new Chart(canvas, {
+    type: 'bar',
+    data: { labels: [], datasets: [] },
+    options: {
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      scales: { x: { ...scales.x, type: 'category', grid: { display: false } }, y: { ...scales.y, beginAtZero: true } },
+      datasets: { bar: { categoryPercentage: 1, barPercentage: 0.95, grouped: false } },
+      plugins: { tooltip: { enabled: true } },
+    },
+  });
+}

@@ -1,0 +1,78 @@
+// The webview's copy of the host's data: a snapshot replaces it, a delta appends loss points and
+// replaces run info and overviews. Layer details are cached per request key and dropped when their
+// run's overview moves (new stats arrived).
+import type { Alert, DeltaMessage, LayerDetailMessage, LayerOverview, LossSeries, RunInfo, SnapshotMessage } from '../../src/protocol/webview.js';
+
+export class DashboardData {
+  runs: RunInfo[] = [];
+  loss = new Map<string, LossSeries>();
+  validation = new Map<string, LossSeries>();
+  overview = new Map<string, LayerOverview>();
+  alerts: Alert[] = [];
+  private details = new Map<string, LayerDetailMessage>();
+
+  applySnapshot(message: SnapshotMessage): void {
+    this.runs = [];
+    this.loss.clear();
+    this.validation.clear();
+    this.overview.clear();
+    this.alerts = [];
+    this.details.clear();
+    this.applyDelta(message);
+  }
+
+  /** Returns the runIds whose layer stats changed (their cached details were dropped). */
+  applyDelta(message: SnapshotMessage | DeltaMessage): Set<string> {
+    for (const info of message.runs) {
+      const at = this.runs.findIndex((run) => run.runId === info.runId);
+      if (at >= 0) this.runs[at] = info;
+      else this.runs.push(info);
+    }
+    append(this.loss, message.loss);
+    append(this.validation, message.validation);
+    const statsChanged = new Set<string>();
+    for (const overview of message.overview) {
+      this.overview.set(overview.runId, overview);
+      statsChanged.add(overview.runId);
+    }
+    for (const key of [...this.details.keys()]) if (statsChanged.has(this.details.get(key)!.runId)) this.details.delete(key);
+    this.alerts.push(...message.alerts);
+    return statsChanged;
+  }
+
+  run(runId: string): RunInfo | undefined {
+    return this.runs.find((run) => run.runId === runId);
+  }
+
+  /** A stable colour slot per run: its position in the host's run list (oldest first). */
+  colorIndex(runId: string): number {
+    return Math.max(0, this.runs.findIndex((run) => run.runId === runId));
+  }
+
+  detail(key: string): LayerDetailMessage | undefined {
+    return this.details.get(key);
+  }
+
+  storeDetail(key: string, detail: LayerDetailMessage): void {
+    this.details.set(key, detail);
+  }
+}
+
+function append(target: Map<string, LossSeries>, slices: readonly LossSeries[]): void {
+  for (const slice of slices) {
+    const series = target.get(slice.runId);
+    if (!series) {
+      target.set(slice.runId, { runId: slice.runId, step: [...slice.step], tokens: [...slice.tokens], loss: [...slice.loss] });
+      continue;
+    }
+    for (let i = 0; i < slice.step.length; i++) {
+      series.step.push(slice.step[i]!);
+      series.tokens.push(slice.tokens[i]!);
+      series.loss.push(slice.loss[i]!);
+    }
+  }
+}
+
+export function detailKey(runId: string, layer: string, gemm: string, operand: string, lag: number): string {
+  return JSON.stringify([runId, layer, gemm, operand, lag]);
+}

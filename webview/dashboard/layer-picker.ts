@@ -1,0 +1,57 @@
+// Picks (layer, GEMM, operand) for a run: a name/regex filter narrows the layer list (a 224-layer
+// run never builds all options at once), then dropdowns choose among at most LIMIT matches.
+import { GEMM_KINDS, type GemmKind } from '../../src/protocol/config.js';
+import { GEMM_OPERANDS, type Operand } from '../../src/protocol/telemetry.js';
+import { LAYER_METRICS, type RunInfo } from '../../src/protocol/webview.js';
+import { filterLayers, worstFirst } from '../../src/dashboard/ui-state.js';
+import { dropdown, textField } from '../ui/toolkit.js';
+import { element, type Context } from './context.js';
+
+const LIMIT = 200;
+const OPERAND_LABELS: Record<Operand, string> = { x: 'x (activations)', w: 'w (weights)', dy: 'dy (output gradient)' };
+
+/** The layer the views show: the chosen one if the run has it, else the run's worst by the overview metric. */
+export function currentLayer(ctx: Context, run: RunInfo): string | null {
+  const chosen = ctx.state.layer;
+  if (chosen !== null && run.layers.includes(chosen)) return chosen;
+  const overview = ctx.data.overview.get(run.runId);
+  const worst = overview ? worstFirst(overview.rows, ctx.state.overviewMetric)[0] : undefined;
+  const metricIndex = LAYER_METRICS.indexOf(ctx.state.overviewMetric);
+  return worst && worst.values[metricIndex] !== null ? worst.layer : (run.layers[0] ?? null);
+}
+
+export function layerPicker(ctx: Context, run: RunInfo, withOperand: boolean): HTMLElement {
+  const bar = element('div', 'controls');
+  const slot = element('span', 'layer-slot');
+  const count = element('span', 'muted');
+  const fill = (query: string): void => {
+    const { names, total } = filterLayers(run.layers, query, LIMIT);
+    const selected = currentLayer(ctx, run);
+    if (selected !== null && !names.includes(selected)) names.unshift(selected);
+    slot.replaceChildren(dropdown(names.map((name) => ({ value: name, label: name })), selected, (layer) => ctx.update({ layer }), 'layer'));
+    count.textContent = `${Math.min(total, LIMIT)} of ${run.layers.length} layers${total > LIMIT ? ` (first ${LIMIT} shown)` : ''}`;
+  };
+  fill(ctx.state.layerFilter);
+  const filter = textField(ctx.state.layerFilter, 'filter layers (name or regex)', (layerFilter) => {
+    ctx.update({ layerFilter });
+    fill(layerFilter);
+  });
+  bar.append(filter, slot, count);
+  bar.append(dropdown(GEMM_KINDS.map((gemm) => ({ value: gemm, label: gemm })), ctx.state.gemm, (gemm) => ctx.update({ gemm: gemm as GemmKind, operand: GEMM_OPERANDS[gemm as GemmKind][0] }, true), 'GEMM'));
+  if (withOperand) {
+    bar.append(dropdown(GEMM_OPERANDS[ctx.state.gemm].map((operand) => ({ value: operand, label: OPERAND_LABELS[operand] })), ctx.state.operand, (operand) => ctx.update({ operand: operand as Operand }), 'operand'));
+  }
+  return bar;
+}
+
+/** In single mode, which run the layer views look at. */
+export function runPicker(ctx: Context): HTMLElement | null {
+  if (ctx.state.mode === 'compare' || ctx.data.runs.length < 2) return null;
+  const focus = ctx.shownRuns()[0]?.runId ?? null;
+  return dropdown(
+    ctx.data.runs.map((run) => ({ value: run.runId, label: run.name })),
+    focus,
+    (runId) => ctx.update({ runIds: [runId, ...ctx.state.runIds.filter((id) => id !== runId)] }, true),
+    'run',
+  );
+}

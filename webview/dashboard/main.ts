@@ -1,0 +1,219 @@
+// The dashboard webview: receives a snapshot then deltas from the host (validated), keeps UI state
+// with setState, and shows one tab at a time so a 224-layer run never draws every chart at once.
+// The same bundle serves the editor panel (full dashboard, single or compare layout) and the
+// compact sidebar view (body data-layout="sidebar").
+import './dashboard.css';
+import { toCsv } from '../../src/dashboard/csv.js';
+import { restoreUiState, TABS, type Tab, type UiState } from '../../src/dashboard/ui-state.js';
+import type { GemmKind } from '../../src/protocol/config.js';
+import type { Operand } from '../../src/protocol/telemetry.js';
+import { tryCheck } from '../../src/protocol/validate.js';
+import { hostToWebviewSchema, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
+import { element, type Context, type View } from './context.js';
+import { DashboardData, detailKey } from './data.js';
+import { onThemeChange, readTheme, type Theme } from './theme.js';
+import { AlertsView, alertList } from './views/alerts.js';
+import { CorrelationView } from './views/correlation.js';
+import { LossView } from './views/loss.js';
+import { OverheadView } from './views/overhead.js';
+import { OverviewView } from './views/overview.js';
+import { ScalesView } from './views/scales.js';
+
+interface VsCodeApi {
+  postMessage(message: unknown): void;
+  getState(): unknown;
+  setState(state: unknown): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+
+const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
+const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, correlation: CorrelationView, alerts: AlertsView };
+
+class Dashboard implements Context {
+  readonly data = new DashboardData();
+  state: UiState;
+  theme: Theme = readTheme();
+  private view: View | undefined;
+  private readonly header = element('header', 'top');
+  private readonly body = element('main', 'content');
+  private readonly sidebar = document.body.dataset.layout === 'sidebar';
+  private nextRequestId = 1;
+  private readonly pending = new Map<number, string>();
+  private readonly requested = new Set<string>();
+  private updateQueued = false;
+  private hasSnapshot = false;
+
+  constructor(private readonly vscode: VsCodeApi) {
+    this.state = restoreUiState(vscode.getState());
+    document.body.append(this.header, this.body);
+    this.body.append(element('p', 'note', 'Waiting for data from MX Scope…'));
+    onThemeChange(() => {
+      this.theme = readTheme();
+      this.remount();
+    });
+    window.addEventListener('message', (event: MessageEvent) => this.receive(event.data));
+    this.post({ type: 'ready' });
+  }
+
+  post(message: WebviewToHost): void {
+    this.vscode.postMessage(message);
+  }
+
+  update(patch: Partial<UiState>, remount = false): void {
+    const structural = remount || (patch.tab !== undefined && patch.tab !== this.state.tab) || (patch.mode !== undefined && patch.mode !== this.state.mode);
+    this.state = { ...this.state, ...patch };
+    this.vscode.setState(this.state);
+    if (structural) this.remount();
+    else this.scheduleUpdate();
+  }
+
+  detail(runId: string, layer: string, gemm: GemmKind, operand: Operand) {
+    const key = detailKey(runId, layer, gemm, operand, this.state.lag);
+    const cached = this.data.detail(key);
+    if (cached || this.requested.has(key)) return cached;
+    const requestId = this.nextRequestId++;
+    this.pending.set(requestId, key);
+    this.requested.add(key);
+    this.post({ type: 'requestLayer', requestId, runId, layer, gemm, operand, lag: this.state.lag });
+    return undefined;
+  }
+
+  shownRuns(): RunInfo[] {
+    const chosen = this.state.runIds.map((id) => this.data.run(id)).filter((run): run is RunInfo => run !== undefined);
+    if (this.state.mode === 'compare') return chosen.length >= 2 ? chosen : this.data.runs.slice(-2);
+    return chosen.length > 0 ? chosen : [...this.data.runs].reverse();
+  }
+
+  color(runId: string): string {
+    return this.theme.palette[this.data.colorIndex(runId) % this.theme.palette.length]!;
+  }
+
+  private receive(raw: unknown): void {
+    const checked = tryCheck(hostToWebviewSchema, raw);
+    if (!checked.ok) {
+      console.error(`MX Scope dashboard: ignoring a malformed host message: ${checked.error.message}`);
+      return;
+    }
+    const message: HostToWebview = checked.value;
+    switch (message.type) {
+      case 'snapshot':
+        this.data.applySnapshot(message);
+        this.requested.clear();
+        this.pending.clear();
+        this.hasSnapshot = true;
+        this.remount();
+        break;
+      case 'delta': {
+        const changed = this.data.applyDelta(message);
+        for (const key of [...this.requested]) if (changed.has(JSON.parse(key)[0])) this.requested.delete(key);
+        if (message.runs.length > 0 && this.data.runs.length !== this.header.querySelectorAll('.run-chip').length) this.remount();
+        else this.scheduleUpdate();
+        break;
+      }
+      case 'layerDetail': {
+        const key = this.pending.get(message.requestId);
+        if (key === undefined) return;
+        this.pending.delete(message.requestId);
+        this.data.storeDetail(key, message);
+        this.scheduleUpdate();
+        break;
+      }
+      case 'focus':
+        this.update({ mode: message.mode, runIds: message.runIds, tab: message.mode === 'compare' && this.state.tab === 'alerts' ? 'loss' : this.state.tab }, true);
+        break;
+    }
+  }
+
+  private scheduleUpdate(): void {
+    if (this.updateQueued || !this.view) return;
+    this.updateQueued = true;
+    requestAnimationFrame(() => {
+      this.updateQueued = false;
+      this.renderHeader();
+      this.view?.update();
+    });
+  }
+
+  private remount(): void {
+    if (!this.hasSnapshot) return;
+    this.view?.destroy();
+    this.view = undefined;
+    this.body.replaceChildren();
+    this.renderHeader();
+    if (this.sidebar) {
+      this.mountSidebar();
+      return;
+    }
+    this.view = new VIEWS[this.state.tab](this);
+    this.body.append(this.view.root);
+  }
+
+  private mountSidebar(): void {
+    const loss = new LossView(this, true);
+    this.view = loss;
+    const recent = this.data.alerts.slice(-5).reverse();
+    this.body.append(loss.root, element('h3', undefined, 'Recent alerts'), alertList(this, recent), button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }));
+  }
+
+  private renderHeader(): void {
+    const chips = element('div', 'run-chips');
+    const shown = new Set(this.shownRuns().map((run) => run.runId));
+    for (const run of this.data.runs) {
+      const chip = element('span', shown.has(run.runId) ? 'run-chip on' : 'run-chip');
+      const swatch = element('span', 'swatch');
+      swatch.style.borderColor = this.color(run.runId);
+      chip.append(swatch, run.name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : ` · ${run.status}`));
+      chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to show or hide`;
+      chip.addEventListener('click', () => this.toggleRun(run.runId));
+      chips.append(chip);
+    }
+    if (this.sidebar) {
+      this.header.replaceChildren(chips);
+      return;
+    }
+    const tabs = element('nav', 'tabs');
+    for (const tab of TABS) {
+      const tabButton = element('button', tab === this.state.tab ? 'tab selected' : 'tab', TAB_LABELS[tab]);
+      tabButton.addEventListener('click', () => this.update({ tab }));
+      tabs.append(tabButton);
+    }
+    const actions = element('div', 'actions');
+    actions.append(
+      checkbox('Compare runs', this.state.mode === 'compare', (on) => this.update({ mode: on ? 'compare' : 'single' }, true)),
+      button('Export PNG', () => this.exportPng(), { title: 'Save the current chart as PNG' }),
+      button('Export CSV', () => this.exportCsv(), { title: "Save the current chart's data as CSV" }),
+    );
+    this.header.replaceChildren(chips, actions, tabs);
+  }
+
+  private toggleRun(runId: string): void {
+    const current = this.shownRuns().map((run) => run.runId);
+    const next = current.includes(runId) ? current.filter((id) => id !== runId) : [...current, runId];
+    if (next.length === 0) return;
+    this.update({ runIds: next }, true);
+  }
+
+  private exportCsv(): void {
+    if (!this.view) return;
+    const { name, header, rows } = this.view.csv();
+    this.post({ type: 'export', format: 'csv', fileName: name, data: toCsv(header, rows) });
+  }
+
+  private exportPng(): void {
+    const source = this.view?.canvas();
+    if (!source) return;
+    // Canvases are transparent; paint the theme background so the PNG reads outside VS Code too.
+    const out = document.createElement('canvas');
+    out.width = source.width;
+    out.height = source.height;
+    const g = out.getContext('2d')!;
+    g.fillStyle = this.theme.background;
+    g.fillRect(0, 0, out.width, out.height);
+    g.drawImage(source, 0, 0);
+    this.post({ type: 'export', format: 'png', fileName: `${this.state.tab}.png`, data: out.toDataURL('image/png') });
+  }
+}
+
+registerToolkit();
+new Dashboard(acquireVsCodeApi());

@@ -1,0 +1,50 @@
+// Alerts: NaN scales, loss spikes, ‖∇W‖/‖E‖ below √3, divergence, each with its step and first layer;
+// a click on a layer alert opens that layer's scales at that step.
+import type { Alert } from '../../../src/protocol/webview.js';
+import { element, type Context, type View } from '../context.js';
+
+const KIND_LABEL: Record<Alert['kind'], string> = { 'nan-scales': 'NaN scales', 'loss-spike': 'Loss spike', 'grad-to-err': '‖∇W‖/‖E‖ < √3', divergence: 'Divergence' };
+
+export function alertList(ctx: Context, alerts: readonly Alert[]): HTMLElement {
+  const list = element('ul', 'alerts');
+  if (alerts.length === 0) list.append(element('li', 'muted', 'No alerts.'));
+  for (const alert of alerts) {
+    const item = element('li', `alert ${alert.kind}`);
+    const run = ctx.data.run(alert.runId);
+    item.append(element('strong', undefined, KIND_LABEL[alert.kind]), element('span', 'muted', ` · ${run?.name ?? alert.runId} · step ${alert.step}`), element('div', undefined, alert.message));
+    if (alert.layer !== null) {
+      item.classList.add('clickable');
+      item.title = `Open ${alert.layer} at step ${alert.step}`;
+      item.addEventListener('click', () => ctx.update({ tab: 'scales', layer: alert.layer, step: alert.step, runIds: [alert.runId], mode: 'single' }, true));
+    }
+    list.append(item);
+  }
+  return list;
+}
+
+export class AlertsView implements View {
+  readonly root = element('div', 'view alerts-view');
+
+  constructor(private readonly ctx: Context) {
+    this.update();
+  }
+
+  update(): void {
+    const shown = new Set(this.ctx.shownRuns().map((run) => run.runId));
+    this.root.replaceChildren(alertList(this.ctx, this.ctx.data.alerts.filter((alert) => shown.has(alert.runId))));
+  }
+
+  csv() {
+    return {
+      name: 'alerts.csv',
+      header: ['run', 'kind', 'step', 'layer', 'message'],
+      rows: this.ctx.data.alerts.map((a) => [this.ctx.data.run(a.runId)?.name ?? a.runId, a.kind, a.step, a.layer, a.message]),
+    };
+  }
+
+  canvas(): null {
+    return null;
+  }
+
+  destroy(): void {}
+}

@@ -1,0 +1,109 @@
+// Wgrad error correlation for the chosen layer: cos(E_t, E_{t−1}) and cos(E_t, E_{t−k}) against
+// step, and the autocorrelation over lags from the error sketches. One panel per run, side by side,
+// so a deterministic rotation's persistent error stands next to a random rotation's decorrelated one.
+import type { RunInfo } from '../../../src/protocol/webview.js';
+import { dropdown } from '../../ui/toolkit.js';
+import { lineChart, type LineDataset, type XY } from '../charts.js';
+import { chartBox, element, setLegend, type Context, type View } from '../context.js';
+import { currentLayer, layerPicker, runPicker } from '../layer-picker.js';
+import { withAlpha } from '../theme.js';
+
+const LAGS = [1, 2, 4, 8, 16, 32];
+
+interface Panel {
+  run: RunInfo;
+  title: HTMLElement;
+  overTime: ReturnType<typeof lineChart>;
+  overTimeLegend: HTMLElement;
+  autocorr: ReturnType<typeof lineChart>;
+  autocorrLegend: HTMLElement;
+}
+
+export class CorrelationView implements View {
+  readonly root = element('div', 'view correlation-view');
+  private readonly panels: Panel[] = [];
+  private csvRows: (string | number | null)[][] = [];
+
+  constructor(private readonly ctx: Context) {
+    const shown = ctx.shownRuns();
+    const runs = ctx.state.mode === 'compare' ? shown.slice(0, 4) : shown.slice(0, 1);
+    const focus = runs[0];
+    if (!focus) {
+      this.root.append(element('p', 'note', 'No runs yet.'));
+      return;
+    }
+    const bar = element('div', 'controls');
+    const picker = runPicker(ctx);
+    if (picker) bar.append(picker);
+    bar.append(dropdown(LAGS.map((lag) => ({ value: String(lag), label: `lag k = ${lag} stats steps` })), String(ctx.state.lag), (lag) => ctx.update({ lag: Number(lag) }), 'lag k'));
+    this.root.append(bar, layerPicker(ctx, focus, false));
+    const grid = element('div', `panels n${runs.length}`);
+    for (const run of runs) {
+      const panel = element('div', 'panel');
+      const title = element('h2', 'panel-title');
+      const a = chartBox('cos(E_t, E_t−k) against step', 220);
+      const b = chartBox('Autocorrelation of the Wgrad error over lags (from sketches)', 200);
+      panel.append(title, a.box, b.box);
+      grid.append(panel);
+      this.panels.push({
+        run,
+        title,
+        overTime: lineChart(a.canvas, ctx.theme, { xTitle: 'step', yTitle: 'cosine' }),
+        overTimeLegend: a.legend,
+        autocorr: lineChart(b.canvas, ctx.theme, { xTitle: 'lag (stats steps)', yTitle: 'mean cosine' }),
+        autocorrLegend: b.legend,
+      });
+    }
+    this.root.append(grid);
+    this.update();
+  }
+
+  update(): void {
+    const { state, theme } = this.ctx;
+    this.csvRows = [];
+    for (const panel of this.panels) {
+      const layer = currentLayer(this.ctx, panel.run);
+      panel.title.textContent = `${panel.run.name} — ${layer ?? 'no layers'} · wgrad ${panel.run.gemms.wgrad}`;
+      const detail = layer === null ? undefined : this.ctx.detail(panel.run.runId, layer, 'wgrad', 'dy');
+      const color = this.ctx.color(panel.run.runId);
+      const lag1 = detail ? points(detail.steps, detail.lag1Cos) : [];
+      const lagK = detail ? points(detail.steps, detail.lagCos) : [];
+      const overTime: LineDataset[] = [
+        { label: 'lag 1', data: lag1, borderColor: color, pointRadius: 2 },
+        { label: `lag ${state.lag}`, data: lagK, borderColor: theme.palette[(this.ctx.data.colorIndex(panel.run.runId) + 3) % theme.palette.length]!, borderDash: [5, 4], pointRadius: 2 },
+      ];
+      panel.overTime.data.datasets = overTime;
+      panel.overTime.update('none');
+      setLegend(panel.overTimeLegend, [
+        { label: 'lag 1 (full tensor)', color },
+        { label: `lag ${state.lag} (sketch)`, color: overTime[1]!.borderColor as string, dashed: true },
+      ]);
+      const auto = detail ? detail.autocorr.map((y, lag) => (y === null ? null : { x: lag, y })).filter((p): p is XY => p !== null) : [];
+      panel.autocorr.data.datasets = [{ label: 'autocorrelation', data: auto, borderColor: color, backgroundColor: withAlpha(color, 0.2), pointRadius: 2 }];
+      panel.autocorr.update('none');
+      setLegend(panel.autocorrLegend, [{ label: detail && detail.autocorr.length === 0 ? 'no Wgrad error sketches for this layer' : `${panel.run.name} · autocorrelation`, color }]);
+      if (detail) detail.steps.forEach((step, i) => this.csvRows.push([panel.run.name, layer, step, detail.lag1Cos[i] ?? null, detail.lagCos[i] ?? null]));
+    }
+  }
+
+  csv() {
+    return { name: 'wgrad-error-correlation.csv', header: ['run', 'layer', 'step', 'lag1_cos', `lag${this.ctx.state.lag}_cos`], rows: this.csvRows };
+  }
+
+  canvas(): HTMLCanvasElement | null {
+    return this.panels[0]?.overTime.canvas ?? null;
+  }
+
+  destroy(): void {
+    for (const panel of this.panels) {
+      panel.overTime.destroy();
+      panel.autocorr.destroy();
+    }
+  }
+}
+
+function points(xs: readonly number[], ys: readonly (number | null)[]): XY[] {
+  const out: XY[] = [];
+  for (let i = 0; i < xs.length; i++) if (ys[i] !== null && ys[i] !== undefined) out.push({ x: xs[i]!, y: ys[i]! });
+  return out;
+}

@@ -1,0 +1,132 @@
+// Layer overview: every layer × every metric as a table whose cells are shaded by how bad they are
+// (a heatmap you can read), sorted worst first by the chosen metric; a click drills into the layer.
+// In compare mode: the chosen metric per run and the difference (last run − first run).
+import { METRIC_INFO, worstFirst } from '../../../src/dashboard/ui-state.js';
+import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
+import { dropdown } from '../../ui/toolkit.js';
+import { element, formatNumber, type Context, type View } from '../context.js';
+import { runPicker } from '../layer-picker.js';
+import { withAlpha } from '../theme.js';
+
+/** Rows rendered at most: worst first, so the ones that matter are always in. */
+const MAX_ROWS = 256;
+
+export class OverviewView implements View {
+  readonly root = element('div', 'view overview-view');
+  private readonly table = element('table', 'grid overview');
+  private readonly note = element('p', 'note');
+  private csvData: { header: string[]; rows: (string | number | null)[][] } = { header: [], rows: [] };
+
+  constructor(private readonly ctx: Context) {
+    const bar = element('div', 'controls');
+    const picker = runPicker(ctx);
+    if (picker) bar.append(picker);
+    bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: `worst first by ${METRIC_INFO[metric].label}` })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'sort metric'));
+    this.root.append(bar, this.note, this.table);
+    this.update();
+  }
+
+  update(): void {
+    const runs = this.ctx.state.mode === 'compare' ? this.ctx.shownRuns() : this.ctx.shownRuns().slice(0, 1);
+    const overviews = runs.map((run) => this.ctx.data.overview.get(run.runId)).filter((o): o is LayerOverview => o !== undefined);
+    if (overviews.length === 0) {
+      this.note.textContent = 'No layer stats yet.';
+      this.table.replaceChildren();
+      return;
+    }
+    if (this.ctx.state.mode === 'compare' && overviews.length >= 2) this.renderCompare(overviews);
+    else this.renderSingle(overviews[0]!);
+  }
+
+  private renderSingle(overview: LayerOverview): void {
+    const metric = this.ctx.state.overviewMetric;
+    const rows = worstFirst(overview.rows, metric);
+    this.note.textContent = `${this.ctx.data.run(overview.runId)?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.`;
+    const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
+    const head = element('tr');
+    head.append(element('th', undefined, 'Layer'));
+    LAYER_METRICS.forEach((m) => {
+      const th = element('th', m === metric ? 'sorted clickable' : 'clickable', `${METRIC_INFO[m].label}${METRIC_INFO[m].unit ? ` (${METRIC_INFO[m].unit})` : ''}${m === metric ? ' ▼' : ''}`);
+      th.addEventListener('click', () => this.ctx.update({ overviewMetric: m }));
+      head.append(th);
+    });
+    const body = rows.slice(0, MAX_ROWS).map((row) => {
+      const tr = this.rowFor(row.layer);
+      row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
+      return tr;
+    });
+    this.table.replaceChildren(head, ...body);
+    this.csvData = { header: ['layer', ...LAYER_METRICS], rows: rows.map((row) => [row.layer, ...row.values]) };
+  }
+
+  private renderCompare(overviews: LayerOverview[]): void {
+    const metric = this.ctx.state.overviewMetric;
+    const m = LAYER_METRICS.indexOf(metric);
+    const names = overviews.map((o) => this.ctx.data.run(o.runId)?.name ?? o.runId);
+    const byLayer = overviews.map((o) => new Map(o.rows.map((row) => [row.layer, row.values[m] ?? null])));
+    const first = overviews[0]!;
+    const rows = first.rows.map((row) => {
+      const values = byLayer.map((map) => map.get(row.layer) ?? null);
+      const a = values[0] ?? null;
+      const b = values[values.length - 1] ?? null;
+      return { layer: row.layer, values, diff: a === null || b === null ? null : b - a };
+    });
+    rows.sort((x, y) => Math.abs(y.diff ?? -Infinity) - Math.abs(x.diff ?? -Infinity));
+    this.note.textContent = `${METRIC_INFO[metric].label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.`;
+    const head = element('tr');
+    head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
+    const ranges = byLayer.map((map) => range([...map.values()]));
+    const diffRange = range(rows.map((row) => (row.diff === null ? null : Math.abs(row.diff))));
+    const body = rows.slice(0, MAX_ROWS).map((row) => {
+      const tr = this.rowFor(row.layer);
+      row.values.forEach((value, k) => tr.append(this.cell(value, metric, ranges[k]!)));
+      const diff = element('td', 'num', row.diff === null ? '—' : `${row.diff > 0 ? '+' : ''}${formatNumber(row.diff)}`);
+      if (row.diff !== null && diffRange.max > 0) diff.style.backgroundColor = withAlpha(this.ctx.theme.warning, (0.45 * Math.abs(row.diff)) / diffRange.max);
+      tr.append(diff);
+      return tr;
+    });
+    this.table.replaceChildren(head, ...body);
+    this.csvData = { header: ['layer', ...names, 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
+  }
+
+  private rowFor(layer: string): HTMLTableRowElement {
+    const tr = element('tr', 'clickable');
+    tr.append(element('td', 'layer-name', layer));
+    tr.title = `Open ${layer} in Block scales`;
+    tr.addEventListener('click', () => this.ctx.update({ layer, tab: 'scales' }, true));
+    return tr;
+  }
+
+  /** A value cell shaded from clear (best in the column) to the error colour (worst). */
+  private cell(value: number | null, metric: LayerMetric, span: { min: number; max: number }): HTMLElement {
+    const td = element('td', 'num', formatNumber(value));
+    if (value !== null && span.max > span.min) {
+      const t = (value - span.min) / (span.max - span.min);
+      const badness = METRIC_INFO[metric].worse === 'higher' ? t : 1 - t;
+      td.style.backgroundColor = withAlpha(this.ctx.theme.error, 0.5 * badness);
+    }
+    return td;
+  }
+
+  csv() {
+    return { name: 'layer-overview.csv', ...this.csvData };
+  }
+
+  canvas(): null {
+    return null;
+  }
+
+  destroy(): void {}
+}
+
+function range(values: readonly (number | null)[]): { min: number; max: number } {
+  let min = Infinity;
+  let max = -Infinity;
+  for (const value of values) {
+    if (value === null) continue;
+    if (value < min) min = value;
+    if (value > max) max = value;
+  }
+  return { min, max };
+}
+
