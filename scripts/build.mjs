@@ -11,6 +11,7 @@ const nodeEntries = [
   // [source, output without extension]
   ['src/host/extension.ts', 'host/extension'],
   ['src/trainer/cli.ts', 'trainer/cli'],
+  ['src/checkpoint/cli.ts', 'checkpoint/cli'],
 ];
 const webviewEntries = [
   ['webview/dashboard/main.ts', 'webview/dashboard'],

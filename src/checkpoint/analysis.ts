@@ -2,13 +2,11 @@
 // stays at a few chunks whatever the file size. A tensor of shape [..., cols] is analysed as a
 // [rows, cols] matrix with 32-element blocks along its last (contiguous) axis, the reduction axis
 // of the forward GEMM for a [out, in] weight.
-import type { ScaleHistogram } from '../protocol/index.js';
-import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, hadamardInPlace, type HadamardSize, type MxStats } from '../mx/index.js';
+import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
+import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, hadamardInPlace, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type Dtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
-
-export const HADAMARD_BLOCKS: readonly HadamardSize[] = [16, 32, 64, 128, 256];
 
 export interface AnalysisOptions {
   /**
@@ -17,7 +15,7 @@ export interface AnalysisOptions {
    */
   mode: 'histogram' | 'full';
   /** Block size of the deterministic (unsigned) Hadamard rotation SQNR is also measured under. */
-  hadamardBlock: HadamardSize;
+  hadamardBlock: HadamardBlock;
   /** SQNR is measured on this many evenly spaced rows per tensor; 0 means every row. */
   sqnrRows: number;
   /** A block is an outlier block when its scale is at least this many binades above the tensor's median scale. */
@@ -167,7 +165,7 @@ class SqnrAccumulator {
     private readonly cols: number,
     private readonly batch: Float32Array,
     private readonly rotation: Float32Array,
-    private readonly hadamardBlock: HadamardSize | null,
+    private readonly hadamardBlock: HadamardBlock | null,
   ) {}
 
   get capacityRows(): number {

@@ -30,6 +30,10 @@ export async function openCheckpoint(path: string): Promise<Checkpoint> {
   return isShardIndex(path) ? openSharded(path) : openSingle(path);
 }
 
+function totalBytes(tensors: readonly TensorInfo[]): number {
+  return tensors.reduce((sum, tensor) => sum + tensor.byteLength, 0);
+}
+
 function assemble(path: string, files: SafetensorsFile[], tensors: CheckpointTensor[], metadata: Record<string, string>): Checkpoint {
   tensors.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return {
@@ -37,7 +41,7 @@ function assemble(path: string, files: SafetensorsFile[], tensors: CheckpointTen
     tensors,
     metadata,
     shards: files.map((file) => file.path),
-    dataBytes: tensors.reduce((sum, tensor) => sum + tensor.byteLength, 0),
+    dataBytes: totalBytes(tensors),
     close: async () => {
       await Promise.all(files.map((file) => file.close()));
     },
@@ -110,4 +114,10 @@ async function openSharded(path: string): Promise<Checkpoint> {
     await Promise.all(files.map((file) => file.close()));
     throw error;
   }
+}
+
+/** The same checkpoint seen through a name filter (closing it closes the original). */
+export function selectTensors(checkpoint: Checkpoint, keep: (name: string) => boolean): Checkpoint {
+  const tensors = checkpoint.tensors.filter((tensor) => keep(tensor.name));
+  return { ...checkpoint, tensors, dataBytes: totalBytes(tensors) };
 }
