@@ -21,6 +21,7 @@ import {
 } from '../protocol/index.js';
 import { isLoopbackHost, presentedToken, tokenMatches } from './auth.js';
 import { readFrame, telemetryFrame } from './frames.js';
+import { readRunLogLines } from '../runlog/index.js';
 import { ReplayBuffer } from './replay-buffer.js';
 
 export interface LaunchOptions {
@@ -30,11 +31,16 @@ export interface LaunchOptions {
   signal: AbortSignal;
 }
 
-/** What the server needs of a started run (H2's RunHandle fits). */
+/** What the server needs of a started run (the trainer's RunHandle fits). */
 export interface LaunchedRun {
   runId: string;
   done: Promise<unknown>;
   saveCheckpoint(): Promise<string>;
+  /**
+   * The run's log directory, if it writes one with every record it emits, in emit order: replay
+   * then reaches past the in-memory buffer.
+   */
+  dir?: string;
 }
 
 export type RunLauncher = (options: LaunchOptions) => LaunchedRun;
@@ -102,6 +108,8 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
   let nextRunConfig = options.baseConfig;
   let lastSeq = 0;
   let active: { run: LaunchedRun; abort: AbortController } | undefined;
+  /** Every run of this session: its records are seqs firstSeq… up to the next run's firstSeq. */
+  const runs: { firstSeq: number; dir: string | undefined }[] = [];
 
   const wss = new WebSocketServer({
     host,
@@ -148,21 +156,51 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     for (const peer of peers) if (peer.subscribed) send(peer, { type: 'nextRunConfig', seq: lastSeq, config: nextRunConfig });
   }
 
-  function subscribe(peer: Peer, id: string, from: number | undefined): void {
-    const start = from ?? lastSeq + 1;
-    // Replay and go live in one synchronous pass, so no record can fall between the two.
-    for (const frame of replay.from(start)) peer.socket.send(frame);
+  async function subscribe(peer: Peer, id: string, from: number | undefined): Promise<void> {
+    let cursor = from ?? lastSeq + 1;
+    // Older than the memory holds: from the run logs, until memory covers the rest (it may drop
+    // more while the logs are read, hence the loop).
+    while (cursor < replay.oldestSeq) {
+      const next = await replayFromLog(peer, cursor, replay.oldestSeq);
+      if (next === cursor) break;
+      cursor = next;
+    }
+    if (peer.socket.readyState !== peer.socket.OPEN) return;
+    // Replay the rest and go live in one synchronous pass, so no record can fall between the two.
+    for (const frame of replay.from(cursor)) peer.socket.send(frame);
     peer.subscribed = true;
-    const gap = start < replay.oldestSeq && lastSeq > 0;
-    const detail = gap ? `replayed from seq ${replay.oldestSeq}: seqs ${start}..${replay.oldestSeq - 1} are no longer held` : `replayed from seq ${Math.min(start, lastSeq + 1)}`;
+    const start = from ?? lastSeq + 1;
+    const gap = cursor < replay.oldestSeq;
+    const detail = gap ? `replayed from seq ${replay.oldestSeq}: seqs ${cursor}..${replay.oldestSeq - 1} are no longer held` : `replayed from seq ${Math.min(start, lastSeq + 1)}`;
     send(peer, { type: 'ack', seq: lastSeq, id, detail });
     send(peer, { type: 'nextRunConfig', seq: lastSeq, config: nextRunConfig });
+  }
+
+  /** Sends the logged records with seqs in [from, until) of the run holding `from`; returns the seq after the last sent. */
+  async function replayFromLog(peer: Peer, from: number, until: number): Promise<number> {
+    let index = runs.length - 1;
+    while (index >= 0 && runs[index]!.firstSeq > from) index--;
+    const run = runs[index];
+    if (!run?.dir) return from;
+    const end = Math.min(until, runs[index + 1]?.firstSeq ?? until);
+    let seq = run.firstSeq;
+    let next = from;
+    await readRunLogLines(run.dir, (record) => {
+      if (seq >= from && seq < end && peer.socket.readyState === peer.socket.OPEN) {
+        peer.socket.send(telemetryFrame(record, seq));
+        next = seq + 1;
+      }
+      seq++;
+    }).catch((error: unknown) => log(`replay from ${run.dir} failed: ${(error as Error).message}`));
+    return next;
   }
 
   function startRun(fromCheckpoint: string | undefined): string {
     if (active) throw new RequestError('run-active', `run ${active.run.runId} is still active: send stopRun first`);
     const abort = new AbortController();
+    const firstSeq = lastSeq + 1;
     const run = options.launch({ config: nextRunConfig, ...(fromCheckpoint ? { fromCheckpoint } : {}), onRecord: publish, signal: abort.signal });
+    runs.push({ firstSeq, dir: run.dir });
     const current = { run, abort };
     active = current;
     run.done
@@ -190,7 +228,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         }
         return `${trainer.name} ${trainer.version}`;
       case 'subscribe':
-        subscribe(peer, message.id, message.from);
+        await subscribe(peer, message.id, message.from);
         return REPLIED;
       case 'setNextRunConfig':
         nextRunConfig = mergeRunConfig(nextRunConfig, message.change);

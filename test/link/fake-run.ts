@@ -1,7 +1,9 @@
 // A stand-in for the emulation trainer: emits runStarted, steps with layer stats, then runEnded,
 // yielding to the event loop between steps like the real trainer does.
 import type { RunConfig, TelemetryRecord } from '../../src/protocol/index.js';
+import { join } from 'node:path';
 import type { LaunchedRun, RunLauncher } from '../../src/link/trainer-server.js';
+import { RunLogWriter } from '../../src/runlog/index.js';
 import { forEachStatsRecord, syntheticLayers, syntheticStep } from '../store/synthetic-run.js';
 
 export const baseConfig: RunConfig = {
@@ -20,15 +22,25 @@ export interface FakeLauncher {
   configs: RunConfig[];
 }
 
-/** `stepDelayMs` between steps (0 = setImmediate); 2 layers so a stats step is 6 records. */
-export function fakeLauncher(stepDelayMs = 0): FakeLauncher {
+/**
+ * `stepDelayMs` between steps (0 = setImmediate); 2 layers so a stats step is 6 records. With
+ * `logDir`, each run also writes a run log there, as the real trainer does.
+ */
+export function fakeLauncher(stepDelayMs = 0, logDir?: string): FakeLauncher {
   const configs: RunConfig[] = [];
   let runs = 0;
   const launch: RunLauncher = ({ config, onRecord, signal }) => {
     configs.push(config);
     const runId = `fake-${++runs}`;
     const layers = syntheticLayers().slice(0, 2);
-    const emit = (record: TelemetryRecord) => onRecord(record);
+    const dir = logDir === undefined ? undefined : join(logDir, runId);
+    let writer: RunLogWriter | undefined;
+    const emit = (record: TelemetryRecord) => {
+      if (record.type === 'runStarted' && dir) writer = new RunLogWriter(dir, record);
+      else writer?.append(record);
+      writer?.flush();
+      onRecord(record);
+    };
     const done = (async () => {
       emit({ type: 'runStarted', runId, name: runId, startedAt: new Date().toISOString(), trainer: { name: 'fake', version: '0' }, config, layers });
       let step = 0;
@@ -39,9 +51,10 @@ export function fakeLauncher(stepDelayMs = 0): FakeLauncher {
       }
       const ended = { type: 'runEnded', runId, step: step - 1, status: signal.aborted ? 'stopped' : 'completed', reason: signal.aborted ? 'stop requested' : 'done', endedAt: new Date().toISOString() } as const;
       emit(ended);
+      writer?.close();
       return ended;
     })();
-    const run: LaunchedRun = { runId, done, saveCheckpoint: async () => `/tmp/${runId}/checkpoints/step.safetensors` };
+    const run: LaunchedRun = { runId, done, saveCheckpoint: async () => `/tmp/${runId}/checkpoints/step.safetensors`, ...(dir ? { dir } : {}) };
     return run;
   };
   return { launch, configs };

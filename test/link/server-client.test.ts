@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { startTrainerServer } from '../../src/link/trainer-server.js';
 import { TrainerClient, type ConnectionState } from '../../src/link/trainer-client.js';
@@ -136,5 +139,36 @@ test('a client that connects after the run replays it from the start', async () 
   } finally {
     first.client.close();
     await server.close();
+  }
+});
+
+test('replay reaches past the memory buffer through the run logs; without logs the gap is reported', async () => {
+  const logDir = mkdtempSync(join(tmpdir(), 'mxscope-replay-'));
+  const logged = await startTrainerServer({ baseConfig, launch: fakeLauncher(0, logDir).launch, replayBytes: 20_000 });
+  const unlogged = await startTrainerServer({ baseConfig, launch: fakeLauncher().launch, replayBytes: 20_000 });
+  try {
+    for (const server of [logged, unlogged]) {
+      const starter = collectingClient(server.url);
+      await until(() => starter.client.state === 'connected', 'connect');
+      for (let run = 0; run < 2; run++) {
+        await starter.client.request({ type: 'startRun' });
+        await until(() => starter.records.filter((r) => r.type === 'runEnded').length === run + 1, `run ${run} end`);
+      }
+      starter.client.close();
+    }
+    const late = collectingClient(logged.url);
+    await until(() => late.records.length === logged.lastSeq, 'full replay from logs + memory');
+    assertConsecutive(late.records);
+    assert.equal(late.records.filter((r) => r.type === 'runStarted').length, 2);
+    late.client.close();
+
+    const gappy = collectingClient(unlogged.url);
+    await until(() => gappy.logs.some((line) => line.includes('are no longer held')), 'gap reported');
+    assert.ok(gappy.records.length < unlogged.lastSeq && gappy.records.at(-1)?.seq === unlogged.lastSeq);
+    gappy.client.close();
+  } finally {
+    await logged.close();
+    await unlogged.close();
+    rmSync(logDir, { recursive: true, force: true });
   }
 });
