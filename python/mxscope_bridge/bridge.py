@@ -73,9 +73,12 @@ class Bridge:
     def __init__(self, model: torch.nn.Module, config: Optional[dict] = None, *, out_dir: Optional[str] = "mxscope-runs",
                  serve: bool = True, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
                  modules=(), process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
-                 max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None):
+                 max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
+                 on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None):
         """`token='generate'` makes one up (printed on the listening line); off loopback one is required.
-        `save_checkpoint(path)` serves the saveCheckpoint request (it must write a .safetensors file)."""
+        `save_checkpoint(path)` serves the saveCheckpoint request (it must write a .safetensors file).
+        `on_local_stats(step, keys, vectors)` sees this rank's operand vectors before the reduction
+        (keys: (layer, gemm, operand) per row; for checking the reduction)."""
         self.model = model
         self.config = copy.deepcopy(config or run_config())
         self.out_dir = out_dir
@@ -92,6 +95,7 @@ class Bridge:
         self.step: Optional[int] = None
         self.capture: Optional[StepCapture] = None
         self._save_checkpoint = save_checkpoint
+        self._on_local_stats = on_local_stats
         self._requests: "queue.SimpleQueue[_TrainingThreadRequest]" = queue.SimpleQueue()
         self._writer: Optional[RunLogWriter] = None
         self._layer_infos: List[dict] = []
@@ -275,6 +279,8 @@ class Bridge:
             precision, by_operand = capture.operands[key]
             flat.extend(by_operand[op] for op in GEMM_OPERANDS[key[1]])
         operand_part = torch.stack(flat) if flat else torch.zeros(0, stats.OPERAND_LEN, dtype=torch.float64)
+        if self._on_local_stats is not None:
+            self._on_local_stats(step, [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]], operand_part.cpu())
         if self.world > 1:
             torch.distributed.all_reduce(operand_part, group=self.group)
         if self.rank != 0:

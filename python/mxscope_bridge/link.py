@@ -117,7 +117,7 @@ class TrainerServer:
 
     def listening_line(self) -> str:
         info = {"url": self.url, **({"token": self.token} if self.token else {}), "protocol": "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])}
-        return LISTENING_PREFIX + json.dumps(info)
+        return LISTENING_PREFIX + json.dumps(info, separators=(",", ":"))
 
     def publish(self, record: dict) -> bool:
         """Queue a telemetry record (never blocks); False when a layerStats record was dropped."""

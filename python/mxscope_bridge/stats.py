@@ -30,8 +30,8 @@ def operand_vector(q: mxfp4.Quantized) -> torch.Tensor:
         nonzero.sum().to(torch.float64),
         (q.grid > mxfp4.E2M1_MAX).sum().to(torch.float64),
         (nonzero & (q.grid == 0)).sum().to(torch.float64),
-        torch.sum(blocks.to(torch.float64) ** 2),
-        torch.sum((blocks - deq).to(torch.float64) ** 2),
+        torch.sum(blocks * blocks, dtype=torch.float64),
+        torch.sum((blocks - deq) ** 2, dtype=torch.float64),
     ])
     bins = torch.where(q.nan_block, torch.full_like(q.shared_exp, mxfp4.NAN_BIN), q.shared_exp - mxfp4.SCALE_MIN_EXP)
     hist = torch.bincount(bins.to(torch.int64), minlength=mxfp4.HIST_BINS + 1).to(torch.float64)
@@ -76,7 +76,7 @@ def wgrad_vector(err: torch.Tensor, grad: torch.Tensor, prev: Optional[torch.Ten
     """Sums of E = ∇Ŵ − ∇W, ∇W and E_{t−1} (all already reduced over ranks) plus both sketches."""
     e = err.reshape(-1)
     g = grad.reshape(-1)
-    dot = lambda a, b: torch.dot(a.to(torch.float64), b.to(torch.float64))  # noqa: E731
+    dot = lambda a, b: torch.sum(a * b, dtype=torch.float64)  # noqa: E731
     zero = torch.zeros((), device=e.device, dtype=torch.float64)
     p = prev.reshape(-1) if prev is not None else None
     scalars = torch.stack([

@@ -1,0 +1,257 @@
+"""Train a Llama-style model (random init, synthetic tokens) in emulated MXFP4 with the bridge attached.
+
+Measures the bridge's cost by alternating blocks of steps with and without it in the same process
+(so clock and thermal drift hit both alike), and the telemetry volume from the run log.
+
+    python3 examples/llama_mxfp4.py --rotation hadamard --steps 200            # one GPU
+    torchrun --nproc_per_node=2 examples/llama_mxfp4.py --ddp --check-reduction  # data parallel
+    python3 examples/llama_mxfp4.py --tiny --steps 4 --device cpu                 # smoke test
+
+Uses transformers' LlamaForCausalLM when it is installed, else the small Llama below.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config  # noqa: E402
+
+SHAPES = {
+    # TinyLlama-1.1B's shape: 1.10e9 parameters.
+    "1b": dict(vocab=32000, dim=2048, layers=22, heads=32, kv_heads=4, hidden=5632),
+    "tiny": dict(vocab=256, dim=64, layers=2, heads=4, kv_heads=2, hidden=128),
+}
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+def rope(x, base=10000.0):
+    t, d = x.shape[-2], x.shape[-1]
+    freqs = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angles = torch.arange(t, device=x.device, dtype=torch.float32)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim, heads, kv_heads, hidden):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(dim), RMSNorm(dim)
+        self.self_attn = torch.nn.Module()
+        for name, out in (("q_proj", dim), ("k_proj", kv_heads * self.head_dim), ("v_proj", kv_heads * self.head_dim)):
+            setattr(self.self_attn, name, torch.nn.Linear(dim, out, bias=False))
+        self.self_attn.o_proj = torch.nn.Linear(dim, dim, bias=False)
+        self.mlp = torch.nn.Module()
+        self.mlp.gate_proj, self.mlp.up_proj = torch.nn.Linear(dim, hidden, bias=False), torch.nn.Linear(dim, hidden, bias=False)
+        self.mlp.down_proj = torch.nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        h = self.input_layernorm(x)
+        a = self.self_attn
+        q = rope(a.q_proj(h).view(b, t, self.heads, self.head_dim).transpose(1, 2))
+        k = rope(a.k_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2))
+        v = a.v_proj(h).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        k, v = (z.repeat_interleave(self.heads // self.kv_heads, 1) for z in (k, v))
+        if hasattr(F, "scaled_dot_product_attention"):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+            scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            o = scores.softmax(-1) @ v
+        x = x + a.o_proj(o.transpose(1, 2).reshape(b, t, -1))
+        h = self.post_attention_layernorm(x)
+        return x + self.mlp.down_proj(F.silu(self.mlp.gate_proj(h)) * self.mlp.up_proj(h))
+
+
+class SmallLlama(torch.nn.Module):
+    def __init__(self, vocab, dim, layers, heads, kv_heads, hidden):
+        super().__init__()
+        self.model = torch.nn.Module()
+        self.model.embed_tokens = torch.nn.Embedding(vocab, dim)
+        self.model.layers = torch.nn.ModuleList([Block(dim, heads, kv_heads, hidden) for _ in range(layers)])
+        self.model.norm = RMSNorm(dim)
+        self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        x = self.model.embed_tokens(tokens)
+        for block in self.model.layers:
+            x = block(x)
+        return self.lm_head(self.model.norm(x))
+
+
+def build_model(shape: dict, use_transformers: bool):
+    if use_transformers:
+        try:
+            from transformers import LlamaConfig, LlamaForCausalLM
+        except ImportError:
+            use_transformers = False
+    if not use_transformers:
+        return SmallLlama(**shape), "hand-written Llama"
+    config = LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["dim"], intermediate_size=shape["hidden"], num_hidden_layers=shape["layers"],
+                         num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"], max_position_embeddings=4096, tie_word_embeddings=False)
+    config._attn_implementation = "sdpa"
+    return LlamaForCausalLM(config), "transformers LlamaForCausalLM"
+
+
+def logits_of(model, tokens):
+    out = model(tokens)
+    return out.logits if hasattr(out, "logits") else out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tiny", action="store_true", help="a 2-layer toy shape instead of 1.1B")
+    parser.add_argument("--rotation", default="hadamard", choices=["none", "hadamard", "random-hadamard"])
+    parser.add_argument("--hadamard-block", type=int, default=32)
+    parser.add_argument("--rounding", default="nearest-even", choices=["nearest-even", "stochastic"])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--block", type=int, default=20, help="steps per on/off block of the overhead measurement")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--stats-every", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", default="mxscope-runs")
+    parser.add_argument("--results", default=None, help="write the measured figures to this JSON file")
+    parser.add_argument("--no-transformers", action="store_true")
+    parser.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel (run under torchrun)")
+    parser.add_argument("--check-reduction", action="store_true", help="verify published histograms = sum of the ranks' own")
+    args = parser.parse_args()
+
+    rank, world = 0, 1
+    if args.ddp:
+        torch.distributed.init_process_group("nccl" if args.device == "cuda" else "gloo")
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if args.device == "cuda" else args.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    torch.manual_seed(1234)
+    shape = SHAPES["tiny" if args.tiny else "1b"]
+    model, model_kind = build_model(shape, not args.no_transformers)
+    model.to(device)
+    params = sum(p.numel() for p in model.parameters())
+    gemm = gemm_config("mxfp4", args.rotation, args.hadamard_block, args.rounding, args.rounding == "stochastic")
+    gemms = default_gemms(gemm)
+    emulate(model, gemms, seed=rank)
+    if args.ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+
+    local_sums = {}
+
+    def on_local_stats(step, keys, vectors):
+        local_sums[step] = (keys, vectors)
+
+    config = run_config(preset="llama-1b" if not args.tiny else "llama-tiny", seed=1234, steps=args.steps, tokens_per_step=args.batch * args.seq * world,
+                        stats_every=args.stats_every, sketch_size=64, data="synthetic-uniform", gemms=gemms,
+                        model={**shape, "seqLen": args.seq, "batch": args.batch, "params": params, "impl": model_kind, "world": world},
+                        optimizer={"name": "adamw", "lr": args.lr})
+    bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None)
+    bridge.start_run(name=f"{model_kind} · {params / 1e9:.2f}B · mxfp4 {args.rotation}")
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
+    times = {True: [], False: []}
+    for step in range(args.steps):
+        with_bridge = (step // args.block) % 2 == 0
+        tokens = torch.randint(0, shape["vocab"], (args.batch, args.seq + 1), generator=generator).to(device)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        if with_bridge:
+            bridge.begin_step(step)
+        with autocast:
+            logits = logits_of(model, tokens[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if with_bridge:
+            bridge.end_step(loss=loss.item(), lr=args.lr, grad_norm=grad_norm.item())
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss_value = loss.item()
+        elapsed = time.perf_counter() - started
+        if step >= args.warmup:
+            times[with_bridge].append(elapsed)
+        if rank == 0 and step % 10 == 0:
+            print(f"step {step} loss {loss_value:.4f} {elapsed * 1000:.0f} ms {'bridge' if with_bridge else 'plain'}", flush=True)
+    bridge.end_run()
+    run_dir = bridge.run_dir
+    bridge.close()
+
+    if args.check_reduction and world > 1:
+        check_reduction(local_sums, run_dir, rank, world)
+    if rank != 0:
+        torch.distributed.destroy_process_group() if args.ddp else None
+        return
+    log_bytes = os.path.getsize(os.path.join(run_dir, "telemetry.ndjson"))
+    bridge_steps = sum(1 for s in range(args.steps) if (s // args.block) % 2 == 0)
+    mean = {k: sum(v) / len(v) if v else float("nan") for k, v in times.items()}
+    results = {
+        "model": model_kind, "params": params, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": args.steps,
+        "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
+        "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
+        "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
+        "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,
+    }
+    print("RESULTS " + json.dumps(results), flush=True)
+    if args.results:
+        with open(args.results, "w") as f:
+            json.dump(results, f, indent=2)
+    if args.ddp:
+        torch.distributed.destroy_process_group()
+
+
+def check_reduction(local_sums, run_dir, rank, world):
+    """Gather every rank's local operand vectors; rank 0 checks that the published histograms are their sum."""
+    gathered = [None] * world
+    torch.distributed.all_gather_object(gathered, {step: (keys, v.tolist()) for step, (keys, v) in local_sums.items()})
+    if rank != 0:
+        return
+    from mxscope_bridge import stats
+    published = {}
+    with open(os.path.join(run_dir, "telemetry.ndjson")) as f:
+        for line in f:
+            record = json.loads(line)
+            if record["type"] == "layerStats":
+                for operand in record["operands"]:
+                    published[(record["step"], record["layer"], record["gemm"], operand["operand"])] = operand
+    checked = mismatched = 0
+    for step, (keys, _) in gathered[0].items():
+        for row, key in enumerate(keys):
+            summed = [sum(rank_sums[step][1][row][i] for rank_sums in gathered) for i in range(stats.OPERAND_LEN)]
+            want = stats.operand_stats(key[2], summed)
+            got = published[(step, *key)]
+            per_rank_blocks = [stats.operand_stats(key[2], rank_sums[step][1][row])["blocks"] for rank_sums in gathered]
+            checked += 1
+            if got["histogram"] != want["histogram"] or got["blocks"] != sum(per_rank_blocks):
+                mismatched += 1
+    example = next(iter(gathered[0].items()))
+    step, (keys, _) = example
+    key = keys[0]
+    print("REDUCTION " + json.dumps({"checkedOperandHistograms": checked, "mismatched": mismatched, "example": {
+        "step": step, "key": list(key), "published": published[(step, *key)]["histogram"],
+        "perRank": [stats.operand_stats(key[2], g[step][1][0])["histogram"] for g in gathered]}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

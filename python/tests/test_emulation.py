@@ -1,0 +1,106 @@
+"""Emulated GEMMs: each of Fprop, Dgrad and Wgrad equals the product of its quantized operands."""
+import unittest
+
+import torch
+
+from mxscope_bridge import default_gemms, emulate, gemm_config, mxfp4
+from mxscope_bridge.precision import E4M3, E5M2, round_to_float
+from mxscope_bridge.rotation import make_rotation, rotate
+
+
+def q(x, r=None):
+    return mxfp4.quantize(rotate(x, r)).values
+
+
+class Rotation(unittest.TestCase):
+    def test_rotating_both_operands_keeps_the_exact_product(self):
+        torch.manual_seed(0)
+        a, b = torch.randn(8, 128, dtype=torch.float64), torch.randn(5, 128, dtype=torch.float64)
+        for mode in ("hadamard", "random-hadamard"):
+            for block in (16, 32, 64, 128):
+                r = make_rotation(mode, block, 128, torch.device("cpu"), torch.Generator().manual_seed(1))
+                product = rotate(a, r) @ rotate(b, r).t()
+                torch.testing.assert_close(product.double(), a @ b.t(), rtol=1e-5, atol=1e-4)
+
+    def test_a_block_that_does_not_divide_the_dimension_is_named(self):
+        r = make_rotation("hadamard", 64, 96, torch.device("cpu"))
+        with self.assertRaisesRegex(ValueError, "96 is not a multiple of the Hadamard block 64"):
+            rotate(torch.zeros(2, 96), r)
+
+
+class Formats(unittest.TestCase):
+    def test_fp8_grids(self):
+        x = torch.tensor([0.3, 1000.0, -3e-3, 0.0, 17.0])  # -3e-3 is subnormal in E4M3: steps of 2^-9
+        self.assertEqual(round_to_float(x, E4M3).tolist(), [0.3125, 448.0, -0.00390625, 0.0, 16.0])
+        self.assertEqual(round_to_float(torch.tensor([0.3, 1e6, 5.0]), E5M2).tolist(), [0.3125, 57344.0, 5.0])
+
+    def test_stochastic_rounding_is_unbiased_and_lands_on_neighbours(self):
+        x = torch.full((20000, 32), 0.8)
+        x[:, 0] = 4.0  # amax 4 → scale 2^0: 0.8 lies between grid points 0.5 and 1
+        out = mxfp4.quantize(x, "stochastic", generator=torch.Generator().manual_seed(0)).values[:, 1:]
+        self.assertEqual(set(out.unique().tolist()), {0.5, 1.0})
+        self.assertAlmostEqual(out.mean().item(), 0.8, delta=0.01)
+
+    def test_prescale_keeps_stochastic_rounding_from_saturating(self):
+        x = torch.linspace(-7.9, 7.9, 32).repeat(1000, 1)
+        plain = mxfp4.quantize(x, "stochastic", generator=torch.Generator().manual_seed(0))
+        prescaled = mxfp4.quantize(x, "stochastic", sr_prescale=True, generator=torch.Generator().manual_seed(0))
+        self.assertGreater(int((plain.grid > 6).sum()), 0)
+        self.assertEqual(int((prescaled.grid > 6).sum()), 0)
+        self.assertAlmostEqual(prescaled.values.mean(0)[-1].item(), 7.9, delta=0.05)
+
+
+class EmulatedLinear(unittest.TestCase):
+    def run_layer(self, gemm, bias=True):
+        torch.manual_seed(3)
+        layer = torch.nn.Linear(64, 48, bias=bias)
+        reference = torch.nn.Linear(64, 48, bias=bias)
+        reference.load_state_dict(layer.state_dict())
+        emulate(layer, default_gemms(gemm))
+        x = torch.randn(4, 16, 64, requires_grad=True)
+        dy = torch.randn(4, 16, 48)
+        y = layer(x)
+        y.backward(dy)
+        return layer, reference, x, dy, y
+
+    def test_fp32_matches_nn_linear(self):
+        layer, reference, x, dy, y = self.run_layer(gemm_config("fp32"))
+        x_ref = x.detach().clone().requires_grad_(True)
+        y_ref = reference(x_ref)
+        y_ref.backward(dy)
+        torch.testing.assert_close(y, y_ref)
+        torch.testing.assert_close(x.grad, x_ref.grad)
+        torch.testing.assert_close(layer.weight.grad, reference.weight.grad)
+        torch.testing.assert_close(layer.bias.grad, reference.bias.grad)
+
+    def test_each_gemm_is_the_product_of_its_quantized_operands(self):
+        for rotation in ("none", "hadamard"):
+            with self.subTest(rotation=rotation):
+                layer, _, x, dy, y = self.run_layer(gemm_config("mxfp4", rotation, 16), bias=False)
+                w = layer.weight.detach()
+                x2, dy2 = x.detach().reshape(-1, 64), dy.reshape(-1, 48)
+
+                def r(n):
+                    return make_rotation(rotation, 16, n, torch.device("cpu"))
+                torch.testing.assert_close(y.detach().reshape(-1, 48), q(x2, r(64)) @ q(w, r(64)).t(), rtol=1e-6, atol=1e-6)
+                torch.testing.assert_close(x.grad.reshape(-1, 64), q(dy2, r(48)) @ q(w.t(), r(48)).t(), rtol=1e-6, atol=1e-6)
+                torch.testing.assert_close(layer.weight.grad, q(dy2.t(), r(64)) @ q(x2.t(), r(64)).t(), rtol=1e-6, atol=1e-6)
+                exact = dy2.t() @ x2
+                rel = ((layer.weight.grad - exact).norm() / exact.norm()).item()
+                self.assertGreater(rel, 0.01)  # it really quantized
+                self.assertLess(rel, 0.5)
+
+    def test_random_hadamard_changes_between_calls_but_keeps_the_product(self):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(64, 32, bias=False)
+        emulate(layer, default_gemms(gemm_config("mxfp4", "random-hadamard", 32)))
+        x = torch.randn(16, 64)
+        first, second = layer(x).detach(), layer(x).detach()
+        self.assertFalse(torch.equal(first, second))
+        exact = x @ layer.weight.detach().t()
+        for y in (first, second):
+            self.assertLess(((y - exact).norm() / exact.norm()).item(), 0.3)
+
+
+if __name__ == "__main__":
+    unittest.main()
