@@ -65,14 +65,9 @@ export class Linear {
   forward(x: Float32Array, step: GemmStep): Float32Array {
     this.input = x;
     if (step.collectStats) this.stats.length = 0;
-    const [xq, wq] = this.operands(
-      'fprop',
-      { src: x, rows: this.tokens, cols: this.in, transposed: false, role: 'x' },
-      { src: this.weight.data, rows: this.out, cols: this.in, transposed: false, role: 'w' },
-      step,
-      0,
-    );
-    gemm(this.tokens, this.out, this.in, xq, false, wq, true, this.output);
+    const xSource: OperandSource = { src: x, rows: this.tokens, cols: this.in, transposed: false, role: 'x' };
+    const wSource: OperandSource = { src: this.weight.data, rows: this.out, cols: this.in, transposed: false, role: 'w' };
+    this.product('fprop', xSource, wSource, this.output, false, step, 0);
     return this.output;
   }
 
@@ -85,25 +80,26 @@ export class Linear {
   backward(dy: Float32Array, dx: Float32Array, accumulate: boolean, step: GemmStep): void {
     const x = this.input;
     if (x === undefined) throw new Error(`${this.info.name}: backward called before forward`);
-    const [dyq, wTq] = this.operands(
-      'dgrad',
-      { src: dy, rows: this.tokens, cols: this.out, transposed: false, role: 'dy' },
-      { src: this.weight.data, rows: this.in, cols: this.out, transposed: true, role: 'w' },
-      step,
-      2,
-    );
-    gemm(this.tokens, this.in, this.out, dyq, false, wTq, true, dx, accumulate);
-
-    const dySource: OperandSource = { src: dy, rows: this.out, cols: this.tokens, transposed: true, role: 'dy' };
-    const xSource: OperandSource = { src: x, rows: this.in, cols: this.tokens, transposed: true, role: 'x' };
-    const [dyTq, xTq, dyT, xT] = this.operands('wgrad', dySource, xSource, step, 4);
-    gemm(this.out, this.in, this.tokens, dyTq, false, xTq, true, this.weight.grad);
-    if (step.measureWgradError) this.measureWgradError(dyT, xT, step);
+    const dySource: OperandSource = { src: dy, rows: this.tokens, cols: this.out, transposed: false, role: 'dy' };
+    const wTSource: OperandSource = { src: this.weight.data, rows: this.in, cols: this.out, transposed: true, role: 'w' };
+    this.product('dgrad', dySource, wTSource, dx, accumulate, step, 2);
+    const dyTSource: OperandSource = { src: dy, rows: this.out, cols: this.tokens, transposed: true, role: 'dy' };
+    const xTSource: OperandSource = { src: x, rows: this.in, cols: this.tokens, transposed: true, role: 'x' };
+    this.product('wgrad', dyTSource, xTSource, this.weight.grad, false, step, 4);
+    if (step.measureWgradError) this.measureWgradError(dy, x, step);
   }
 
-  /** Both operands quantized (and their fp32 forms), plus stats on stats steps. */
-  private operands(kind: GemmKind, a: OperandSource, b: OperandSource, step: GemmStep, slot: number): [Float32Array, Float32Array, Float32Array, Float32Array] {
+  /**
+   * c [a.rows, b.rows] (+)= A·Bᵀ with the reduction (a.cols = b.cols) at the GEMM's precision; on
+   * stats steps also records how both operands quantize to MXFP4.
+   */
+  private product(kind: GemmKind, a: OperandSource, b: OperandSource, c: Float32Array, accumulate: boolean, step: GemmStep, slot: number): void {
     const config = step.gemms[kind];
+    if (config.precision === 'fp32' && !step.collectStats) {
+      // Nothing to quantize: let the GEMM read the operands in place instead of transposing them.
+      gemm(a.rows, b.rows, a.cols, a.src, a.transposed, b.src, !b.transposed, c, accumulate);
+      return;
+    }
     const signs = signsFor(config, step.rotations[kind], a.cols);
     const slotA = this.slots[slot]!;
     const slotB = this.slots[slot + 1]!;
@@ -113,23 +109,24 @@ export class Linear {
     if (measured) this.mxStats.forEach(resetMxStats);
     const qa = slotA.quantized(rawA, a, config, signs, step.rng, measured ? this.mxStats[0] : undefined);
     const qb = slotB.quantized(rawB, b, config, signs, step.rng, measured ? this.mxStats[1] : undefined);
-    if (step.collectStats) {
-      if (!measured) {
-        this.mxStats.forEach(resetMxStats);
-        const statsConfig: GemmConfig = { ...config, precision: 'mxfp4' };
-        const statsSigns = signsFor(statsConfig, step.statsRotations[kind], a.cols);
-        slotA.measureMxfp4(rawA, a, statsConfig, statsSigns, step.statsRng, this.mxStats[0]);
-        slotB.measureMxfp4(rawB, b, statsConfig, statsSigns, step.statsRng, this.mxStats[1]);
-      }
-      this.stats.push({ gemm: kind, precision: config.precision, operands: [operandStats(a.role, this.mxStats[0]), operandStats(b.role, this.mxStats[1])] });
+    gemm(a.rows, b.rows, a.cols, qa, false, qb, true, c, accumulate);
+    if (!step.collectStats) return;
+    if (!measured) {
+      this.mxStats.forEach(resetMxStats);
+      const statsConfig: GemmConfig = { ...config, precision: 'mxfp4' };
+      const statsSigns = signsFor(statsConfig, step.statsRotations[kind], a.cols);
+      slotA.measureMxfp4(rawA, a, statsConfig, statsSigns, step.statsRng, this.mxStats[0]);
+      slotB.measureMxfp4(rawB, b, statsConfig, statsSigns, step.statsRng, this.mxStats[1]);
     }
-    return [qa, qb, rawA, rawB];
+    this.stats.push({ gemm: kind, precision: config.precision, operands: [operandStats(a.role, this.mxStats[0]), operandStats(b.role, this.mxStats[1])] });
   }
 
   /** E = ∇Ŵ − ∇W against the exact fp32 product; kept one step for lag-1 correlation. */
-  private measureWgradError(dyT: Float32Array, xT: Float32Array, step: GemmStep): void {
-    gemm(this.out, this.in, this.tokens, dyT, false, xT, true, this.exactGrad);
+  private measureWgradError(dy: Float32Array, x: Float32Array, step: GemmStep): void {
     const grad = this.weight.grad;
+    // An fp32 Wgrad is the exact product (E = 0); otherwise recompute it from the unquantized operands.
+    if (step.gemms.wgrad.precision === 'fp32') this.exactGrad.set(grad);
+    else gemm(this.out, this.in, this.tokens, dy, true, x, false, this.exactGrad);
     for (let i = 0; i < grad.length; i++) this.error[i] = grad[i]! - this.exactGrad[i]!;
     if (step.collectStats) {
       const previous = this.previousErrorStep === step.step - 1 ? this.previousError : undefined;

@@ -1,11 +1,19 @@
 // Element-wise and row-wise pieces of the Llama block with their hand-written backward passes.
 // Activations are row-major [tokens, features] Float32Arrays.
 
-/** dst[c·rows + r] = src[r·cols + c]: puts the former row axis last. */
+const TILE = 32;
+
+/** dst[c·rows + r] = src[r·cols + c]: puts the former row axis last. Tiled to stay in cache. */
 export function transpose(src: Float32Array, rows: number, cols: number, dst: Float32Array): Float32Array {
-  for (let r = 0; r < rows; r++) {
-    const base = r * cols;
-    for (let c = 0; c < cols; c++) dst[c * rows + r] = src[base + c]!;
+  for (let r0 = 0; r0 < rows; r0 += TILE) {
+    const r1 = Math.min(rows, r0 + TILE);
+    for (let c0 = 0; c0 < cols; c0 += TILE) {
+      const c1 = Math.min(cols, c0 + TILE);
+      for (let r = r0; r < r1; r++) {
+        const base = r * cols;
+        for (let c = c0; c < c1; c++) dst[c * rows + r] = src[base + c]!;
+      }
+    }
   }
   return dst;
 }

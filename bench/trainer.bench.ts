@@ -1,0 +1,80 @@
+// The emulation trainer's speed: GEMM GFLOP/s on the tiny preset's real linear-layer shapes (the
+// kernel the trainer uses vs the TypeScript fallback, same run), tokens/s of a tiny training step with
+// all GEMMs fp32 vs all MXFP4, and the cost of telemetry at statsEvery=10 (goal ≤ 10% of step time).
+import { gemm, Rng, setMxBackend } from '../src/mx/index.js';
+import type { Precision, RunConfig } from '../src/protocol/config.js';
+import { modelShape } from '../src/trainer/model.js';
+import { presetConfig } from '../src/trainer/presets.js';
+import { Trainer } from '../src/trainer/trainer.js';
+import { bestSeconds, fmt } from './timing.js';
+
+const NEVER = 1_000_000;
+
+function config(precision: Precision, statsEvery: number): RunConfig {
+  const c = presetConfig('tiny');
+  for (const kind of ['fprop', 'dgrad', 'wgrad'] as const) c.gemms[kind].precision = precision;
+  c.statsEvery = statsEvery;
+  c.evalEvery = 0;
+  c.steps = NEVER;
+  return c;
+}
+
+/** Mean step seconds over `steps` steps after `warmup` (step 0 always collects stats, so it is skipped). */
+function stepSeconds(c: RunConfig, steps: number, warmup = 2): number {
+  const trainer = new Trainer(c, 'bench');
+  const sink = (record: object): void => void JSON.stringify(record); // the run log's serialization cost
+  for (let i = 0; i < warmup; i++) trainer.step(sink);
+  const start = performance.now();
+  for (let i = 0; i < steps; i++) trainer.step(sink);
+  return (performance.now() - start) / 1000 / steps;
+}
+
+const shape = modelShape(presetConfig('tiny'));
+const T = shape.batch * shape.seqLen;
+const layerShapes: [string, number, number][] = [
+  ['q/k/v/o', shape.dim, shape.dim],
+  ['gate/up', shape.hidden, shape.dim],
+  ['down', shape.dim, shape.hidden],
+  ['lm_head', shape.vocab, shape.dim],
+];
+const rng = new Rng(1);
+const random = (n: number): Float32Array => Float32Array.from({ length: n }, () => rng.nextFloat() - 0.5);
+
+console.log(`GEMMs of the tiny preset (tokens T=${T}); GFLOP/s, best of several`);
+console.log('layer     gemm   M×N×K                  trainer kernel   TS fallback   ratio');
+for (const [name, out, inF] of layerShapes) {
+  const gemms: [string, number, number, number][] = [
+    ['fprop', T, out, inF],
+    ['dgrad', T, inF, out],
+    ['wgrad', out, inF, T],
+  ];
+  for (const [kind, M, N, K] of gemms) {
+    const a = random(M * K);
+    const b = random(N * K);
+    const c = new Float32Array(M * N);
+    const flops = 2 * M * N * K;
+    const repeats = Math.max(5, Math.round(2e8 / flops));
+    const rate = (): number => flops / bestSeconds(() => gemm(M, N, K, a, false, b, true, c), repeats) / 1e9;
+    setMxBackend('auto');
+    const fast = rate();
+    setMxBackend('ts');
+    const ts = rate();
+    setMxBackend('auto');
+    console.log(`${name.padEnd(10)}${kind.padEnd(7)}${`${M}×${N}×${K}`.padEnd(20)}${fmt(fast)}     ${fmt(ts)}     ${fmt(fast / ts, 1)}×`);
+  }
+}
+
+const STEPS = 20;
+const fp32 = stepSeconds(config('fp32', NEVER), STEPS);
+const mxfp4 = stepSeconds(config('mxfp4', NEVER), STEPS);
+console.log(`\ntiny training step (${T} tokens, no telemetry), mean of ${STEPS}`);
+console.log(`all fp32     ${fmt(fp32 * 1000, 1)} ms/step ${fmt(T / fp32, 0)} tokens/s`);
+console.log(`all mxfp4    ${fmt(mxfp4 * 1000, 1)} ms/step ${fmt(T / mxfp4, 0)} tokens/s   (${fmt(mxfp4 / fp32, 2)}× the fp32 step)`);
+
+// Steps 2..21 hold two stats steps (10, 20) and two lag-1 error steps (9, 19): the mix of a long run.
+for (const precision of ['fp32', 'mxfp4'] as const) {
+  const without = stepSeconds(config(precision, NEVER), STEPS);
+  const withStats = stepSeconds(config(precision, 10), STEPS);
+  const overhead = (withStats / without - 1) * 100;
+  console.log(`telemetry at statsEvery=10, all ${precision.padEnd(5)}: ${fmt(withStats * 1000, 1)} vs ${fmt(without * 1000, 1)} ms/step = ${fmt(overhead, 1)}% (goal ≤ 10%)`);
+}
