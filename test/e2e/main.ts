@@ -37,6 +37,12 @@ function phase<T>(name: string, work: () => T): T {
   return result;
 }
 
+/** The message of an error without Playwright's call log, indented for the report. */
+function firstLines(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.split('\nCall log:')[0].split('\n').slice(0, 8).join('\n     ');
+}
+
 function packageExtension(runDir: string): string {
   const result = spawnSync('npm', ['run', '--silent', 'package'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`npm run package failed (exit ${result.status}):\n${result.stdout}${result.stderr}`);
@@ -92,7 +98,7 @@ async function runAll(runDir: string): Promise<void> {
         report(true, `${scenario.slug}: ${scenario.title} (${seconds(started)})`);
       } catch (error) {
         const shot = await wb.screenshot(`${scenario.slug}-FAILED`).catch(() => 'no screenshot');
-        report(false, `${scenario.slug}: ${scenario.title} (${seconds(started)})\n     ${error instanceof Error ? error.message : String(error)}\n     screenshot: ${shot}`);
+        report(false, `${scenario.slug}: ${scenario.title} (${seconds(started)})\n     ${firstLines(error)}\n     screenshot: ${shot}`);
         await wb.closePalette().catch(() => undefined);
       }
     }

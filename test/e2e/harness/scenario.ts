@@ -24,6 +24,7 @@ export interface ExtensionManifest {
     commands?: ContributedCommand[];
     customEditors?: { viewType: string; selector?: { filenamePattern?: string }[] }[];
     configuration?: { properties?: Record<string, { type?: string | string[]; default?: unknown }> };
+    menus?: { commandPalette?: { command: string; when?: string }[] };
   };
 }
 
@@ -41,9 +42,10 @@ export function paletteTitle(command: ContributedCommand): string {
   return command.category ? `${command.category}: ${command.title}` : command.title;
 }
 
-/** Palette titles of the manifest's commands, e.g. "MX Scope: Stop Run". */
+/** Palette titles of the manifest's commands that the palette shows (not hidden with `when: false`). */
 export function paletteTitles(manifest: ExtensionManifest): string[] {
-  return (manifest.contributes?.commands ?? []).map(paletteTitle);
+  const hidden = new Set((manifest.contributes?.menus?.commandPalette ?? []).filter((entry) => entry.when === 'false').map((entry) => entry.command));
+  return (manifest.contributes?.commands ?? []).filter((command) => !hidden.has(command.command)).map(paletteTitle);
 }
 
 /** "needs <title>" when the build does not contribute a command with that palette title. */

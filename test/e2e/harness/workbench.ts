@@ -185,22 +185,23 @@ export class Workbench {
   }
 
   private async openPalette(text: string): Promise<void> {
+    // A quick input that is still closing (or a leftover pick) ignores typing: start from none.
+    await this.closePalette();
     const input = this.page.locator(PALETTE_INPUT);
-    if (!(await input.isVisible())) {
+    await this.page.keyboard.press('F1');
+    const opened = await input.waitFor({ state: 'visible', timeout: 2_000 }).then(
+      () => true,
+      () => false,
+    );
+    if (!opened) {
+      // Focus was inside a webview or nowhere: give it back to the workbench and ask again.
+      await this.page.locator('.monaco-workbench .part.sidebar, .monaco-workbench .part.editor').first().click({ position: { x: 5, y: 5 } });
       await this.page.keyboard.press('F1');
-      const opened = await input.waitFor({ state: 'visible', timeout: 2_000 }).then(
-        () => true,
-        () => false,
-      );
-      if (!opened) {
-        // Focus was inside a webview or nowhere: give it back to the workbench and ask again.
-        await this.page.locator('.monaco-workbench .part.sidebar, .monaco-workbench .part.editor').first().click({ position: { x: 5, y: 5 } });
-        await this.page.keyboard.press('F1');
-        await input.waitFor({ state: 'visible', timeout: 10_000 });
-      }
+      await input.waitFor({ state: 'visible', timeout: 10_000 });
     }
     await input.fill(`>${text}`, { timeout: 5_000 });
   }
+
 }
 
 function exactText(text: string): RegExp {

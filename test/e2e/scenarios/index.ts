@@ -4,9 +4,10 @@ import type { Scenario } from '../harness/scenario.js';
 import { dashboard } from './dashboard.e2e.js';
 import { emulatedRun } from './emulated-run.e2e.js';
 import { palette } from './palette.e2e.js';
+import { rotation } from './rotation.e2e.js';
 import { stopRun } from './stop-run.e2e.js';
 
-export const scenarios: Scenario[] = [palette, emulatedRun, dashboard, stopRun];
+export const scenarios: Scenario[] = [palette, emulatedRun, dashboard, rotation, stopRun];
 
 /** Creates the folder code-server opens as the workspace. */
 export function prepareWorkspace(dir: string): string {
