@@ -107,7 +107,6 @@ def build_model(shape: dict, use_transformers: bool):
         return SmallLlama(**shape), "hand-written Llama"
     config = LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["dim"], intermediate_size=shape["hidden"], num_hidden_layers=shape["layers"],
                          num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"], max_position_embeddings=4096, tie_word_embeddings=False)
-    config._attn_implementation = "sdpa"
     return LlamaForCausalLM(config), "transformers LlamaForCausalLM"
 
 
@@ -125,6 +124,7 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--block", type=int, default=20, help="steps per on/off block of the overhead measurement")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--time-budget", type=float, default=0, help="stop at the next block boundary after this many seconds (0 = none)")
     parser.add_argument("--stats-every", type=int, default=10)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=512)
@@ -146,7 +146,8 @@ def main():
         torch.cuda.set_device(device)
     torch.manual_seed(1234)
     shape = SHAPES["tiny" if args.tiny else "1b"]
-    model, model_kind = build_model(shape, not args.no_transformers)
+    with torch.device(device) if hasattr(torch, "get_default_device") else _no_context():
+        model, model_kind = build_model(shape, not args.no_transformers)
     model.to(device)
     params = sum(p.numel() for p in model.parameters())
     gemm = gemm_config("mxfp4", args.rotation, args.hadamard_block, args.rounding, args.rounding == "stochastic")
@@ -170,7 +171,11 @@ def main():
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
     times = {True: [], False: []}
+    loop_started = time.perf_counter()
+    steps_run = 0
     for step in range(args.steps):
+        if args.time_budget and step % (2 * args.block) == 0 and step > 0 and _agree_to_stop(time.perf_counter() - loop_started > args.time_budget, args.ddp):
+            break
         with_bridge = (step // args.block) % 2 == 0
         tokens = torch.randint(0, shape["vocab"], (args.batch, args.seq + 1), generator=generator).to(device)
         if device.type == "cuda":
@@ -189,6 +194,7 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         loss_value = loss.item()
         elapsed = time.perf_counter() - started
+        steps_run = step + 1
         if step >= args.warmup:
             times[with_bridge].append(elapsed)
         if rank == 0 and step % 10 == 0:
@@ -203,11 +209,11 @@ def main():
         torch.distributed.destroy_process_group() if args.ddp else None
         return
     log_bytes = os.path.getsize(os.path.join(run_dir, "telemetry.ndjson"))
-    bridge_steps = sum(1 for s in range(args.steps) if (s // args.block) % 2 == 0)
+    bridge_steps = sum(1 for s in range(steps_run) if (s // args.block) % 2 == 0)
     mean = {k: sum(v) / len(v) if v else float("nan") for k, v in times.items()}
     results = {
         "model": model_kind, "params": params, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": args.steps,
+        "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": steps_run,
         "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
@@ -219,6 +225,23 @@ def main():
             json.dump(results, f, indent=2)
     if args.ddp:
         torch.distributed.destroy_process_group()
+
+
+class _no_context:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _agree_to_stop(mine: bool, distributed: bool) -> bool:
+    """Every rank stops at the same step (rank 0's clock decides)."""
+    if not distributed:
+        return mine
+    flag = [mine]
+    torch.distributed.broadcast_object_list(flag, src=0)
+    return flag[0]
 
 
 def check_reduction(local_sums, run_dir, rank, world):

@@ -280,7 +280,7 @@ class Bridge:
             flat.extend(by_operand[op] for op in GEMM_OPERANDS[key[1]])
         operand_part = torch.stack(flat) if flat else torch.zeros(0, stats.OPERAND_LEN, dtype=torch.float64)
         if self._on_local_stats is not None:
-            self._on_local_stats(step, [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]], operand_part.cpu())
+            self._on_local_stats(step, [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]], operand_part.to("cpu", copy=True))
         if self.world > 1:
             torch.distributed.all_reduce(operand_part, group=self.group)
         if self.rank != 0:

@@ -1,0 +1,48 @@
+"""A tiny model and a training loop driving the bridge, shared by the tests."""
+import json
+import os
+
+import torch
+
+from mxscope_bridge import Bridge, default_gemms, gemm_config, run_config
+
+
+class TinyNet(torch.nn.Module):
+    """Two blocks of (up, down) linears and an lm_head: 5 nn.Linear, one with a bias."""
+
+    def __init__(self, dim=64, hidden=96, vocab=32):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.ModuleDict({"up": torch.nn.Linear(dim, hidden, bias=False), "down": torch.nn.Linear(hidden, dim)}) for _ in range(2))
+        self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block["down"](torch.nn.functional.gelu(block["up"](x)))
+        return self.lm_head(x)
+
+
+def mx_gemms(rotation="hadamard"):
+    return default_gemms(gemm_config("mxfp4", rotation, 32))
+
+
+def train(model, bridge, steps, batch=(4, 16, 64), seed=0, lr=0.01):
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for step in range(steps):
+        bridge.begin_step(step)
+        x = torch.randn(*batch, generator=generator)
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        bridge.end_step(loss=loss.item(), lr=lr)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def bridge_for(model, out_dir, gemms=None, stats_every=5, **kwargs):
+    config = run_config(preset="tiny-test", gemms=gemms or mx_gemms(), stats_every=stats_every, sketch_size=16, tokens_per_step=64)
+    return Bridge(model, config, out_dir=out_dir, print_listening=False, **kwargs)
+
+
+def read_log(run_dir):
+    with open(os.path.join(run_dir, "telemetry.ndjson")) as f:
+        return [json.loads(line) for line in f]

@@ -1,0 +1,90 @@
+"""Two gloo ranks on CPU: rank 0 publishes histograms that are the sums of the ranks' own, and the
+Wgrad error of the whole data-parallel batch (E and ∇W averaged over ranks, like DDP's gradient)."""
+import os
+import socket
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mxscope_bridge import stats  # noqa: E402
+from tests.helpers import TinyNet, bridge_for, read_log  # noqa: E402
+
+WORLD = 2
+STEPS = 6  # stats at steps 0 and 5 (statsEvery 5); E also at step 4 for lag-1
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker(rank, port, out_dir):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    torch.manual_seed(0)  # the same weights on every rank
+    model = TinyNet()
+    local = {}
+    bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)))
+    bridge.start_run()
+    generator = torch.Generator().manual_seed(100 + rank)  # different data per rank
+    grads = {}
+    for step in range(STEPS):
+        bridge.begin_step(step)
+        loss = model(torch.randn(4, 16, 64, generator=generator)).pow(2).mean()
+        loss.backward()
+        bridge.end_step(loss=loss.item())
+        grads[step] = model.lm_head.weight.grad.clone()
+        model.zero_grad()
+    run_dir = bridge.run_dir
+    bridge.end_run()
+    bridge.close()
+    torch.save({"local": local, "grads": grads, "run_dir": run_dir}, os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+class DataParallel(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.out = tempfile.mkdtemp(prefix="mxscope-dist-")
+        mp.spawn(worker, args=(free_port(), cls.out), nprocs=WORLD, join=True)
+        cls.ranks = [torch.load(os.path.join(cls.out, f"rank{r}.pt")) for r in range(WORLD)]
+        cls.records = read_log(cls.ranks[0]["run_dir"])
+
+    def test_only_rank_0_publishes(self):
+        self.assertIsNone(self.ranks[1]["run_dir"])
+        self.assertEqual(sum(r["type"] == "runStarted" for r in self.records), 1)
+
+    def test_published_histograms_are_the_sum_of_the_ranks(self):
+        published = {(r["step"], r["layer"], r["gemm"], o["operand"]): o for r in self.records if r["type"] == "layerStats" for o in r["operands"]}
+        checked = 0
+        for step in (0, 5):
+            keys, vectors0 = self.ranks[0]["local"][step]
+            vectors1 = self.ranks[1]["local"][step][1]
+            self.assertFalse(torch.equal(vectors0, vectors1), "ranks saw different data")
+            for row, key in enumerate(keys):
+                got = published[(step, *key)]
+                want = stats.operand_stats(key[2], (vectors0[row] + vectors1[row]).tolist())
+                own = [stats.operand_stats(key[2], v[row].tolist()) for v in (vectors0, vectors1)]
+                self.assertEqual(got["histogram"], want["histogram"])
+                self.assertEqual(got["blocks"], own[0]["blocks"] + own[1]["blocks"])
+                self.assertEqual(got["elements"], own[0]["elements"] + own[1]["elements"])
+                checked += 1
+        self.assertEqual(checked, 2 * 5 * 6)
+
+    def test_wgrad_error_describes_the_mean_gradient(self):
+        for step in (0, 5):
+            record = next(r for r in self.records if r["type"] == "layerStats" and r["step"] == step and r["layer"] == "lm_head" and r["gemm"] == "wgrad")
+            mean_grad = (self.ranks[0]["grads"][step] + self.ranks[1]["grads"][step]) / WORLD
+            self.assertAlmostEqual(record["wgradError"]["gradNorm"], mean_grad.norm().item(), places=5)
+        self.assertIsNotNone(record["wgradError"]["lag1Cos"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,128 @@
+"""Observing real modules: every nn.Linear's three GEMMs, stats that match a direct computation,
+the Wgrad error with lag-1 correlation, the run log, and hooks and emulation agreeing."""
+import math
+import os
+import tempfile
+import unittest
+
+import torch
+
+from mxscope_bridge import default_gemms, emulate, gemm_config, mxfp4
+from mxscope_bridge.rotation import make_rotation, rotate
+
+from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log, train
+
+LINEARS = ["blocks.0.up", "blocks.0.down", "blocks.1.up", "blocks.1.down", "lm_head"]
+
+
+class Hooks(unittest.TestCase):
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="mxscope-test-")
+
+    def run_model(self, model, steps=11, **kwargs):
+        bridge = bridge_for(model, self.out, **kwargs)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        train(model, bridge, steps)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        return bridge, read_log(run_dir), run_dir
+
+    def test_every_linear_reports_three_gemms_on_stats_steps(self):
+        torch.manual_seed(0)
+        _, records, run_dir = self.run_model(TinyNet())
+        self.assertEqual(records[0]["type"], "runStarted")
+        self.assertEqual([layer["name"] for layer in records[0]["layers"]], LINEARS)
+        self.assertEqual([r["step"] for r in records if r["type"] == "step"], list(range(11)))
+        self.assertEqual(records[-1]["type"], "runEnded")
+        stats = [r for r in records if r["type"] == "layerStats"]
+        self.assertEqual(sorted({r["step"] for r in stats}), [0, 5, 10])
+        self.assertEqual(len(stats), 3 * 3 * len(LINEARS))
+        tokens = 4 * 16
+        shapes = {"blocks.0.up": (96, 64), "blocks.0.down": (64, 96), "lm_head": (32, 64)}
+        for r in stats:
+            ops = {o["operand"]: o for o in r["operands"]}
+            self.assertEqual(list(ops), {"fprop": ["x", "w"], "dgrad": ["dy", "w"], "wgrad": ["dy", "x"]}[r["gemm"]])
+            for o in r["operands"]:
+                self.assertEqual(o["blocks"], sum(o["histogram"]["counts"]) + o["histogram"]["nanBlocks"])
+            if r["layer"] in shapes:
+                out_f, in_f = shapes[r["layer"]]
+                want = {"fprop": {"x": tokens * in_f, "w": out_f * in_f}, "dgrad": {"dy": tokens * out_f, "w": out_f * in_f},
+                        "wgrad": {"dy": tokens * out_f, "x": tokens * in_f}}[r["gemm"]]
+                self.assertEqual({k: o["elements"] for k, o in ops.items()}, want)
+            self.assertEqual("wgradError" in r, r["gemm"] == "wgrad")
+        self.assertTrue(os.path.exists(os.path.join(run_dir, "run.json")))
+        self.assertTrue(os.path.isdir(os.path.join(run_dir, "checkpoints")))
+
+    def test_wgrad_error_and_lag1(self):
+        torch.manual_seed(0)
+        _, records, _ = self.run_model(TinyNet())
+        wgrad = {r["step"]: r["wgradError"] for r in records if r["type"] == "layerStats" and r["gemm"] == "wgrad" and r["layer"] == "lm_head"}
+        self.assertIsNone(wgrad[0]["lag1Cos"])
+        self.assertIsNone(wgrad[0]["sketchPrev"])
+        for step in (5, 10):
+            e = wgrad[step]
+            self.assertTrue(-1 <= e["lag1Cos"] <= 1)
+            self.assertEqual(len(e["sketch"]), 16)
+            self.assertEqual(len(e["sketchPrev"]), 16)
+            self.assertAlmostEqual(e["relErr"], e["errNorm"] / e["gradNorm"])
+            self.assertAlmostEqual(e["gradToErr"], 1 / e["relErr"])
+            self.assertTrue(0.01 < e["relErr"] < 1)
+
+    def test_stats_match_a_direct_computation(self):
+        torch.manual_seed(0)
+        model = TinyNet()
+        seen = {}
+
+        def keep_input(module, inputs, output):
+            seen.setdefault("x", inputs[0].detach().reshape(-1, 64).clone())
+        model.lm_head.register_forward_hook(keep_input)
+        _, records, _ = self.run_model(model, steps=1)
+        r = next(r for r in records if r["type"] == "layerStats" and r["layer"] == "lm_head" and r["gemm"] == "fprop")
+        x_stats = r["operands"][0]
+        q = mxfp4.quantize(rotate(seen["x"], make_rotation("hadamard", 32, 64, torch.device("cpu"))))
+        exps = q.shared_exp.tolist()
+        hist = x_stats["histogram"]
+        self.assertEqual(hist["minExp"], min(exps))
+        self.assertEqual(hist["counts"], [exps.count(e) for e in range(min(exps), max(exps) + 1)])
+        source = rotate(seen["x"], make_rotation("hadamard", 32, 64, torch.device("cpu")))
+        noise = ((source - q.values) ** 2).sum().item()
+        self.assertAlmostEqual(x_stats["sqnrDb"], 10 * math.log10((source ** 2).sum().item() / noise), places=4)
+
+    def test_fp32_gemms_have_no_wgrad_error(self):
+        torch.manual_seed(0)
+        _, records, _ = self.run_model(TinyNet(), steps=1, gemms=default_gemms(gemm_config("fp32")))
+        for r in records:
+            if r["type"] == "layerStats" and r["gemm"] == "wgrad":
+                self.assertEqual(r["precision"], "fp32")
+                self.assertEqual(r["wgradError"]["errNorm"], 0.0)
+                self.assertIsNone(r["wgradError"]["gradToErr"])
+
+    def test_hooks_and_emulation_report_the_same_stats(self):
+        # One layer and a loss linear in its output, so both paths see identical X, W and ∇Y.
+        results = []
+        for emulated in (False, True):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(64, 96))
+            if emulated:
+                emulate(model, mx_gemms())
+            bridge = bridge_for(model, self.out, gemms=mx_gemms())
+            self.addCleanup(bridge.close)
+            bridge.start_run()
+            bridge.begin_step(0)
+            x, probe = torch.randn(64, 64), torch.randn(64, 96)
+            (model(x) * probe).sum().backward()
+            bridge.end_step(loss=0.0)
+            run_dir = bridge.run_dir
+            bridge.end_run()
+            results.append({r["gemm"]: r for r in read_log(run_dir) if r["type"] == "layerStats"})
+        hooks, emulation = results
+        self.assertEqual(sorted(hooks), ["dgrad", "fprop", "wgrad"])
+        for gemm in hooks:
+            self.assertEqual(hooks[gemm]["operands"], emulation[gemm]["operands"], gemm)
+        self.assertAlmostEqual(hooks["wgrad"]["wgradError"]["errNorm"], emulation["wgrad"]["wgradError"]["errNorm"], places=5)
+        self.assertEqual(hooks["wgrad"]["wgradError"]["sketch"], emulation["wgrad"]["wgradError"]["sketch"])
+
+
+if __name__ == "__main__":
+    unittest.main()
