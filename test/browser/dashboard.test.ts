@@ -67,7 +67,7 @@ for (const theme of ['dark', 'light'] as const) {
     assert.ok(overhead.some((row) => /H16.*\+\d+\.\d %/.test(row)), `H16 needs extra tokens: ${overhead.join(' | ')}`);
 
     await clickTab(host, 'Block scales');
-    await page.waitForFunction(() => document.querySelector('.scales-view .stats')?.textContent?.includes('saturated'));
+    await page.waitForFunction("document.querySelector('.scales-view .stats')?.textContent?.includes('saturated')");
     assert.ok((await canvasColours(page, '.scales-view canvas')).every((n) => n > 4), 'histogram and heatmap drew');
     await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-scales.png` });
 
@@ -87,7 +87,7 @@ for (const theme of ['dark', 'light'] as const) {
     await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
     await page.waitForTimeout(100);
     await clickTab(host, 'Block scales');
-    await page.waitForFunction(() => document.querySelectorAll('.scales-view .panel .stats strong').length >= 12);
+    await page.waitForFunction("document.querySelectorAll('.scales-view .panel .stats strong').length >= 12");
     assert.equal(await page.$$eval('.scales-view .panel', (panels) => panels.length), 2);
     await clickTab(host, 'Wgrad error correlation');
     await page.waitForTimeout(200);

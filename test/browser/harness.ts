@@ -47,7 +47,8 @@ export class FakeHost {
   }
 
   async send(message: HostToWebview): Promise<void> {
-    await this.page.evaluate((m) => window.postMessage(m, '*'), message);
+    // VS Code delivers host messages as window `message` events; so does this.
+    await this.page.evaluate((m) => (globalThis as unknown as { postMessage(m: unknown, origin: string): void }).postMessage(m, '*'), message);
   }
 
   /** The host's part of the protocol: every webview message is validated, then answered. */
@@ -108,10 +109,17 @@ export async function openDashboard(browser: Browser, theme: ThemeName, options:
   return host;
 }
 
+/** The part of a page's HTMLCanvasElement used here (this file compiles without DOM types). */
+interface PageCanvas {
+  width: number;
+  height: number;
+  getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } | null;
+}
+
 /** How many distinct colours a canvas holds (a blank or cleared one has 1). */
 export async function canvasColours(page: Page, selector: string): Promise<number[]> {
   return page.$$eval(selector, (canvases) =>
-    (canvases as HTMLCanvasElement[]).map((canvas) => {
+    (canvases as unknown as PageCanvas[]).map((canvas) => {
       const g = canvas.getContext('2d');
       if (!g || canvas.width === 0 || canvas.height === 0) return 0;
       const pixels = g.getImageData(0, 0, canvas.width, canvas.height).data;

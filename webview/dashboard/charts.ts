@@ -25,6 +25,8 @@ export interface AxisOptions {
   xTitle: string;
   yTitle: string;
   logY?: boolean;
+  /** Fixed y range (e.g. [-1, 1] for cosines), so side-by-side charts read on the same scale. */
+  yRange?: [number, number];
 }
 
 function axes(theme: Theme, options: AxisOptions) {
@@ -33,7 +35,15 @@ function axes(theme: Theme, options: AxisOptions) {
   const title = (text: string) => ({ display: true, text, color: theme.muted });
   return {
     x: { type: 'linear' as const, grid, ticks, title: title(options.xTitle), border: { color: theme.grid } },
-    y: { type: options.logY ? ('logarithmic' as const) : ('linear' as const), grid, ticks, title: title(options.yTitle), border: { color: theme.grid } },
+    y: {
+      type: options.logY ? ('logarithmic' as const) : ('linear' as const),
+      grid,
+      ticks,
+      title: title(options.yTitle),
+      border: { color: theme.grid },
+      min: options.yRange?.[0],
+      max: options.yRange?.[1],
+    },
   };
 }
 

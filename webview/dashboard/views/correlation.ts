@@ -48,9 +48,9 @@ export class CorrelationView implements View {
       this.panels.push({
         run,
         title,
-        overTime: lineChart(a.canvas, ctx.theme, { xTitle: 'step', yTitle: 'cosine' }),
+        overTime: lineChart(a.canvas, ctx.theme, { xTitle: 'step', yTitle: 'cosine', yRange: [-1, 1] }),
         overTimeLegend: a.legend,
-        autocorr: lineChart(b.canvas, ctx.theme, { xTitle: 'lag (stats steps)', yTitle: 'mean cosine' }),
+        autocorr: lineChart(b.canvas, ctx.theme, { xTitle: 'lag (stats steps)', yTitle: 'mean cosine', yRange: [-1, 1] }),
         autocorrLegend: b.legend,
       });
     }
@@ -59,7 +59,7 @@ export class CorrelationView implements View {
   }
 
   update(): void {
-    const { state, theme } = this.ctx;
+    const { state } = this.ctx;
     this.csvRows = [];
     for (const panel of this.panels) {
       const layer = currentLayer(this.ctx, panel.run);
@@ -70,13 +70,13 @@ export class CorrelationView implements View {
       const lagK = detail ? points(detail.steps, detail.lagCos) : [];
       const overTime: LineDataset[] = [
         { label: 'lag 1', data: lag1, borderColor: color, pointRadius: 2 },
-        { label: `lag ${state.lag}`, data: lagK, borderColor: theme.palette[(this.ctx.data.colorIndex(panel.run.runId) + 3) % theme.palette.length]!, borderDash: [5, 4], pointRadius: 2 },
+        { label: `lag ${state.lag}`, data: lagK, borderColor: withAlpha(color, 0.7), borderDash: [5, 4], pointRadius: 2 },
       ];
       panel.overTime.data.datasets = overTime;
       panel.overTime.update('none');
       setLegend(panel.overTimeLegend, [
         { label: 'lag 1 (full tensor)', color },
-        { label: `lag ${state.lag} (sketch)`, color: overTime[1]!.borderColor as string, dashed: true },
+        { label: `lag ${state.lag} (sketch)`, color, dashed: true },
       ]);
       const auto = detail ? detail.autocorr.map((y, lag) => (y === null ? null : { x: lag, y })).filter((p): p is XY => p !== null) : [];
       panel.autocorr.data.datasets = [{ label: 'autocorrelation', data: auto, borderColor: color, backgroundColor: withAlpha(color, 0.2), pointRadius: 2 }];

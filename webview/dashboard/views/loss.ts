@@ -25,7 +25,7 @@ export class LossView implements View {
 
   constructor(
     private readonly ctx: Context,
-    compact = false,
+    private readonly compact = false,
   ) {
     const { box, canvas, legend } = chartBox(compact ? 'Loss' : 'Training and validation loss', compact ? 180 : 360);
     this.legend = legend;
@@ -91,7 +91,7 @@ export class LossView implements View {
       if (train) {
         const xs = xOf(train);
         const smoothed = relative(xs, smooth(train.loss), baseSmoothed);
-        if (state.ema > 0 && !state.relative) {
+        if (state.ema > 0 && !state.relative && !this.compact) {
           datasets.push({ label: `${run.name} (raw)`, data: decimateMinMax(xs, train.loss, buckets), borderColor: withAlpha(color, 0.25), borderWidth: 1 });
         }
         datasets.push({ label: `${run.name} · train`, data: decimateMinMax(xs, smoothed, buckets), borderColor: color });
@@ -106,7 +106,7 @@ export class LossView implements View {
           }
         }
       }
-      const validation = data.validation.get(run.runId);
+      const validation = this.compact ? undefined : data.validation.get(run.runId);
       if (validation && validation.step.length > 0) {
         const xs = xOf(validation);
         const baseValCurve = baseVal ? { xs: xOf(baseVal), ys: baseVal.loss } : undefined;

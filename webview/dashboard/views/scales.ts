@@ -110,6 +110,8 @@ export class ScalesView implements View {
     this.csvRows = [];
     const overlayRun = state.mode === 'single' && state.overlayRunId ? this.ctx.data.run(state.overlayRunId) : undefined;
     const overlay = overlayRun ? this.detailFor(overlayRun) : undefined;
+    // Side by side panels share the y axis, or equal bars would look different.
+    let yMax = 0;
     for (const panel of this.panels) {
       const layer = currentLayer(this.ctx, panel.run);
       panel.title.textContent = `${panel.run.name} — ${layer ?? 'no layers'} · ${state.gemm} · ${state.operand}`;
@@ -143,7 +145,7 @@ export class ScalesView implements View {
           borderWidth: k === 0 ? 0 : 1,
         };
       });
-      panel.chart.update('none');
+      for (const s of series) for (const fraction of s.histogram.fractions.values()) yMax = Math.max(yMax, fraction);
       setLegend(panel.legend, series.map((s) => ({ label: `${s.run.name} @ step ${s.detail.steps[s.index]}`, color: this.ctx.color(s.run.runId) })));
       const nan = detail.nanBlocks[index]!;
       panel.stats.replaceChildren(
@@ -158,6 +160,11 @@ export class ScalesView implements View {
       const column = Math.min(heat.columns - 1, Math.floor((index * heat.columns) / detail.steps.length));
       drawHeatmap(panel.heatmap, heat, detail.minExp, theme, column);
       for (const s of series) for (const label of labels) this.csvRows.push([s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, Number(label), s.histogram.fractions.get(Number(label)) ?? 0]);
+    }
+    for (const panel of this.panels) {
+      const y = panel.chart.options.scales?.y;
+      if (y) y.max = yMax > 0 ? Math.min(1, yMax * 1.05) : undefined;
+      panel.chart.update('none');
     }
   }
 

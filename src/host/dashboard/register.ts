@@ -1,0 +1,54 @@
+// Wires the dashboard into the extension: the alert tracker (it must see every record from
+// activation on), the feed both webviews read, the Open Dashboard and Compare Runs commands, the
+// panel serializer and the sidebar view.
+import * as vscode from 'vscode';
+import { AlertTracker } from '../../dashboard/alerts.js';
+import { DashboardFeed } from '../../dashboard/feed.js';
+import { runIdOf } from '../runs-view.js';
+import type { HostServices } from '../services.js';
+import { DASHBOARD_VIEW_TYPE, DashboardPanels } from './panel.js';
+import { DashboardSidebar, SIDEBAR_VIEW_ID } from './sidebar.js';
+
+export function registerDashboard(context: vscode.ExtensionContext, services: HostServices): void {
+  const alerts = new AlertTracker();
+  const feed = new DashboardFeed(services.store, alerts);
+  const panels = new DashboardPanels(context.extensionUri, feed, services);
+  const open = () => panels.open();
+
+  context.subscriptions.push(
+    services.store.onDidChange((change) => {
+      if (change.record) alerts.ingest(change.record);
+    }),
+    panels,
+    vscode.commands.registerCommand('mxscope.openDashboard', open),
+    vscode.commands.registerCommand('mxscope.compareRuns', (node?: unknown, nodes?: unknown[]) => compareRuns(services, panels, [node, ...(nodes ?? [])])),
+    vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, {
+      deserializeWebviewPanel: async (panel) => panels.attach(panel),
+    }),
+    vscode.window.registerWebviewViewProvider(SIDEBAR_VIEW_ID, new DashboardSidebar(context.extensionUri, feed, services, open)),
+  );
+}
+
+/** Runs picked in the Runs view (multi-select), else chosen in a quick pick; two or more. */
+async function compareRuns(services: HostServices, panels: DashboardPanels, nodes: unknown[]): Promise<void> {
+  const fromView = [...new Set(nodes.map(runIdOf).filter((id): id is string => id !== undefined))];
+  let runIds = fromView;
+  if (runIds.length < 2) {
+    const runs = services.store.list();
+    if (runs.length < 2) {
+      void vscode.window.showInformationMessage('MX Scope: Compare Runs needs at least two runs. Start one or open a run log first.');
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(
+      runs.slice().reverse().map((run) => ({ label: run.name, description: run.status, detail: run.runId, runId: run.runId, picked: fromView.includes(run.runId) })),
+      { canPickMany: true, title: 'Compare Runs: pick two or more', placeHolder: 'Runs to show side by side' },
+    );
+    if (!picked) return;
+    if (picked.length < 2) {
+      void vscode.window.showWarningMessage('MX Scope: pick at least two runs to compare.');
+      return;
+    }
+    runIds = picked.map((item) => item.runId);
+  }
+  panels.open({ type: 'focus', mode: 'compare', runIds: runIds.slice(0, 16) });
+}
