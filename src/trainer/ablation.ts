@@ -26,7 +26,7 @@ export const ABLATION_SERIES: readonly AblationRun[] = [
 
 /** Ablation defaults per preset, chosen so the 7 runs fit in a few minutes on 2 cores (tiny). */
 export const ABLATION_DEFAULTS: Record<string, { steps: number; evalEvery: number }> = {
-  tiny: { steps: 150, evalEvery: 10 },
+  tiny: { steps: 300, evalEvery: 10 },
   small: { steps: 600, evalEvery: 25 },
 };
 

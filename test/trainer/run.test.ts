@@ -1,0 +1,56 @@
+// startRun end to end: run directory and records, checkpoints and exact resume, stop and divergence.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
+import { readRunLog } from '../../src/runlog/index.js';
+import { startRun } from '../../src/trainer/index.js';
+import { microConfig } from './micro.js';
+
+const stepLosses = (records: TelemetryRecord[]): [number, number | null][] => records.flatMap((r) => (r.type === 'step' ? [[r.step, r.loss] as [number, number | null]] : []));
+
+test('a run logs what it streams, checkpoints, and resumes exactly where it left off', async () => {
+  const outDir = mkdtempSync(join(tmpdir(), 'mxscope-run-'));
+  const config = { ...microConfig(), steps: 5 };
+  const streamed: TelemetryRecord[] = [];
+  const full = startRun({ config, outDir, checkpointEvery: 3, onRecord: (r) => streamed.push(r) });
+  const ended = await full.done;
+  assert.equal(ended.status, 'completed');
+  assert.equal(ended.step, 4);
+  const { records, warnings } = await readRunLog(full.dir);
+  assert.deepEqual(warnings, []);
+  assert.deepEqual(records, streamed, 'the log reopens exactly as it was streamed');
+  const checkpoints = records.flatMap((r) => (r.type === 'checkpointSaved' ? [r] : []));
+  assert.deepEqual(checkpoints.map((c) => c.step), [2, 4]);
+
+  const resumed = startRun({ config, outDir, resumeFrom: checkpoints[0]!.path });
+  assert.equal((await resumed.done).status, 'completed');
+  const again = (await readRunLog(resumed.dir)).records;
+  const started = again[0]!;
+  assert.ok(started.type === 'runStarted' && started.resumedFrom?.step === 3);
+  assert.deepEqual(stepLosses(again), stepLosses(records).slice(3), 'steps 3 and 4 repeat bit for bit');
+  rmSync(outDir, { recursive: true, force: true });
+});
+
+test('aborting stops the run; a runaway loss ends it as diverged', async () => {
+  const outDir = mkdtempSync(join(tmpdir(), 'mxscope-run-'));
+  const controller = new AbortController();
+  const stopped = startRun({ config: { ...microConfig(), steps: 1000 }, outDir, signal: controller.signal, onRecord: (r) => r.type === 'step' && r.step === 1 && controller.abort() });
+  const end = await stopped.done;
+  assert.deepEqual([end.status, end.step], ['stopped', 1]);
+
+  const hot = microConfig();
+  hot.steps = 50;
+  hot.optimizer = { ...hot.optimizer, lr: 50, clip: 0 };
+  const diverged = await startRun({ config: hot, outDir }).done;
+  assert.equal(diverged.status, 'diverged');
+  assert.match(diverged.reason, /loss/);
+  rmSync(outDir, { recursive: true, force: true });
+});
+
+test('a bad config is rejected before anything starts', () => {
+  const config = microConfig({ wgrad: { precision: 'mxfp4', rotation: 'hadamard', hadamardBlock: 128 } });
+  assert.throws(() => startRun({ config, outDir: tmpdir() }), /hadamard block 128 does not divide the reduction dimension dim = 32/);
+});
