@@ -123,11 +123,12 @@ function skipReason(tensor: CheckpointTensor): string | undefined {
 
 /** Scratch buffers shared by every tensor of one analysis; each grows to the largest need and stays. */
 class Scratch {
-  private raw = new Uint8Array(0);
+  private raw: [Uint8Array, Uint8Array] = [new Uint8Array(0), new Uint8Array(0)];
   private readonly floats = { decoded: new Float32Array(0), sample: new Float32Array(0), rotated: new Float32Array(0) };
 
-  bytes(size: number): Uint8Array {
-    if (this.raw.byteLength < size) this.raw = new Uint8Array(size);
+  /** The two chunk buffers SafetensorsFile.chunks alternates between. */
+  chunkBuffers(size: number): readonly [Uint8Array, Uint8Array] {
+    if (this.raw[0].byteLength < size) this.raw = [new Uint8Array(size), new Uint8Array(size)];
     return this.raw;
   }
   float32(use: keyof Scratch['floats'], size: number): Float32Array {
@@ -213,7 +214,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
     : null;
 
   let firstRow = 0;
-  for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.bytes(chunkRows * cols * elementBytes))) {
+  for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.chunkBuffers(chunkRows * cols * elementBytes))) {
     throwIfAborted(control.signal);
     const count = chunk.byteLength / elementBytes;
     const rowsHere = count / cols;

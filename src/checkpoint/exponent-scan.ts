@@ -11,7 +11,12 @@
 //  - f = 0 (subnormal, value m · 2^(1 − bias − M)): scaled ≤ 0.25 iff m ≤ 2^(F + M − 5).
 // Blocks with F ≤ 2 have the scale clamped at 2^−127 and F = 0xFF is the NaN scale: those take the
 // element-by-element path below, as rare as they are.
-import { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, mxfp4ScaleByte, type MxStats } from '../mx/index.js';
+import * as mx from '../mx/index.js';
+import type { MxStats } from '../mx/index.js';
+
+// Local bindings: a module namespace read in a hot loop can cost a getter call per access (CJS interop).
+const { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, mxfp4ScaleByte } = mx;
+const HALF_BLOCK = MX_BLOCK_SIZE / 2;
 
 /** Bit layout of a float format whose sign, 8 exponent bits and M mantissa bits fill one word. */
 interface BitLayout {
@@ -110,7 +115,7 @@ function scanBf16PairedExponents(words: Uint32Array, blocks: number, stats: MxSt
   for (let block = 0, j = 0; block < blocks; block++) {
     let low = 0;
     let high = 0;
-    for (const end = j + MX_BLOCK_SIZE / 2; j < end; j++) {
+    for (const end = j + HALF_BLOCK; j < end; j++) {
       const word = words[j];
       const lowField = word & 0x7f80;
       const highField = word & 0x7f800000;

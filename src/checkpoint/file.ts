@@ -59,18 +59,29 @@ export class SafetensorsFile {
   }
 
   /**
-   * Yields a tensor's raw bytes in chunks of `chunkElements` elements (the last may be shorter).
-   * Every chunk is a view of one reused buffer, valid only until the next iteration, so memory stays
-   * at one chunk whatever the tensor's size.
+   * Yields a tensor's raw bytes in chunks of `chunkElements` elements (the last may be shorter). The
+   * next chunk is read while the caller works on this one, into the other of two buffers that are
+   * reused throughout: a chunk is valid only until the next iteration, and memory stays at two
+   * chunks whatever the tensor's size.
    */
-  async *chunks(info: TensorInfo, chunkElements: number, buffer?: Uint8Array): AsyncGenerator<Uint8Array> {
-    const elementBytes = DTYPE_BYTES[info.dtype];
-    const chunkBytes = chunkElements * elementBytes;
-    const scratch = buffer && buffer.byteLength >= chunkBytes ? buffer : new Uint8Array(chunkBytes);
-    for (let done = 0; done < info.byteLength; done += chunkBytes) {
-      const view = scratch.subarray(0, Math.min(chunkBytes, info.byteLength - done));
-      await readFully(this.handle, view, info.fileOffset + done, this.path);
-      yield view;
+  async *chunks(info: TensorInfo, chunkElements: number, buffers?: readonly [Uint8Array, Uint8Array]): AsyncGenerator<Uint8Array> {
+    const chunkBytes = chunkElements * DTYPE_BYTES[info.dtype];
+    const scratch = [0, 1].map((slot) => (buffers && buffers[slot].byteLength >= chunkBytes ? buffers[slot] : new Uint8Array(Math.min(chunkBytes, info.byteLength))));
+    const readChunk = async (start: number, slot: number): Promise<Uint8Array> => {
+      const view = scratch[slot].subarray(0, Math.min(chunkBytes, info.byteLength - start));
+      await readFully(this.handle, view, info.fileOffset + start, this.path);
+      return view;
+    };
+    let pending: Promise<Uint8Array> | undefined = info.byteLength > 0 ? readChunk(0, 0) : undefined;
+    try {
+      for (let start = 0, slot = 0; pending; start += chunkBytes, slot ^= 1) {
+        const view = await pending;
+        pending = start + chunkBytes < info.byteLength ? readChunk(start + chunkBytes, slot ^ 1) : undefined;
+        yield view;
+      }
+    } finally {
+      // A caller that stops early must not leave a read running into a handle it may close next.
+      await pending?.catch(() => undefined);
     }
   }
 

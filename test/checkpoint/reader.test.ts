@@ -72,3 +72,13 @@ test('chunked reads cover a tensor exactly, in order, whatever the chunk size', 
     await checkpoint.close();
   }
 });
+
+test('a caller that stops reading chunks early can close the file at once', async () => {
+  const checkpoint = await openCheckpoint(`${fixtures}mixed.safetensors`);
+  const tensor = checkpoint.tensors.find((t) => t.name === 'model.embed.weight')!;
+  for await (const chunk of tensor.file.chunks(tensor, 32)) {
+    assert.equal(chunk.byteLength, 64);
+    break; // the read of the second chunk is already in flight here
+  }
+  await checkpoint.close();
+});

@@ -1,0 +1,151 @@
+// Checkpoint analysis scan rate and memory on BF16 files made here (1 GiB and 0.25 GiB, deleted
+// afterwards). Baseline in the same run: a raw sequential read of the same file through a FileHandle
+// in the same chunk size. Each measurement runs in a fresh child process so its peak RSS is its own;
+// memory use should not depend on the file size. Goal: the histogram pass at ≥ 1 GB/s on one core.
+import { spawnSync } from 'node:child_process';
+import { open, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Rng } from '../src/mx/index.js';
+import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, type AnalysisOptions } from '../src/checkpoint/analysis.js';
+import { openCheckpoint } from '../src/checkpoint/checkpoint.js';
+import { encodeHeader } from '../src/checkpoint/safetensors.js';
+import { fmt } from './timing.js';
+
+const ROWS = 4096;
+const COLS = 4096;
+const TENSOR_BYTES = ROWS * COLS * 2;
+const MODES = ['idle', 'read', 'histogram', 'full', 'sqnr-all'] as const;
+type Mode = (typeof MODES)[number];
+
+interface Measurement {
+  seconds: number;
+  /** User + system CPU time of the whole process (every thread): less disturbed by a busy machine than wall time. */
+  cpuSeconds: number;
+  bytes: number;
+  maxRssMiB: number;
+}
+
+/** Weight-like bf16 words: Gaussian with a per-row scale spread over 8 binades and rare outliers. */
+function fillTensor(words: Uint16Array, rng: Rng, table: Uint16Array): void {
+  for (let row = 0; row < ROWS; row++) {
+    const shift = (row % 8) << 7;
+    for (let i = row * COLS; i < (row + 1) * COLS; i++) {
+      const word = table[rng.nextU32() & 0xffff];
+      words[i] = (word & 0x7fff) === 0 ? word : word + shift;
+    }
+  }
+}
+
+function gaussianBf16Table(rng: Rng): Uint16Array {
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  return Uint16Array.from({ length: 65536 }, (_, i) => {
+    const u = Math.max(rng.nextFloat(), 1e-12);
+    f32[0] = Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rng.nextFloat()) * 2 ** -10 * (i % 997 === 0 ? 64 : 1);
+    return u32[0] >>> 16;
+  });
+}
+
+async function writeBf16Checkpoint(path: string, tensors: number): Promise<void> {
+  const layout = Array.from({ length: tensors }, (_, t) => ({ name: `blocks.${t}.mlp.weight`, dtype: 'BF16' as const, shape: [ROWS, COLS] }));
+  const rng = new Rng(42);
+  const table = gaussianBf16Table(rng);
+  const words = new Uint16Array(ROWS * COLS);
+  const handle = await open(path, 'w');
+  try {
+    await handle.write(encodeHeader(layout));
+    for (let t = 0; t < tensors; t++) {
+      fillTensor(words, rng, table);
+      await handle.write(new Uint8Array(words.buffer));
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+async function rawRead(path: string, chunkBytes: number): Promise<number> {
+  const handle = await open(path, 'r');
+  const buffer = new Uint8Array(chunkBytes);
+  let total = 0;
+  try {
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, chunkBytes, total);
+      if (bytesRead === 0) return total;
+      total += bytesRead;
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+async function analyse(path: string, options: Partial<AnalysisOptions>): Promise<number> {
+  const checkpoint = await openCheckpoint(path);
+  try {
+    await analyseCheckpoint(checkpoint, { ...DEFAULT_ANALYSIS_OPTIONS, ...options });
+    return checkpoint.dataBytes;
+  } finally {
+    await checkpoint.close();
+  }
+}
+
+async function measure(mode: Mode, path: string): Promise<Measurement> {
+  const started = process.hrtime.bigint();
+  const cpuBefore = process.cpuUsage();
+  const bytes =
+    mode === 'idle' ? 0
+    : mode === 'read' ? await rawRead(path, DEFAULT_ANALYSIS_OPTIONS.chunkBytes)
+    : mode === 'histogram' ? await analyse(path, { mode: 'histogram' })
+    : mode === 'full' ? await analyse(path, {})
+    : await analyse(path, { sqnrRows: 0 });
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = process.cpuUsage(cpuBefore);
+  return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, bytes, maxRssMiB: process.resourceUsage().maxRSS / 1024 };
+}
+
+function inChild(mode: Mode, path: string): Measurement {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', __filename, '--measure', mode, path], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`bench child ${mode} failed: ${result.stderr}`);
+  return JSON.parse(result.stdout) as Measurement;
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'mxscope-bench-'));
+  try {
+    const files = [
+      { label: '1 GiB', path: join(dir, 'big.safetensors'), tensors: 32 },
+      { label: '0.25 GiB', path: join(dir, 'quarter.safetensors'), tensors: 8 },
+      { label: '64 MiB', path: join(dir, 'small.safetensors'), tensors: 2 },
+    ];
+    for (const file of files) await writeBf16Checkpoint(file.path, file.tensors);
+    console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (so in the page cache); one child process per line`);
+    console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read');
+    const idle = inChild('idle', files[0].path);
+    console.log(`${'-'.padEnd(10)} ${'node + tsx, no work'.padEnd(20)}${' '.repeat(28)}${fmt(idle.maxRssMiB, 0)}`);
+    const plan: [number, Mode, string][] = [
+      [0, 'read', 'raw read (baseline)'],
+      [0, 'histogram', 'histogram pass'],
+      [1, 'read', 'raw read (baseline)'],
+      [1, 'histogram', 'histogram pass'],
+      [1, 'full', `full, SQNR ${DEFAULT_ANALYSIS_OPTIONS.sqnrRows} rows`],
+      [2, 'read', 'raw read (baseline)'],
+      [2, 'sqnr-all', 'full, SQNR all rows'],
+    ];
+    const raw = new Map<number, number>();
+    for (const [index, mode, label] of plan) {
+      const m = inChild(mode, files[index].path);
+      const rate = m.bytes / m.seconds / 1e9;
+      if (mode === 'read') raw.set(index, rate);
+      const ratio = mode === 'read' ? '' : fmt(rate / raw.get(index)!, 2);
+      console.log(`${files[index].label.padEnd(10)} ${label.padEnd(20)}${fmt(rate)}${fmt(m.seconds)}${fmt(m.bytes / m.cpuSeconds / 1e9)}${fmt(m.maxRssMiB, 0)}    ${ratio}`);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === '--measure') {
+  void measure(process.argv[3] as Mode, process.argv[4]).then((m) => process.stdout.write(JSON.stringify(m)));
+} else {
+  void main();
+}
