@@ -1,0 +1,147 @@
+// Ingest through protocol v1 into the run store: layer-stat records/s from a trainer server in a
+// child process, over a real websocket, into TrainerClient → RunStore in this (the "host") process;
+// host CPU at a paced 20,000 records/s (goal: under 50% of a core); and the store's retained memory
+// for 10,000 and 20,000 steps of an 8B-sized run. Baselines in the same run: JSON.parse alone, and
+// JSON.parse + protocol validation, of the same frames.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { TrainerClient } from '../src/link/trainer-client.js';
+import { startTrainerServer } from '../src/link/trainer-server.js';
+import { formatListeningLine } from '../src/link/listening-line.js';
+import { telemetryFrame } from '../src/link/frames.js';
+import { spawnTrainer } from '../src/host/trainer-process.js';
+import { check, serverMessageSchema, type LayerStatsRecord, type TelemetryRecord } from '../src/protocol/index.js';
+import { RunStore } from '../src/store/run-store.js';
+import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../test/store/synthetic-run.js';
+
+const RECORDS_PER_STATS_STEP = 672;
+
+/**
+ * Child-process mode: serve one run of `statsSteps` stats steps at `rate` records/s (0 = flat out).
+ * One stats step of records is made once and re-stamped with each step, so the publisher's cost is
+ * mostly serialisation and it can outpace the host being measured.
+ */
+async function publisher(statsSteps: number, rate: number): Promise<void> {
+  const started = syntheticRunStarted('bench', statsSteps * 10, 10);
+  const pool: LayerStatsRecord[] = [];
+  forEachStatsRecord('bench', 0, started.layers, (record) => pool.push(record));
+  const server = await startTrainerServer({
+    baseConfig: started.config,
+    replayBytes: 64 * 1024 * 1024,
+    launch: ({ onRecord }) => {
+      const done = (async () => {
+        onRecord(started);
+        const begin = performance.now();
+        for (let s = 0; s < statsSteps; s++) {
+          const due = rate > 0 ? begin + ((s * RECORDS_PER_STATS_STEP) / rate) * 1000 : 0;
+          const wait = due - performance.now();
+          await new Promise((resolve) => (wait > 1 ? setTimeout(resolve, wait) : setImmediate(resolve)));
+          onRecord(syntheticStep('bench', s * 10));
+          for (const record of pool) {
+            record.step = s * 10;
+            onRecord(record);
+          }
+        }
+        onRecord({ type: 'runEnded', runId: 'bench', step: statsSteps * 10, status: 'completed', reason: 'bench', endedAt: new Date().toISOString() });
+      })();
+      return { runId: 'bench', done, saveCheckpoint: async () => '' };
+    },
+  });
+  process.stdout.write(`${formatListeningLine({ url: server.url })}\n`);
+  process.once('SIGTERM', () => void server.close().then(() => process.exit(0)));
+}
+
+interface Ingest {
+  records: number;
+  seconds: number;
+  cpuFraction: number;
+}
+
+/** Spawns a publisher, connects, starts its run and ingests it into a store; CPU of this process only. */
+async function ingestThroughWs(statsSteps: number, rate: number): Promise<Ingest> {
+  // The same file in publisher mode, loaded the way this process was (tsx, or a bundle).
+  const child = await spawnTrainer({ nodePath: process.execPath, args: [...process.execArgv, process.argv[1]!, '--publisher', String(statsSteps), String(rate)] });
+  const store = new RunStore();
+  let layerStats = 0;
+  let firstAt = 0;
+  let cpuAtFirst = process.cpuUsage();
+  let finish: (value: Ingest) => void = () => {};
+  const result = new Promise<Ingest>((resolve) => (finish = resolve));
+  const client = new TrainerClient({
+    url: child.info.url,
+    onTelemetry: (record) => {
+      if (record.type === 'layerStats' && layerStats++ === 0) {
+        firstAt = performance.now();
+        cpuAtFirst = process.cpuUsage();
+      }
+      store.ingest(record);
+      if (record.type === 'runEnded') {
+        const seconds = (performance.now() - firstAt) / 1000;
+        const cpu = process.cpuUsage(cpuAtFirst);
+        finish({ records: layerStats, seconds, cpuFraction: (cpu.user + cpu.system) / 1e6 / seconds });
+      }
+    },
+  });
+  while (client.state !== 'connected') await new Promise((resolve) => setTimeout(resolve, 10));
+  await client.request({ type: 'startRun' });
+  const ingest = await result;
+  client.close();
+  await child.stop();
+  return ingest;
+}
+
+/** Per-record CPU time (µs, this process) of the same frames: JSON.parse alone, and with validation. */
+function baselines(): { parse: number; parseAndCheck: number } {
+  const layers = syntheticLayers();
+  const frames: string[] = [];
+  let seq = 1;
+  for (let s = 0; s < 30; s++) forEachStatsRecord('bench', s * 10, layers, (record: LayerStatsRecord) => frames.push(telemetryFrame(record, seq++)));
+  const rate = (work: (frame: string) => unknown) => {
+    const begin = process.cpuUsage();
+    for (let round = 0; round < 3; round++) for (const frame of frames) work(frame);
+    const cpu = process.cpuUsage(begin);
+    return (cpu.user + cpu.system) / (3 * frames.length);
+  };
+  rate((frame) => JSON.parse(frame)); // warm-up
+  return { parse: rate((frame) => JSON.parse(frame)), parseAndCheck: rate((frame) => check(serverMessageSchema, JSON.parse(frame))) };
+}
+
+function retainedMiB(steps: number): number {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const store = new RunStore();
+  const started = syntheticRunStarted('mem', steps, 10);
+  const ingest = (record: TelemetryRecord) => store.ingest(record);
+  ingest(started);
+  for (let step = 0; step < steps; step++) {
+    ingest(syntheticStep('mem', step));
+    if (step % 10 === 0) forEachStatsRecord('mem', step, started.layers, ingest);
+  }
+  gc();
+  const mib = (process.memoryUsage().heapUsed - before) / 2 ** 20;
+  if (store.list().length !== 1) throw new Error('store lost the run');
+  return mib;
+}
+
+async function main(): Promise<void> {
+  const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+  const perRecordUs = (ingest: Ingest) => (ingest.cpuFraction * ingest.seconds * 1e6) / ingest.records;
+  const base = baselines();
+  console.log('(CPU figures are CPU time of this process per layer-stat record; they hold under contention, wall-clock rates do not)');
+  console.log(`baseline JSON.parse alone:               ${base.parse.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parse)} records per CPU-second`);
+  console.log(`baseline JSON.parse + validation:        ${base.parseAndCheck.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parseAndCheck)} records per CPU-second`);
+  const flat = await ingestThroughWs(150, 0);
+  const flatUs = perRecordUs(flat);
+  console.log(`ws → client → store, flat out:           ${fmt(flat.records / flat.seconds)} records/s wall, host CPU ${(flat.cpuFraction * 100).toFixed(0)}% of a core, ${flatUs.toFixed(1)} µs CPU/record (${(flatUs / base.parse).toFixed(2)}× JSON.parse alone)`);
+  console.log(`  → host CPU at 20,000 records/s:        ${((flatUs * 20_000) / 1e4).toFixed(0)}% of a core (goal < 50%)`);
+  const paced = await ingestThroughWs(150, 20_000);
+  console.log(`ws → client → store, paced at 20,000/s:  ${fmt(paced.records / paced.seconds)} records/s achieved, host CPU ${(paced.cpuFraction * 100).toFixed(0)}% of a core`);
+  for (const steps of [10_000, 20_000]) {
+    console.log(`store memory, 8B-sized run, ${fmt(steps)} steps (stats every 10 → ${fmt((steps / 10) * RECORDS_PER_STATS_STEP)} layer-stat records): ${retainedMiB(steps).toFixed(1)} MiB retained`);
+  }
+}
+
+if (process.argv[2] === '--publisher') void publisher(Number(process.argv[3]), Number(process.argv[4]));
+else void main();
