@@ -93,11 +93,15 @@ export function crossEntropy(logits: Float32Array, targets: Uint8Array, rows: nu
     let max = -Infinity;
     for (let c = 0; c < vocab; c++) max = Math.max(max, logits[base + c]!);
     let sum = 0;
-    for (let c = 0; c < vocab; c++) sum += Math.exp(logits[base + c]! - max);
-    const logSum = Math.log(sum) + max;
-    total += logSum - logits[base + targets[r]!]!;
+    for (let c = 0; c < vocab; c++) {
+      const e = Math.exp(logits[base + c]! - max);
+      if (dLogits !== undefined) dLogits[base + c] = e;
+      sum += e;
+    }
+    total += Math.log(sum) + max - logits[base + targets[r]!]!;
     if (dLogits !== undefined) {
-      for (let c = 0; c < vocab; c++) dLogits[base + c] = Math.exp(logits[base + c]! - logSum) / rows;
+      const scale = 1 / (sum * rows);
+      for (let c = 0; c < vocab; c++) dLogits[base + c] = dLogits[base + c]! * scale;
       dLogits[base + targets[r]!] = dLogits[base + targets[r]!]! - 1 / rows;
     }
   }

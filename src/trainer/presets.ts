@@ -1,6 +1,7 @@
 // The emulation trainer's presets: model shape, batch and optimizer as RunConfig fields, so a
 // run's config fully describes how to reproduce it.
 import type { GemmConfig, RunConfig } from '../protocol/config.js';
+import type { ModelShape } from './model.js';
 
 export type PresetName = 'tiny' | 'small';
 export const PRESET_NAMES: readonly PresetName[] = ['tiny', 'small'];
@@ -10,13 +11,7 @@ export const DEFAULT_DATA = 'brown-sample';
 
 export const FP32_GEMM: GemmConfig = { precision: 'fp32', rotation: 'none', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false };
 
-interface PresetShape {
-  dim: number;
-  layers: number;
-  heads: number;
-  hidden: number;
-  seqLen: number;
-  batch: number;
+interface PresetShape extends Omit<ModelShape, 'vocab'> {
   steps: number;
   lr: number;
   warmup: number;

@@ -34,8 +34,8 @@ function ratio(numerator: number, denominator: number): number | null {
   return denominator === 0 ? null : finiteOrNull(numerator / denominator);
 }
 
-/** cos(a, b) over whole tensors (float64 sums); null when either is zero or non-finite. */
-export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number | null {
+/** [⟨a, b⟩, ⟨a, a⟩, ⟨b, b⟩], summed in float64. */
+function dotProducts(a: ArrayLike<number>, b: ArrayLike<number>): [number, number, number] {
   let ab = 0;
   let aa = 0;
   let bb = 0;
@@ -44,6 +44,12 @@ export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number | nul
     aa += a[i]! * a[i]!;
     bb += b[i]! * b[i]!;
   }
+  return [ab, aa, bb];
+}
+
+/** cos(a, b) over whole tensors; null when either is zero or non-finite. */
+export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number | null {
+  const [ab, aa, bb] = dotProducts(a, b);
   return ratio(ab, Math.sqrt(aa) * Math.sqrt(bb));
 }
 
@@ -52,14 +58,7 @@ export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number | nul
  * the step just before (for lag1Cos and sketchPrev), or undefined.
  */
 export function wgradError(exact: Float32Array, error: Float32Array, sketchIndices: readonly number[], previous: Float32Array | undefined): WgradError {
-  let gradSq = 0;
-  let errSq = 0;
-  let errDotGrad = 0;
-  for (let i = 0; i < exact.length; i++) {
-    gradSq += exact[i]! * exact[i]!;
-    errSq += error[i]! * error[i]!;
-    errDotGrad += error[i]! * exact[i]!;
-  }
+  const [errDotGrad, errSq, gradSq] = dotProducts(error, exact);
   const gradNorm = Math.sqrt(gradSq);
   const errNorm = Math.sqrt(errSq);
   return {
