@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import { presetConfig } from '../trainer/presets.js';
 import { RunStore } from '../store/run-store.js';
+import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
 import { saveCheckpoint, setGemmPrecision, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
 import { EmulationTrainer } from './emulation.js';
@@ -62,6 +63,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
       if (event.affectsConfiguration('mxscope.history')) log('history limits apply to runs after the window reloads');
     }),
   );
+  registerDashboard(context, services);
   return services;
 }
 

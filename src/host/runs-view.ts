@@ -46,7 +46,7 @@ export function runIdOf(node: unknown): string | undefined {
 
 export function createRunsView(store: RunStore): vscode.Disposable {
   const tree = new RunsTree(store);
-  const view = vscode.window.createTreeView('mxscope.runs', { treeDataProvider: tree, showCollapseAll: true });
+  const view = vscode.window.createTreeView('mxscope.runs', { treeDataProvider: tree, showCollapseAll: true, canSelectMany: true });
   let scheduled: NodeJS.Timeout | undefined;
   const subscription = store.onDidChange(() => (scheduled ??= setTimeout(() => ((scheduled = undefined), tree.refresh()), 500)));
   return vscode.Disposable.from(view, { dispose: () => (clearTimeout(scheduled), subscription.dispose()) });
