@@ -3,26 +3,11 @@
 // [rows, cols] matrix with 32-element blocks along its last (contiguous) axis, the reduction axis
 // of the forward GEMM for a [out, in] weight.
 import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
+import type { AnalysisOptions, CheckpointReport, MatrixAnalysis, TensorReport } from './report.js';
 import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, hadamardInPlace, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
-import { DTYPE_BYTES, decodeInto, isFloatDtype, type Dtype, type FloatDtype } from './dtypes.js';
+import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
-
-export interface AnalysisOptions {
-  /**
-   * 'histogram': the exponent-only pass (scale histogram and outlier blocks), fast enough for
-   * checkpoints of hundreds of GB. 'full': adds exact saturated and flushed fractions and SQNR.
-   */
-  mode: 'histogram' | 'full';
-  /** Block size of the deterministic (unsigned) Hadamard rotation SQNR is also measured under. */
-  hadamardBlock: HadamardBlock;
-  /** SQNR is measured on this many evenly spaced rows per tensor; 0 means every row. */
-  sqnrRows: number;
-  /** A block is an outlier block when its scale is at least this many binades above the tensor's median scale. */
-  outlierBinades: number;
-  /** Bytes of tensor data read per chunk (at least one row is always read whole). */
-  chunkBytes: number;
-}
 
 export const DEFAULT_ANALYSIS_OPTIONS: AnalysisOptions = {
   mode: 'full',
@@ -31,46 +16,6 @@ export const DEFAULT_ANALYSIS_OPTIONS: AnalysisOptions = {
   outlierBinades: 3,
   chunkBytes: 16 << 20,
 };
-
-export interface SqnrResult {
-  /** Rows the SQNR figures were measured on (all rows when the tensor has no more than options.sqnrRows). */
-  rowsUsed: number;
-  /** 10·log10(Σx² / Σ(x − q(x))²) in dB; Infinity when lossless, null when the rows are all zero or non-finite. */
-  noRotationDb: number | null;
-  /** The same after the deterministic Hadamard rotation; null with `hadamardSkipped` when it does not apply. */
-  hadamardDb: number | null;
-  hadamardSaturatedFrac: number | null;
-  hadamardFlushedFrac: number | null;
-  hadamardSkipped?: string;
-}
-
-export interface MatrixAnalysis {
-  rows: number;
-  cols: number;
-  blocks: number;
-  /** Exact: every block of the tensor. */
-  histogram: ScaleHistogram;
-  /** Median unbiased scale exponent over the non-NaN blocks; null when every block is NaN. */
-  medianScaleExp: number | null;
-  /** Blocks whose scale is ≥ median + outlierBinades (their amax is ≥ 2^outlierBinades × a typical block's). */
-  outlierBlocks: number;
-  /** Exact over every element ('full' mode only). Fraction of elements that saturate at ±6·scale. */
-  saturatedFrac: number | null;
-  /** Exact over every element ('full' mode only). Fraction of non-zero elements that quantize to zero. */
-  flushedFrac: number | null;
-  sqnr: SqnrResult | null;
-}
-
-export interface TensorReport {
-  name: string;
-  dtype: Dtype;
-  shape: number[];
-  elements: number;
-  bytes: number;
-  analysis: MatrixAnalysis | null;
-  /** Why `analysis` is null. */
-  skipped?: string;
-}
 
 /** Called after every chunk with the bytes of tensor data analysed so far. */
 export type ProgressCallback = (bytesDone: number) => void;
@@ -256,17 +201,6 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
       ...(hadamardSkipped ? { hadamardSkipped } : {}),
     },
   };
-}
-
-export interface CheckpointReport {
-  path: string;
-  shards: string[];
-  metadata: Record<string, string>;
-  dataBytes: number;
-  options: AnalysisOptions;
-  /** Sorted by name. */
-  tensors: TensorReport[];
-  seconds: number;
 }
 
 export async function analyseCheckpoint(checkpoint: Checkpoint, options: AnalysisOptions, control: AnalysisControl = {}): Promise<CheckpointReport> {

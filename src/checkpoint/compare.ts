@@ -5,53 +5,9 @@ import type { ScaleHistogram } from '../protocol/index.js';
 import { createMxStats } from '../mx/index.js';
 import { toScaleHistogram, type AnalysisControl } from './analysis.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
-import { DTYPE_BYTES, decodeInto, isFloatDtype, type Dtype } from './dtypes.js';
+import type { CheckpointComparison, TensorDiff, TensorSummary } from './report.js';
+import { DTYPE_BYTES, decodeInto, isFloatDtype } from './dtypes.js';
 import { scanF32 } from './exponent-scan.js';
-
-export interface TensorSummary {
-  name: string;
-  dtype: Dtype;
-  shape: number[];
-  bytes: number;
-}
-
-export interface ScaleShift {
-  /** Mean unbiased block-scale exponent of each side (NaN blocks left out). */
-  meanExpA: number;
-  meanExpB: number;
-  /** meanExpB − meanExpA: positive when B's blocks got larger scales. */
-  meanShift: number;
-  /**
-   * Earth mover's (Wasserstein-1) distance between the two normalised scale histograms, in binades:
-   * the average number of binades a block's scale must move to turn A's distribution into B's.
-   * 0 for identical distributions; it sees changes in spread that the mean shift misses.
-   */
-  emd: number;
-  histogramA: ScaleHistogram;
-  histogramB: ScaleHistogram;
-}
-
-export interface TensorDiff {
-  name: string;
-  a: TensorSummary;
-  b: TensorSummary;
-  /** ‖A − B‖₂ / ‖A‖₂ over all elements; null when not comparable (see `note`) or ‖A‖ = 0 or non-finite. */
-  relativeChange: number | null;
-  /** Weight matrices (2-D and up, floating point) only. */
-  scaleShift: ScaleShift | null;
-  /** Why figures are missing, or what differs besides the values (e.g. the dtype). */
-  note?: string;
-}
-
-export interface CheckpointComparison {
-  a: string;
-  b: string;
-  /** Largest tensor first (by the larger side's bytes), then by name. */
-  matched: TensorDiff[];
-  onlyInA: TensorSummary[];
-  onlyInB: TensorSummary[];
-  seconds: number;
-}
 
 export interface CompareOptions {
   /** Bytes of tensor data read per chunk from each side (at least one row). */

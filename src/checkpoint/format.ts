@@ -1,6 +1,5 @@
 // Plain-text tables of an analysis or comparison, as mxscope-inspect prints them, and the JSON form.
-import type { CheckpointReport, TensorReport } from './analysis.js';
-import type { CheckpointComparison, TensorSummary } from './compare.js';
+import type { CheckpointComparison, CheckpointReport, TensorReport, TensorSummary } from './report.js';
 
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

@@ -4,7 +4,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMxStats, fakeQuantMxfp4, hadamardInPlace, Rng } from '../../src/mx/index.js';
-import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, toScaleHistogram, type AnalysisOptions } from '../../src/checkpoint/analysis.js';
+import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, toScaleHistogram } from '../../src/checkpoint/analysis.js';
+import type { AnalysisOptions } from '../../src/checkpoint/report.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { writeSafetensors } from '../../src/checkpoint/safetensors.js';
 
