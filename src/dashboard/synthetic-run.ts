@@ -19,6 +19,8 @@ export interface SyntheticRunOptions {
   statsLayers?: (name: string) => boolean;
   /** Final loss level; runs with a larger one need more tokens to reach a target. */
   lossFloor?: number;
+  /** This layer also gets layerStats at every step (a long heatmap without stats for every layer). */
+  denseLayer?: string;
   /** Inject NaN block scales in this layer at this step. */
   nanAt?: { step: number; layer: string };
 }
@@ -69,9 +71,10 @@ export function* syntheticRun(options: SyntheticRunOptions): Generator<Telemetry
     const tokens = (step + 1) * TOKENS_PER_STEP;
     yield { type: 'step', runId, step, tokens, loss: lossAt(step) + 0.05 * gauss(), lr: 3e-4, gradNorm: 1 + 0.1 * rand(), stepMs: 20 };
     if (evalEvery > 0 && step % evalEvery === 0) yield { type: 'validation', runId, step, tokens, loss: lossAt(step) + 0.05 };
-    if (step % statsEvery !== 0) continue;
+    const statsStep = step % statsEvery === 0;
+    if (!statsStep && options.denseLayer === undefined) continue;
     const progress = step / Math.max(1, steps);
-    for (const layer of statsLayers) {
+    for (const layer of statsStep ? statsLayers : statsLayers.filter((l) => l.name === options.denseLayer)) {
       for (const kind of GEMM_KINDS) {
         const operands = GEMM_OPERANDS[kind].map((operand, o) => {
           const centre = 18 + Math.round(6 * progress) + o * 3 + (layer.block % 5);

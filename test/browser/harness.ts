@@ -51,11 +51,14 @@ export class FakeHost {
     await this.page.evaluate((m) => (globalThis as unknown as { postMessage(m: unknown, origin: string): void }).postMessage(m, '*'), message);
   }
 
+  /** False: `ready` is not answered (a benchmark sends and times the snapshot itself). */
+  answerReady = true;
+
   /** The host's part of the protocol: every webview message is validated, then answered. */
   async onMessage(raw: unknown): Promise<void> {
     this.received.push(raw);
     const message = check(webviewToHostSchema, raw);
-    if (message.type === 'ready') {
+    if (message.type === 'ready' && this.answerReady) {
       const { message: snapshot, cursor } = this.feed.snapshot();
       this.cursor = cursor;
       await this.send(snapshot);
@@ -63,6 +66,44 @@ export class FakeHost {
       const detail = this.feed.layerDetail(message);
       if (detail) await this.send(detail);
     }
+  }
+
+  /**
+   * Post a message and time it inside the page. `latency`: from dispatch until the frame after the
+   * dashboard handled it (our listener runs after the dashboard's, our rAF after its rAF). `work`:
+   * the main-thread time the dashboard spent, i.e. its message handler plus its part of that frame
+   * (from the frame's start to our rAF), without the wait for the next vsync.
+   */
+  async timedSend(message: HostToWebview): Promise<{ latency: number; work: number }> {
+    return this.page.evaluate(
+      `new Promise((resolve) => {
+        const message = ${JSON.stringify(message)};
+        let t0 = 0;
+        const after = () => {
+          window.removeEventListener('message', after);
+          const handled = performance.now() - t0;
+          requestAnimationFrame((frameStart) => {
+            const inFrame = performance.now() - Math.max(frameStart, t0 + handled);
+            setTimeout(() => resolve({ latency: performance.now() - t0, work: handled + inFrame }), 0);
+          });
+        };
+        window.addEventListener('message', after);
+        t0 = performance.now();
+        window.postMessage(message, '*');
+      })`,
+    ) as Promise<{ latency: number; work: number }>;
+  }
+
+  /** The pending delta since the last snapshot (null: none or a resync is due). */
+  nextDelta() {
+    return this.cursor ? this.feed.delta(this.cursor) : null;
+  }
+
+  /** Adopt a snapshot the caller sends itself. */
+  takeSnapshot() {
+    const { message, cursor } = this.feed.snapshot();
+    this.cursor = cursor;
+    return message;
   }
 
   async sendDelta(): Promise<void> {

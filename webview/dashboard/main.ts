@@ -8,7 +8,7 @@ import { restoreUiState, TABS, type Tab, type UiState } from '../../src/dashboar
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
-import { hostToWebviewSchema, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { hostToWebviewSchema, isEmptyDelta, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
 import { element, type Context, type View } from './context.js';
 import { DashboardData, detailKey } from './data.js';
@@ -36,6 +36,7 @@ class Dashboard implements Context {
   theme: Theme = readTheme();
   private view: View | undefined;
   private readonly header = element('header', 'top');
+  private readonly chips = element('div', 'run-chips');
   private readonly body = element('main', 'content');
   private readonly sidebar = document.body.dataset.layout === 'sidebar';
   private nextRequestId = 1;
@@ -105,10 +106,11 @@ class Dashboard implements Context {
         this.remount();
         break;
       case 'delta': {
+        if (isEmptyDelta(message)) return;
         const changed = this.data.applyDelta(message);
         for (const key of [...this.requested]) if (changed.has(JSON.parse(key)[0])) this.requested.delete(key);
-        if (message.runs.length > 0 && this.data.runs.length !== this.header.querySelectorAll('.run-chip').length) this.remount();
-        else this.scheduleUpdate();
+        if (message.runs.length > 0) this.renderChips();
+        this.scheduleUpdate();
         break;
       }
       case 'layerDetail': {
@@ -130,7 +132,6 @@ class Dashboard implements Context {
     this.updateQueued = true;
     requestAnimationFrame(() => {
       this.updateQueued = false;
-      this.renderHeader();
       this.view?.update();
     });
   }
@@ -156,8 +157,10 @@ class Dashboard implements Context {
     this.body.append(loss.root, element('h3', undefined, 'Recent alerts'), alertList(this, recent), button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }));
   }
 
-  private renderHeader(): void {
-    const chips = element('div', 'run-chips');
+  /** Run chips: who is on screen, their colours and status. Rebuilt only when run info changes. */
+  private renderChips(): void {
+    const chips = this.chips;
+    chips.replaceChildren();
     const shown = new Set(this.shownRuns().map((run) => run.runId));
     for (const run of this.data.runs) {
       const chip = element('span', shown.has(run.runId) ? 'run-chip on' : 'run-chip');
@@ -168,8 +171,12 @@ class Dashboard implements Context {
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);
     }
+  }
+
+  private renderHeader(): void {
+    this.renderChips();
     if (this.sidebar) {
-      this.header.replaceChildren(chips);
+      this.header.replaceChildren(this.chips);
       return;
     }
     const tabs = element('nav', 'tabs');
@@ -184,7 +191,7 @@ class Dashboard implements Context {
       button('Export PNG', () => this.exportPng(), { title: 'Save the current chart as PNG' }),
       button('Export CSV', () => this.exportCsv(), { title: "Save the current chart's data as CSV" }),
     );
-    this.header.replaceChildren(chips, actions, tabs);
+    this.header.replaceChildren(this.chips, actions, tabs);
   }
 
   private toggleRun(runId: string): void {

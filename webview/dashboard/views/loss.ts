@@ -84,7 +84,8 @@ export class LossView implements View {
     this.curves = [];
     const datasets: LineDataset[] = [];
     const legend: { label: string; color: string; dashed?: boolean }[] = [];
-    const buckets = Math.max(100, this.chart.width || 800);
+    // ~1 bucket per 2 px: up to 4 points each, so min/max detail stays at pixel resolution.
+    const buckets = Math.max(100, (this.chart.width || 800) / 2);
     for (const run of this.ctx.shownRuns()) {
       const color = this.ctx.color(run.runId);
       const train = data.loss.get(run.runId);
