@@ -39,11 +39,11 @@ export function ablationConfig(base: RunConfig, run: AblationRun): RunConfig {
  * evaluations around the crossing; undefined if it never does.
  */
 export function tokensToTarget(validation: readonly ValidationRecord[], target: number): number | undefined {
-  let previous: { tokens: number; loss: number } | undefined = { tokens: 0, loss: Infinity };
+  let previous = { tokens: 0, loss: Infinity };
   for (const record of validation) {
     if (record.loss === null) return undefined;
     if (record.loss <= target) {
-      if (previous === undefined || !Number.isFinite(previous.loss)) return record.tokens;
+      if (!Number.isFinite(previous.loss)) return record.tokens;
       const fraction = (previous.loss - target) / (previous.loss - record.loss);
       return previous.tokens + fraction * (record.tokens - previous.tokens);
     }
