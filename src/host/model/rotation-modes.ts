@@ -57,3 +57,19 @@ export function describeGemms(config: Pick<RunConfig, 'gemms'>): string {
   if (labels.every((label) => label === labels[0])) return `all ${labels[0]}`;
   return GEMM_KINDS.map((kind, i) => `${SHORT[kind]} ${labels[i]}`).join(' · ');
 }
+
+/**
+ * The MXFP4 GEMMs and their recipe, short enough for the status bar, grouped by recipe:
+ * "W mxfp4 · H16", "D,W mxfp4 · RHT16+SR¾", or "no MXFP4" when every GEMM runs wider.
+ */
+export function rotationSummary(config: Pick<RunConfig, 'gemms'>): string {
+  const groups = new Map<string, string[]>();
+  for (const kind of GEMM_KINDS) {
+    const gemm = config.gemms[kind];
+    if (gemm.precision !== 'mxfp4') continue;
+    const recipe = describeGemm(gemm);
+    groups.set(recipe, [...(groups.get(recipe) ?? []), SHORT[kind]]);
+  }
+  if (groups.size === 0) return 'no MXFP4';
+  return [...groups].map(([recipe, kinds]) => `${kinds.join(',')} ${recipe}`).join(' · ');
+}

@@ -3,7 +3,7 @@ import type { RunConfig } from '../../protocol/index.js';
 import type { ConnectionState } from '../../link/trainer-client.js';
 import type { RunSummary } from '../../store/run-store.js';
 import { formatLoss } from './run-tree.js';
-import { describeGemms } from './rotation-modes.js';
+import { describeGemms, rotationSummary } from './rotation-modes.js';
 
 export interface StatusInput {
   /** undefined: never connected (or disconnected by the user). */
@@ -31,17 +31,22 @@ export function statusText(input: StatusInput): StatusText {
   const live = run && run.status === 'running';
   const parts: string[] = [];
   if (input.state !== 'connected') parts.push(input.state);
-  if (live) parts.push(run.name, `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
+  if (live) parts.push(shorten(run.name, 24), `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
   else parts.push('idle');
   const rotationOf = live ? run.config : input.nextRunConfig;
-  if (rotationOf) parts.push(describeGemms(rotationOf));
+  if (rotationOf) parts.push(rotationSummary(rotationOf));
   const tooltip = [
     `MX Scope: ${input.state} to ${input.url ?? 'a trainer'}`,
     run ? `run: ${run.name} (${run.status})` : 'no run yet',
+    live && run.config ? `this run: ${describeGemms(run.config)}` : undefined,
     input.nextRunConfig ? `next run: ${describeGemms(input.nextRunConfig)}` : undefined,
     'Click for quick actions.',
   ].filter((line): line is string => line !== undefined).join('\n');
   return { text: `${icon} MX Scope: ${parts.join(' · ')}`, tooltip };
+}
+
+function shorten(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 export interface QuickAction {
