@@ -1,7 +1,7 @@
 // A Llama-style decoder with a hand-written backward pass: token embedding; per block RMSNorm →
 // causal attention with RoPE → residual, RMSNorm → SwiGLU MLP → residual; final RMSNorm; LM head.
 import { Rng } from '../mx/index.js';
-import type { RunConfig } from '../protocol/config.js';
+import { GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js';
 import type { LayerInfo } from '../protocol/telemetry.js';
 import { CausalAttention } from './attention.js';
 import { Linear, type GemmStep } from './linear.js';
@@ -37,13 +37,20 @@ export function modelShape(config: RunConfig): ModelShape {
   const shape: ModelShape = { vocab: read('vocab'), dim: read('dim'), layers: read('layers'), heads: read('heads'), hidden: read('hidden'), seqLen: read('seqLen'), batch: read('batch') };
   if (shape.vocab !== 256) throw new Error(`config.model.vocab must be 256 (the trainer's vocabulary is bytes), got ${shape.vocab}`);
   if (shape.dim % shape.heads !== 0 || (shape.dim / shape.heads) % 2 !== 0) throw new Error(`config.model.dim (${shape.dim}) must split into heads (${shape.heads}) of even size for RoPE`);
-  const reductions = { dim: shape.dim, hidden: shape.hidden, 'batch·seqLen': shape.batch * shape.seqLen };
-  for (const [name, length] of Object.entries(reductions)) {
-    if (length % MX_BLOCK !== 0) throw new Error(`config.model ${name} (${length}) must be a multiple of the MX block size ${MX_BLOCK}`);
-    for (const kind of ['fprop', 'dgrad', 'wgrad'] as const) {
-      const gemm = config.gemms[kind];
-      if (gemm.precision === 'mxfp4' && gemm.rotation !== 'none' && length % gemm.hadamardBlock !== 0) {
-        throw new Error(`${kind} hadamard block ${gemm.hadamardBlock} does not divide the reduction dimension ${name} = ${length}; choose a smaller --hadamard-block or another preset`);
+  const tokens = shape.batch * shape.seqLen;
+  // Each GEMM's reduction dimensions: Fprop over in-features, Dgrad over out-features, Wgrad over tokens.
+  const reductions: Record<GemmKind, Record<string, number>> = {
+    fprop: { dim: shape.dim, hidden: shape.hidden },
+    dgrad: { dim: shape.dim, hidden: shape.hidden, vocab: shape.vocab },
+    wgrad: { 'batch·seqLen': tokens },
+  };
+  for (const kind of GEMM_KINDS) {
+    const gemm = config.gemms[kind];
+    for (const [name, length] of Object.entries(reductions[kind])) {
+      if (length % MX_BLOCK !== 0) throw new Error(`config.model ${name} (${length}) must be a multiple of the MX block size ${MX_BLOCK}`);
+      // Checked at every precision: layer stats measure MXFP4 under the GEMM's rotation regardless.
+      if (gemm.rotation !== 'none' && length % gemm.hadamardBlock !== 0) {
+        throw new Error(`${kind} hadamard block ${gemm.hadamardBlock} does not divide its reduction dimension ${name} = ${length}; choose a smaller --hadamard-block or another preset`);
       }
     }
   }

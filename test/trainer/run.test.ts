@@ -52,5 +52,5 @@ test('aborting stops the run; a runaway loss ends it as diverged', async () => {
 
 test('a bad config is rejected before anything starts', () => {
   const config = microConfig({ wgrad: { precision: 'mxfp4', rotation: 'hadamard', hadamardBlock: 128 } });
-  assert.throws(() => startRun({ config, outDir: tmpdir() }), /hadamard block 128 does not divide the reduction dimension dim = 32/);
+  assert.throws(() => startRun({ config, outDir: tmpdir() }), /wgrad hadamard block 128 does not divide its reduction dimension batch·seqLen = 32/);
 });
