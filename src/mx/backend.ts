@@ -2,26 +2,33 @@
  * Which kernels run: 'auto' (WebAssembly SIMD where it loads, else TypeScript), 'ts' or 'wasm'.
  * Both paths give identical MXFP4 bits; tests and benchmarks switch between them here.
  */
-import { setGemmKernel } from './gemm.js';
+import { setGemmKernel, type GemmKernel } from './gemm.js';
 import { loadGemmWasm } from './gemm-wasm.js';
+import { setMxfp4Kernel, type MxKernel } from './mxfp4.js';
+import { loadMxfp4Wasm } from './mxfp4-wasm.js';
 
 export type MxBackend = 'auto' | 'ts' | 'wasm';
 
-let wasmGemm: ReturnType<typeof loadGemmWasm> | null = null;
+interface WasmKernels {
+  gemm: GemmKernel;
+  mxfp4: MxKernel;
+}
+let wasm: WasmKernels | undefined | null = null;
 
-function loadedGemm(): ReturnType<typeof loadGemmWasm> {
-  if (wasmGemm === null) wasmGemm = loadGemmWasm();
-  return wasmGemm;
+function loadWasm(): WasmKernels | undefined {
+  if (wasm === null) {
+    const gemm = loadGemmWasm();
+    const mxfp4 = loadMxfp4Wasm();
+    wasm = gemm && mxfp4 ? { gemm, mxfp4 } : undefined;
+  }
+  return wasm;
 }
 
 /** Selects the kernels; returns true when WebAssembly is in use afterwards. */
 export function setMxBackend(backend: MxBackend): boolean {
-  if (backend === 'ts') {
-    setGemmKernel(undefined);
-    return false;
-  }
-  const gemm = loadedGemm();
-  if (!gemm && backend === 'wasm') throw new Error('setMxBackend: WebAssembly SIMD is not available in this runtime');
-  setGemmKernel(gemm);
-  return gemm !== undefined;
+  const kernels = backend === 'ts' ? undefined : loadWasm();
+  if (!kernels && backend === 'wasm') throw new Error('setMxBackend: WebAssembly SIMD is not available in this runtime');
+  setGemmKernel(kernels?.gemm);
+  setMxfp4Kernel(kernels?.mxfp4);
+  return kernels !== undefined;
 }

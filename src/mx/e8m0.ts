@@ -6,12 +6,13 @@
 export const E8M0_NAN = 0xff;
 export const E8M0_BIAS = 127;
 
-/** 2^k for every k a scale or its inverse can need, exact doubles. */
-const POW2 = new Float64Array(2 * 160 + 1);
-for (let k = -160, p = 2 ** -160; k <= 160; k++, p *= 2) POW2[k + 160] = p;
+/** 2^k for |k| ≤ 320 (scales, their inverses, and the shifts of the integer rounding), exact doubles. */
+const POW2_RANGE = 320;
+const POW2 = new Float64Array(2 * POW2_RANGE + 1);
+for (let k = -POW2_RANGE, p = 2 ** -POW2_RANGE; k <= POW2_RANGE; k++, p *= 2) POW2[k + POW2_RANGE] = p;
 
 export function pow2(k: number): number {
-  return POW2[k + 160];
+  return POW2[k + POW2_RANGE];
 }
 
 /** 2^(byte − 127), or NaN for 0xFF. */

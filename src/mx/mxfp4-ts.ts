@@ -1,8 +1,16 @@
 /**
  * Pure TypeScript MXFP4 kernel (OCP MX v1.0 §6.3, exact arithmetic): the reference the WebAssembly
- * kernel must match bit for bit, and the only path for stochastic rounding and the SR pre-scale.
+ * kernel must match bit for bit, and the only path for nearest-away, stochastic rounding and the
+ * SR pre-scale.
+ *
+ * It works on the float32 bits with integer arithmetic and no data-dependent branches in the hot
+ * loop (random signs and magnitudes would mispredict them). For an element with exponent field e
+ * and significand m (implicit bit included), |x| = m·2^(max(e,1) − 150). In a block with shared
+ * exponent s the scaled magnitude |x|/2^s lies in grid binade b = clamp(e − 127 − s, 0, 2), whose
+ * E2M1 step is 2^(b−1), so the grid multiple is m / 2^shift with shift = 149 + s + b − max(e,1)
+ * (always ≥ 22), rounded as an integer; the code index is that multiple + 2b, saturated at 7.
  */
-import { E2M1_MAGNITUDES, E2M1_SIGN, e2m1Index, type MxRounding } from './e2m1.js';
+import { decodeE2m1, type MxRounding } from './e2m1.js';
 import { E8M0_BIAS, E8M0_NAN, mxfp4ScaleByte, pow2 } from './e8m0.js';
 import { MX_BLOCK_SIZE } from './layout.js';
 import type { Rng } from './rng.js';
@@ -26,71 +34,97 @@ export interface MxKernelJob {
 
 const PRESCALE = 0.75;
 const UNSCALE = 4 / 3;
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
+/** Signed E2M1 value of every code, −0 for code 8. */
+const DECODED = Float64Array.from({ length: 16 }, (_, code) => decodeE2m1(code));
+const EVEN = 0;
+const AWAY = 1;
+const STOCHASTIC = 2;
 
 export function runMxfp4Ts(job: MxKernelJob): void {
-  const { values, rows, rowLength, rounding, rng, prescale, codes, scales, writeBack, stats } = job;
+  const { values, rows, rowLength, rng, prescale, codes, scales, writeBack, stats } = job;
+  const mode = job.rounding === 'nearest-even' ? EVEN : job.rounding === 'nearest-away' ? AWAY : STOCHASTIC;
   const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const prescaled = new Float32Array(MX_BLOCK_SIZE);
+  const prescaledBits = new Uint32Array(prescaled.buffer);
+  let saturated = 0;
+  let flushed = 0;
+  let nonZero = 0;
+  let signalSq = 0;
+  let errorSq = 0;
   let block = 0;
   for (let row = 0; row < rows; row++) {
     const rowEnd = (row + 1) * rowLength;
     for (let start = row * rowLength; start < rowEnd; start += MX_BLOCK_SIZE, block++) {
       const end = Math.min(start + MX_BLOCK_SIZE, rowEnd);
+      // Element i's quantizer input is source[i − base]: the caller's bits, or 3/4 of them.
+      let source = bits;
+      let base = 0;
+      if (prescale) {
+        for (let i = start; i < end; i++) prescaled[i - start] = values[i] * PRESCALE;
+        source = prescaledBits;
+        base = start;
+      }
       let amaxBits = 0;
-      for (let i = start; i < end; i++) {
-        const b = bits[i] & 0x7fffffff;
-        if (b > amaxBits) amaxBits = b;
-      }
-      if (prescale && amaxBits < 0x7f800000) {
-        f32[0] = f32FromBits(amaxBits) * PRESCALE;
-        amaxBits = u32[0];
-      }
+      for (let i = start; i < end; i++) amaxBits = Math.max(amaxBits, source[i - base] & 0x7fffffff);
       const byte = mxfp4ScaleByte(amaxBits);
       if (scales) scales[block] = byte;
-      if (stats) {
-        stats.expCounts[byte]++;
-        stats.blocks++;
-        stats.elements += end - start;
-      }
+      if (stats) stats.expCounts[byte]++;
       if (byte === E8M0_NAN) {
         if (codes) codes.fill(0, start, end);
         if (writeBack) values.fill(NaN, start, end);
         continue;
       }
-      const inverse = pow2(E8M0_BIAS - byte);
-      const scale = writeBack && prescale ? pow2(byte - E8M0_BIAS) * UNSCALE : pow2(byte - E8M0_BIAS);
+      const shared = byte - E8M0_BIAS;
+      const scale = writeBack && prescale ? pow2(shared) * UNSCALE : pow2(shared);
       for (let i = start; i < end; i++) {
-        const x = values[i];
-        // The float32 product: exact unless it underflows, which decides the sign of a zero.
-        const scaled = Math.fround((prescale ? Math.fround(x * PRESCALE) : x) * inverse);
-        const magnitude = scaled < 0 ? -scaled : scaled;
-        let index = e2m1Index(magnitude, rounding, rng);
-        if (index > 7) {
-          index = 7;
-          if (stats) stats.saturated++;
+        const xBits = source[i - base];
+        const field = (xBits >>> 23) & 0xff;
+        const significand = field === 0 ? xBits & 0x7fffff : (xBits & 0x7fffff) | 0x800000;
+        const binade = Math.min(Math.max(field - 127 - shared, 0), 2);
+        const shift = 149 + shared + binade - (field === 0 ? 1 : field);
+        let multiple: number;
+        if (mode === EVEN) {
+          // Shifts past 25 leave 0 whatever the rounding; 31 keeps the int32 arithmetic in range.
+          const sh = Math.min(shift, 31);
+          multiple = (significand + (1 << (sh - 1)) - 1 + ((significand >>> sh) & 1)) >>> sh;
+        } else if (mode === AWAY) {
+          const sh = Math.min(shift, 31);
+          multiple = (significand + (1 << (sh - 1))) >>> sh;
+        } else {
+          // Add 32 random bits below the grid step, then truncate: exact in double.
+          multiple = Math.floor((significand + (rng as Rng).nextU32() * pow2(shift - 32)) * pow2(-shift));
         }
-        const code = scaled < 0 ? index | E2M1_SIGN : index;
+        let index = multiple + 2 * binade;
+        const clipped = (7 - index) >>> 31;
+        index -= clipped;
+        // Sign of x, unless |x|/2^s is 0 in float32 (x = ±0, or underflow at ≤ 2^−150): then +0.
+        let sign = (xBits >>> 28) & 8 & (-significand >> 31);
+        if (shift >= 149 && (shift >= 149 + 24 || significand <= 1 << (shift - 149))) sign = 0;
+        const code = index | sign;
         if (codes) codes[i] = code;
         if (writeBack || stats) {
-          const q = Math.fround(E2M1_MAGNITUDES[index] * scale);
-          const out = code & E2M1_SIGN ? -q : q;
-          if (stats && x !== 0) {
-            stats.nonZero++;
-            if (index === 0) stats.flushed++;
-          }
+          const out = Math.fround(DECODED[code] * scale);
           if (stats) {
-            stats.signalSq += x * x;
-            stats.errorSq += (x - out) * (x - out);
+            const x = values[i];
+            const isNonZero = -significand >>> 31;
+            saturated += clipped;
+            nonZero += isNonZero;
+            flushed += isNonZero & ((index - 1) >>> 31);
+            signalSq += x * x;
+            errorSq += (x - out) * (x - out);
           }
           if (writeBack) values[i] = out;
         }
       }
     }
   }
-}
-
-function f32FromBits(b: number): number {
-  u32[0] = b;
-  return f32[0];
+  if (stats) {
+    stats.blocks += block;
+    stats.elements += values.length;
+    stats.saturated += saturated;
+    stats.flushed += flushed;
+    stats.nonZero += nonZero;
+    stats.signalSq += signalSq;
+    stats.errorSq += errorSq;
+  }
 }

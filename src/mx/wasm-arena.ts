@@ -49,6 +49,10 @@ export class WasmArena<Exports> {
   get u8(): Uint8Array {
     return this.u8View;
   }
+
+  get buffer(): ArrayBuffer {
+    return this.memory.buffer;
+  }
 }
 
 /** Loads a module, or returns undefined where WebAssembly (or its SIMD) is unavailable. */

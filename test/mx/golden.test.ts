@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { dequantizeMxfp4, fakeQuantMxfp4, quantizeMxfp4, type MxRounding } from '../../src/mx/index.js';
+import { dequantizeMxfp4, fakeQuantMxfp4, quantizeMxfp4, setMxBackend, type MxBackend, type MxRounding } from '../../src/mx/index.js';
 import { assertSameFloatBits, loadGoldenCases, type GoldenCase, type GoldenMode } from './golden-data.js';
 
 const MODES: [GoldenMode, MxRounding][] = [['even', 'nearest-even'], ['nearest', 'nearest-away']];
@@ -28,8 +28,15 @@ test('golden data covers every family in the README', () => {
   assert.ok(cases.length >= 50, `expected at least 50 cases, found ${cases.length}`);
 });
 
-for (const [mode, rounding] of MODES) {
-  test(`MXFP4 ${rounding} matches every reference case bit for bit`, () => {
-    for (const c of cases) checkCase(c, mode, rounding);
-  });
+for (const backend of ['ts', 'wasm'] as MxBackend[]) {
+  for (const [mode, rounding] of MODES) {
+    test(`MXFP4 ${rounding} (${backend} path) matches every reference case bit for bit`, () => {
+      setMxBackend(backend);
+      try {
+        for (const c of cases) checkCase(c, mode, rounding);
+      } finally {
+        setMxBackend('auto');
+      }
+    });
+  }
 }

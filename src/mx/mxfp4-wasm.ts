@@ -1,0 +1,79 @@
+/**
+ * Drives the WebAssembly SIMD MXFP4 kernels (src/wasm/mxfp4.wat). They cover the hot case,
+ * nearest-even without pre-scale on rows whose length is a multiple of 32; every other job goes to
+ * the TypeScript path. Data streams through a small buffer in cache-sized chunks, so the memory
+ * traffic stays that of one read and one write of the caller's array.
+ */
+import { WASM_BASE64 } from '../wasm/generated/mxfp4.js';
+import { MX_BLOCK_SIZE } from './layout.js';
+import type { MxKernel } from './mxfp4.js';
+import type { MxStats } from './stats.js';
+import { tryLoad, type WasmArena } from './wasm-arena.js';
+
+interface MxExports {
+  fake_quant(p: number, blocks: number, withStats: number): void;
+  quantize(p: number, blocks: number, codes: number, scales: number): void;
+}
+
+/** Byte offsets in the module's memory; the statistics layout is documented in mxfp4.wat. */
+const STATS_BYTES = 1056;
+const SATURATED = 1024 >> 2;
+const FLUSHED = 1028 >> 2;
+const NON_ZERO = 1032 >> 2;
+const SIGNAL_SQ = 1040 >> 3;
+const ERROR_SQ = 1048 >> 3;
+const CHUNK = 8192; // floats per chunk: 32 kB, stays in L1/L2 between the copy in, the kernel and the copy out
+const DATA = 2048;
+const CODES = DATA + 4 * CHUNK;
+const SCALES = CODES + CHUNK;
+const END = SCALES + CHUNK / MX_BLOCK_SIZE;
+
+export function loadMxfp4Wasm(): MxKernel | undefined {
+  const arena = tryLoad<MxExports>(WASM_BASE64);
+  if (!arena) return undefined;
+  arena.ensure(END);
+  return (job) => {
+    if (job.rounding !== 'nearest-even' || job.prescale || job.rowLength % MX_BLOCK_SIZE !== 0) return false;
+    if (job.writeBack) fakeQuant(arena, job.values, job.stats);
+    if (job.codes && job.scales) quantize(arena, job.values, job.codes, job.scales);
+    return true;
+  };
+}
+
+function fakeQuant(arena: WasmArena<MxExports>, values: Float32Array, stats: MxStats | undefined): void {
+  const memory = arena.f32;
+  if (stats) arena.u8.fill(0, 0, STATS_BYTES);
+  for (let offset = 0; offset < values.length; offset += CHUNK) {
+    const length = Math.min(CHUNK, values.length - offset);
+    memory.set(values.subarray(offset, offset + length), DATA >> 2);
+    arena.exports.fake_quant(DATA, length / MX_BLOCK_SIZE, stats ? 1 : 0);
+    values.set(memory.subarray(DATA >> 2, (DATA >> 2) + length), offset);
+  }
+  if (stats) addStats(arena, stats, values.length);
+}
+
+function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint8Array, scales: Uint8Array): void {
+  const memory = arena.f32;
+  const bytes = arena.u8;
+  for (let offset = 0; offset < values.length; offset += CHUNK) {
+    const length = Math.min(CHUNK, values.length - offset);
+    const blocks = length / MX_BLOCK_SIZE;
+    memory.set(values.subarray(offset, offset + length), DATA >> 2);
+    arena.exports.quantize(DATA, blocks, CODES, SCALES);
+    codes.set(bytes.subarray(CODES, CODES + length), offset);
+    scales.set(bytes.subarray(SCALES, SCALES + blocks), offset / MX_BLOCK_SIZE);
+  }
+}
+
+function addStats(arena: WasmArena<MxExports>, stats: MxStats, elements: number): void {
+  const counts = new Uint32Array(arena.buffer, 0, STATS_BYTES >> 2);
+  const sums = new Float64Array(arena.buffer, 0, STATS_BYTES >> 3);
+  for (let byte = 0; byte < 256; byte++) stats.expCounts[byte] += counts[byte];
+  stats.blocks += elements / MX_BLOCK_SIZE;
+  stats.elements += elements;
+  stats.saturated += counts[SATURATED];
+  stats.flushed += counts[FLUSHED];
+  stats.nonZero += counts[NON_ZERO];
+  stats.signalSq += sums[SIGNAL_SQ];
+  stats.errorSq += sums[ERROR_SQ];
+}

@@ -1,0 +1,191 @@
+;; MXFP4 nearest-even kernels (OCP MX v1.0 §6.3, exact arithmetic), bit-identical to src/mx/mxfp4-ts.ts.
+;; They work on whole blocks of 32 contiguous floats (the caller sends rows whose length is a multiple
+;; of 32, in cache-sized chunks). Per block:
+;;   amax bits = max of |x| bits; field = amax >> 23; NaN/Inf (field 255) → scale byte 0xFF, all NaN.
+;;   byte = max(field − 2, 0): floor(log2 amax) − 2 clamped at −127, read straight from the bits.
+;;   s = |x| · 2^(127−byte) in float32 (exact unless it underflows, which then decides the zero's sign).
+;;   Round s on the E2M1 grid by adding and subtracting 2^(22+b), b = clamp(exponent(s), 0, 2): in
+;;   that binade the float32 ulp is the grid step (0.5, 1 or 2), and the add rounds ties to even.
+;;   (Positive floats order like their bits, so clamping the bits of s to [1.0, 4.0] clamps b.)
+;;   Clamp at 6. The sign is x's when s ≠ 0, so −0 and underflowed negatives give +0.
+(module
+  (import "env" "memory" (memory 1))
+
+  ;; Statistics area, added to by fake_quant when asked:
+  ;;   0..1023 histogram (u32 per scale byte), 1024 saturated, 1028 flushed, 1032 nonZero (u32),
+  ;;   1040 Σx², 1048 Σ(x − q)² (f64).
+
+  ;; Scale byte of the 32 floats at $p (0xFF when the block holds NaN or ±Inf).
+  (func $scaleByte (param $p i32) (result i32)
+    (local $m v128) (local $field i32)
+    (local.set $m (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff))
+    (local.set $m
+      (i32x4.max_u
+        (i32x4.max_u
+          (i32x4.max_u (v128.and (v128.load (local.get $p)) (local.get $m))
+                       (v128.and (v128.load offset=16 (local.get $p)) (local.get $m)))
+          (i32x4.max_u (v128.and (v128.load offset=32 (local.get $p)) (local.get $m))
+                       (v128.and (v128.load offset=48 (local.get $p)) (local.get $m))))
+        (i32x4.max_u
+          (i32x4.max_u (v128.and (v128.load offset=64 (local.get $p)) (local.get $m))
+                       (v128.and (v128.load offset=80 (local.get $p)) (local.get $m)))
+          (i32x4.max_u (v128.and (v128.load offset=96 (local.get $p)) (local.get $m))
+                       (v128.and (v128.load offset=112 (local.get $p)) (local.get $m))))))
+    (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $m) (local.get $m))))
+    (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $m) (local.get $m))))
+    (local.set $field (i32.shr_u (i32x4.extract_lane 0 (local.get $m)) (i32.const 23)))
+    (if (result i32) (i32.eq (local.get $field) (i32.const 255))
+      (then (i32.const 255))
+      (else (select (i32.sub (local.get $field) (i32.const 2)) (i32.const 0) (i32.gt_u (local.get $field) (i32.const 2))))))
+
+  ;; 2^(127 − byte) and 2^(byte − 127) as float32 splats (byte 0 → 2^−127 is the subnormal 0x00400000).
+  (func $inverseScale (param $byte i32) (result v128)
+    (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
+  (func $scale (param $byte i32) (result v128)
+    (i32x4.splat (select (i32.shl (local.get $byte) (i32.const 23)) (i32.const 0x00400000) (local.get $byte))))
+
+  ;; In place: x := dequantize(quantize(x)) for `blocks` blocks of 32 floats at $p.
+  (func (export "fake_quant") (param $p i32) (param $blocks i32) (param $withStats i32)
+    (local $byte i32) (local $v i32) (local $addr i32)
+    (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $out v128) (local $d v128)
+    (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128)
+    (local $nz v128) (local $xd v128) (local $magic v128)
+    (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128) (local $signBit v128)
+    (local.set $one (v128.const f32x4 1 1 1 1))
+    (local.set $four (v128.const f32x4 4 4 4 4))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+    (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
+    (local.set $six (v128.const f32x4 6 6 6 6))
+    (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
+    (block $done
+      (loop $blockLoop
+        (br_if $done (i32.eqz (local.get $blocks)))
+        (local.set $byte (call $scaleByte (local.get $p)))
+        (if (local.get $withStats)
+          (then (i32.store (i32.shl (local.get $byte) (i32.const 2))
+                  (i32.add (i32.load (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))))
+        (if (i32.eq (local.get $byte) (i32.const 255))
+          (then
+            (local.set $out (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))
+            (v128.store (local.get $p) (local.get $out))
+            (v128.store offset=16 (local.get $p) (local.get $out))
+            (v128.store offset=32 (local.get $p) (local.get $out))
+            (v128.store offset=48 (local.get $p) (local.get $out))
+            (v128.store offset=64 (local.get $p) (local.get $out))
+            (v128.store offset=80 (local.get $p) (local.get $out))
+            (v128.store offset=96 (local.get $p) (local.get $out))
+            (v128.store offset=112 (local.get $p) (local.get $out)))
+          (else
+            (local.set $inv (call $inverseScale (local.get $byte)))
+            (local.set $scale (call $scale (local.get $byte)))
+            (local.set $v (i32.const 0))
+            (loop $vectors
+              (local.set $addr (i32.add (local.get $p) (local.get $v)))
+              (local.set $x (v128.load (local.get $addr)))
+              (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
+              ;; magic = 2^(22+b): clamp s's bits to [1.0, 4.0], keep the exponent, add 22 to it.
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
+                (local.get $plus22)))
+              (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)))
+              (local.set $out
+                (v128.or
+                  (f32x4.mul (f32x4.min (local.get $r) (local.get $six)) (local.get $scale))
+                  (v128.and (v128.and (local.get $x) (local.get $signBit))
+                            (f32x4.ne (local.get $s) (v128.const i32x4 0 0 0 0)))))
+              (v128.store (local.get $addr) (local.get $out))
+              (if (local.get $withStats)
+                (then
+                  ;; Comparison masks are −1 per true lane, so subtracting them counts.
+                  (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.gt (local.get $r) (local.get $six))))
+                  (local.set $nz (f32x4.ne (local.get $x) (v128.const i32x4 0 0 0 0)))
+                  (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
+                  (local.set $flushed (i32x4.sub (local.get $flushed)
+                    (v128.and (local.get $nz) (f32x4.eq (local.get $r) (v128.const i32x4 0 0 0 0)))))
+                  ;; Squares in double, like the TypeScript path: float32 would overflow for |x| > 2^64.
+                  (local.set $xd (f64x2.promote_low_f32x4 (local.get $x)))
+                  (local.set $signal (f64x2.add (local.get $signal) (f64x2.mul (local.get $xd) (local.get $xd))))
+                  (local.set $d (f64x2.sub (local.get $xd) (f64x2.promote_low_f32x4 (local.get $out))))
+                  (local.set $error (f64x2.add (local.get $error) (f64x2.mul (local.get $d) (local.get $d))))
+                  (local.set $xd (f64x2.promote_low_f32x4 (call $highHalf (local.get $x))))
+                  (local.set $signal (f64x2.add (local.get $signal) (f64x2.mul (local.get $xd) (local.get $xd))))
+                  (local.set $d (f64x2.sub (local.get $xd) (f64x2.promote_low_f32x4 (call $highHalf (local.get $out)))))
+                  (local.set $error (f64x2.add (local.get $error) (f64x2.mul (local.get $d) (local.get $d))))))
+              (local.set $v (i32.add (local.get $v) (i32.const 16)))
+              (br_if $vectors (i32.lt_u (local.get $v) (i32.const 128))))
+))
+        (local.set $p (i32.add (local.get $p) (i32.const 128)))
+        (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
+        (br $blockLoop)))
+    (if (local.get $withStats)
+      (then
+        (i32.store (i32.const 1024) (i32.add (i32.load (i32.const 1024)) (call $countSum (local.get $saturated))))
+        (i32.store (i32.const 1028) (i32.add (i32.load (i32.const 1028)) (call $countSum (local.get $flushed))))
+        (i32.store (i32.const 1032) (i32.add (i32.load (i32.const 1032)) (call $countSum (local.get $nonZero))))
+        (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (call $laneSum (local.get $signal))))
+        (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (call $laneSum (local.get $error)))))))
+
+  (func $laneSum (param $v v128) (result f64)
+    (f64.add (f64x2.extract_lane 0 (local.get $v)) (f64x2.extract_lane 1 (local.get $v))))
+
+  (func $highHalf (param $v v128) (result v128)
+    (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v)))
+
+  (func $countSum (param $v v128) (result i32)
+    (i32.add
+      (i32.add (i32x4.extract_lane 0 (local.get $v)) (i32x4.extract_lane 1 (local.get $v)))
+      (i32.add (i32x4.extract_lane 2 (local.get $v)) (i32x4.extract_lane 3 (local.get $v)))))
+
+;; One scale byte per block at $scales and one code byte per element at $codes. The grid index of
+  ;; the rounded magnitude r ∈ {0, 0.5, 1, 1.5, 2, 3, 4, 6} is min(2r, max((bits(r) >> 22) − 252, 1)),
+  ;; plus 8 for the sign.
+  (func (export "quantize") (param $p i32) (param $blocks i32) (param $codes i32) (param $scales i32)
+    (local $byte i32) (local $v i32) (local $inv v128) (local $x v128) (local $s v128) (local $r v128) (local $magic v128)
+    (local $code v128)
+    (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128) (local $signBit v128)
+    (local.set $one (v128.const f32x4 1 1 1 1))
+    (local.set $four (v128.const f32x4 4 4 4 4))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+    (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
+    (local.set $six (v128.const f32x4 6 6 6 6))
+    (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
+    (block $done
+      (loop $blockLoop
+        (br_if $done (i32.eqz (local.get $blocks)))
+        (local.set $byte (call $scaleByte (local.get $p)))
+        (i32.store8 (local.get $scales) (local.get $byte))
+        (if (i32.eq (local.get $byte) (i32.const 255))
+          (then
+            (v128.store (local.get $codes) (v128.const i32x4 0 0 0 0))
+            (v128.store offset=16 (local.get $codes) (v128.const i32x4 0 0 0 0)))
+          (else
+            (local.set $inv (call $inverseScale (local.get $byte)))
+            (local.set $v (i32.const 0))
+            (loop $vectors
+              (local.set $x (v128.load (i32.add (local.get $p) (i32.shl (local.get $v) (i32.const 2)))))
+              (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
+                (local.get $plus22)))
+              (local.set $r (f32x4.min (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)) (local.get $six)))
+              (local.set $code
+                (v128.or
+                  (i32x4.min_s
+                    (i32x4.trunc_sat_f32x4_s (f32x4.add (local.get $r) (local.get $r)))
+                    (i32x4.max_s (i32x4.sub (i32x4.shr_u (local.get $r) (i32.const 22)) (i32x4.splat (i32.const 252)))
+                                 (i32x4.splat (i32.const 1))))
+                  (i32x4.shr_u
+                    (v128.and (v128.and (local.get $x) (local.get $signBit))
+                              (f32x4.ne (local.get $s) (v128.const i32x4 0 0 0 0)))
+                    (i32.const 28))))
+              (local.set $code (i16x8.narrow_i32x4_u (local.get $code) (local.get $code)))
+              (v128.store32_lane 0 (i32.add (local.get $codes) (local.get $v))
+                (i8x16.narrow_i16x8_u (local.get $code) (local.get $code)))
+              (local.set $v (i32.add (local.get $v) (i32.const 4)))
+              (br_if $vectors (i32.lt_u (local.get $v) (i32.const 32))))))
+        (local.set $p (i32.add (local.get $p) (i32.const 128)))
+        (local.set $codes (i32.add (local.get $codes) (i32.const 32)))
+        (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
+        (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
+        (br $blockLoop))))
+)

@@ -1,0 +1,68 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createMxStats, fakeQuantMxfp4, quantizeMxfp4, Rng, setMxBackend, type MxBackend, type MxStats } from '../../src/mx/index.js';
+
+/** Every kind of float32 a block can meet: wide magnitudes, subnormals, ±0, exact grid ties, NaN/Inf. */
+function nastyValues(n: number, seed: number): Float32Array {
+  const rng = new Rng(seed);
+  const bits = new Uint32Array(n);
+  const values = new Float32Array(bits.buffer);
+  for (let i = 0; i < n; i++) {
+    const kind = rng.nextU32() % 16;
+    if (kind === 0) bits[i] = rng.nextU32(); // any pattern, NaN and Inf included
+    else if (kind === 1) bits[i] = (rng.nextU32() & 0x807fffff) >>> 0; // subnormal or ±0
+    else if (kind === 2) values[i] = (rng.nextU32() % 16 - 8) * 0.25 * 2 ** ((rng.nextU32() % 40) - 20); // ties
+    else values[i] = (rng.nextFloat() - 0.5) * 2 ** ((rng.nextU32() % 60) - 30);
+  }
+  return values;
+}
+
+function withBackend<T>(backend: MxBackend, run: () => T): T {
+  setMxBackend(backend);
+  try {
+    return run();
+  } finally {
+    setMxBackend('auto');
+  }
+}
+
+function bitsOf(values: Float32Array): Uint32Array {
+  return new Uint32Array(values.buffer, values.byteOffset, values.length);
+}
+
+test('WebAssembly and TypeScript MXFP4 give identical bits and counts on random data', () => {
+  for (const [rowLength, rows, seed] of [[32, 500, 1], [256, 40, 2], [4096, 5, 3], [32 * 300, 2, 4]]) {
+    const input = nastyValues(rowLength * rows, seed);
+    const run = (backend: MxBackend): { scales: Uint8Array; codes: Uint8Array; faked: Float32Array; stats: MxStats } =>
+      withBackend(backend, () => {
+        const { scales, codes } = quantizeMxfp4(input, rowLength);
+        const faked = input.slice();
+        const stats = createMxStats();
+        fakeQuantMxfp4(faked, rowLength, { stats });
+        return { scales, codes, faked, stats };
+      });
+    const ts = run('ts');
+    const wasm = run('wasm');
+    const where = `rowLength ${rowLength}`;
+    assert.deepEqual(wasm.scales, ts.scales, `${where}: scales`);
+    assert.deepEqual(wasm.codes, ts.codes, `${where}: codes`);
+    assert.deepEqual(bitsOf(wasm.faked), bitsOf(ts.faked), `${where}: fake-quant bits`);
+    assert.ok(ts.stats.expCounts[255] > 0 && ts.stats.flushed > 0, `${where}: the data should hit NaN blocks and flushes`);
+    for (const key of ['blocks', 'elements', 'saturated', 'flushed', 'nonZero'] as const) {
+      assert.equal(wasm.stats[key], ts.stats[key], `${where}: stats.${key}`);
+    }
+    assert.deepEqual(wasm.stats.expCounts, ts.stats.expCounts, `${where}: exponent histogram`);
+    for (const key of ['signalSq', 'errorSq'] as const) {
+      // Same double-precision terms, summed in a different order.
+      assert.ok(Math.abs(wasm.stats[key] - ts.stats[key]) <= 1e-12 * ts.stats.signalSq, `${where}: stats.${key}`);
+    }
+  }
+});
+
+test('chunk boundaries do not matter: a long array equals its pieces quantized one by one', () => {
+  const input = nastyValues(32 * 1000 + 32 * 7, 9);
+  const whole = quantizeMxfp4(input, 32);
+  const piece = quantizeMxfp4(input.subarray(32 * 999), 32);
+  assert.deepEqual(piece.codes, whole.codes.subarray(32 * 999));
+  assert.deepEqual(piece.scales, whole.scales.subarray(999));
+});
