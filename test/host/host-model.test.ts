@@ -53,6 +53,9 @@ test('runs view rows: running vs ended wording, config rows from the run config'
   assert.match(row.tooltip, /diverged — loss NaN/);
   const rows = configRows(store.list()[0]!);
   assert.deepEqual(rows.find((r) => r.label === 'wgrad'), { label: 'wgrad', value: 'mxfp4 · no rotation · nearest-even' });
+  assert.equal(row.label, 'tiny · H16', 'short names are shown as they are');
+  store.ingest({ type: 'runStarted', runId: 'long', name: 'tiny · fprop fp32 · dgrad fp32 · wgrad mxfp4 · H16', startedAt: '2026-11-21T16:49:10.000Z', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
+  assert.equal(runRow(store.get('long')!.summary).label, 'tiny · F,D,W mxfp4 · 16:49');
 });
 
 test('status bar text and quick actions follow the connection state', () => {

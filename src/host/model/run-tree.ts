@@ -2,6 +2,7 @@
 // rows. Pure functions of a store summary, so the wording is tested without VS Code.
 import { GEMM_KINDS } from '../../protocol/index.js';
 import type { RunStatus, RunSummary } from '../../store/run-store.js';
+import { rotationSummary } from './rotation-modes.js';
 
 export interface RunRow {
   label: string;
@@ -29,6 +30,16 @@ export function formatLoss(loss: number | null | undefined): string {
   return loss === null || loss === undefined ? '—' : loss.toFixed(4);
 }
 
+/** Names longer than this are shown as preset · MXFP4 recipe · start time (the full name is in the tooltip). */
+const LABEL_MAX = 28;
+
+/** The run's name, or when that is long its preset, MXFP4 recipe (unless `withRecipe` is false) and start time. */
+export function runLabel(summary: RunSummary, withRecipe = true): string {
+  if (summary.name.length <= LABEL_MAX || !summary.config) return summary.name;
+  const time = summary.startedAt?.match(/T(\d\d:\d\d)/)?.[1];
+  return [summary.config.preset, withRecipe ? rotationSummary(summary.config) : undefined, time].filter((part) => part !== undefined).join(' · ');
+}
+
 export function runRow(summary: RunSummary): RunRow {
   const step = summary.lastStep >= 0 ? `step ${summary.lastStep}` : 'no steps yet';
   const loss = summary.finalLoss !== undefined ? `final loss ${formatLoss(summary.finalLoss)}` : `loss ${formatLoss(summary.lastLoss)}`;
@@ -39,7 +50,7 @@ export function runRow(summary: RunSummary): RunRow {
     summary.startedAt ? `started ${summary.startedAt}` : undefined,
     summary.dir ? `run log: ${summary.dir}` : undefined,
   ].filter((line): line is string => line !== undefined).join('\n');
-  return { label: summary.name, description: `${summary.status} · ${step} · ${loss}${origin}`, tooltip, icon: STATUS_ICONS[summary.status] };
+  return { label: runLabel(summary), description: `${summary.status} · ${step} · ${loss}${origin}`, tooltip, icon: STATUS_ICONS[summary.status] };
 }
 
 export function configRows(summary: RunSummary): ConfigRow[] {

@@ -2,7 +2,7 @@
 import type { RunConfig } from '../../protocol/index.js';
 import type { ConnectionState } from '../../link/trainer-client.js';
 import type { RunSummary } from '../../store/run-store.js';
-import { formatLoss } from './run-tree.js';
+import { formatLoss, runLabel } from './run-tree.js';
 import { describeGemms, rotationSummary } from './rotation-modes.js';
 
 export interface StatusInput {
@@ -31,7 +31,7 @@ export function statusText(input: StatusInput): StatusText {
   const live = run && run.status === 'running';
   const parts: string[] = [];
   if (input.state !== 'connected') parts.push(input.state);
-  if (live) parts.push(shorten(run.name, 24), `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
+  if (live) parts.push(runLabel(run, false), `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
   else parts.push('idle');
   const rotationOf = live ? run.config : input.nextRunConfig;
   if (rotationOf) parts.push(rotationSummary(rotationOf));
@@ -43,10 +43,6 @@ export function statusText(input: StatusInput): StatusText {
     'Click for quick actions.',
   ].filter((line): line is string => line !== undefined).join('\n');
   return { text: `${icon} MX Scope: ${parts.join(' · ')}`, tooltip };
-}
-
-function shorten(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 export interface QuickAction {
