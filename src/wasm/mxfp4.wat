@@ -136,18 +136,21 @@
       (i32.add (i32x4.extract_lane 0 (local.get $v)) (i32x4.extract_lane 1 (local.get $v)))
       (i32.add (i32x4.extract_lane 2 (local.get $v)) (i32x4.extract_lane 3 (local.get $v)))))
 
-;; One scale byte per block at $scales and one code byte per element at $codes. The grid index of
-  ;; the rounded magnitude r ∈ {0, 0.5, 1, 1.5, 2, 3, 4, 6} is min(2r, max((bits(r) >> 22) − 252, 1)),
-  ;; plus 8 for the sign.
+  ;; One scale byte per block at $scales and one code byte per element at $codes. s + magic lies in
+  ;; magic's binade, where consecutive float32 bit patterns are consecutive grid points, so the
+  ;; integer bits(s + magic) − bits(magic) is the rounded multiple q of the step, and the grid index
+  ;; is q + 2b with 2b = (bits(magic) >> 22) − 298, saturated at 7; plus 8 for the sign.
   (func (export "quantize") (param $p i32) (param $blocks i32) (param $codes i32) (param $scales i32)
-    (local $byte i32) (local $v i32) (local $inv v128) (local $x v128) (local $s v128) (local $r v128) (local $magic v128)
+    (local $byte i32) (local $v i32) (local $inv v128) (local $x v128) (local $s v128) (local $magic v128)
     (local $code v128)
-    (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128) (local $signBit v128)
+    (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $signBit v128)
+    (local $k298 v128) (local $seven v128)
+    (local.set $k298 (i32x4.splat (i32.const 298)))
+    (local.set $seven (i32x4.splat (i32.const 7)))
     (local.set $one (v128.const f32x4 1 1 1 1))
     (local.set $four (v128.const f32x4 4 4 4 4))
     (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
     (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
-    (local.set $six (v128.const f32x4 6 6 6 6))
     (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
     (block $done
       (loop $blockLoop
@@ -167,13 +170,13 @@
               (local.set $magic (i32x4.add
                 (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
                 (local.get $plus22)))
-              (local.set $r (f32x4.min (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)) (local.get $six)))
               (local.set $code
                 (v128.or
                   (i32x4.min_s
-                    (i32x4.trunc_sat_f32x4_s (f32x4.add (local.get $r) (local.get $r)))
-                    (i32x4.max_s (i32x4.sub (i32x4.shr_u (local.get $r) (i32.const 22)) (i32x4.splat (i32.const 252)))
-                                 (i32x4.splat (i32.const 1))))
+                    (i32x4.add
+                      (i32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic))
+                      (i32x4.sub (i32x4.shr_u (local.get $magic) (i32.const 22)) (local.get $k298)))
+                    (local.get $seven))
                   (i32x4.shr_u
                     (v128.and (v128.and (local.get $x) (local.get $signBit))
                               (f32x4.ne (local.get $s) (v128.const i32x4 0 0 0 0)))
