@@ -15,6 +15,7 @@ const nodeEntries = [
 ];
 const webviewEntries = [
   ['webview/dashboard/main.ts', 'webview/dashboard'],
+  ['webview/checkpoint/main.ts', 'webview/checkpoint'],
 ];
 
 const common = {

@@ -1,0 +1,84 @@
+// Scale-exponent histograms on a canvas: one or more series (A and B when comparing) over a shared
+// exponent axis, bars as fractions of each series' blocks so different sizes compare fairly.
+import type { ScaleHistogram } from '../../src/protocol/telemetry.js';
+import { withAlpha, type Theme } from '../dashboard/theme.js';
+
+export interface Series {
+  histogram: ScaleHistogram;
+  color: string;
+}
+
+export interface HistogramOptions {
+  /** Draw exponent labels under the bars and a median tick (large chart) or nothing (sparkline). */
+  axis: boolean;
+  /** Exponent range to draw; defaults to the union of the series. */
+  range?: [number, number];
+}
+
+export function exponentRange(series: readonly Series[]): [number, number] | null {
+  const filled = series.filter((s) => s.histogram.counts.length > 0);
+  if (filled.length === 0) return null;
+  return [Math.min(...filled.map((s) => s.histogram.minExp)), Math.max(...filled.map((s) => s.histogram.minExp + s.histogram.counts.length - 1))];
+}
+
+/** Sizes the canvas backing store to its CSS box at the device pixel ratio and returns a 2-D context in CSS pixels. */
+function prepare(canvas: HTMLCanvasElement): { g: CanvasRenderingContext2D; width: number; height: number } | null {
+  const width = canvas.clientWidth;
+  const height = canvas.clientHeight;
+  const g = canvas.getContext('2d');
+  if (!g || width === 0 || height === 0) return null;
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * ratio);
+  canvas.height = Math.round(height * ratio);
+  g.setTransform(ratio, 0, 0, ratio, 0, 0);
+  g.clearRect(0, 0, width, height);
+  return { g, width, height };
+}
+
+export function drawHistogram(canvas: HTMLCanvasElement, series: readonly Series[], theme: Theme, options: HistogramOptions): void {
+  const surface = prepare(canvas);
+  const range = options.range ?? exponentRange(series);
+  if (!surface || !range) return;
+  const { g, width, height } = surface;
+  const bottom = options.axis ? height - 18 : height;
+  const top = options.axis ? 6 : 1;
+  const bins = range[1] - range[0] + 1;
+  const binWidth = width / bins;
+  const fractions = series.map(({ histogram }) => {
+    const total = histogram.counts.reduce((sum, count) => sum + count, 0);
+    return (exp: number) => (total === 0 ? 0 : (histogram.counts[exp - histogram.minExp] ?? 0) / total);
+  });
+  let peak = 0;
+  for (let exp = range[0]; exp <= range[1]; exp++) for (const fraction of fractions) peak = Math.max(peak, fraction(exp));
+  if (peak === 0) return;
+
+  series.forEach(({ color }, index) => {
+    // Overlaid series: translucent fills with solid tops, so both stay readable where they overlap.
+    g.fillStyle = series.length > 1 ? withAlpha(color, 0.45) : color;
+    for (let exp = range[0]; exp <= range[1]; exp++) {
+      const value = fractions[index](exp);
+      if (value === 0) continue;
+      const barHeight = Math.max(1, ((bottom - top) * value) / peak);
+      const x = (exp - range[0]) * binWidth;
+      g.fillRect(x + (bins > 40 ? 0 : 1), bottom - barHeight, Math.max(1, binWidth - (bins > 40 ? 0 : 2)), barHeight);
+      if (series.length > 1) {
+        g.fillStyle = color;
+        g.fillRect(x, bottom - barHeight, Math.max(1, binWidth), 2);
+        g.fillStyle = withAlpha(color, 0.45);
+      }
+    }
+  });
+
+  if (!options.axis) return;
+  g.strokeStyle = theme.grid;
+  g.beginPath();
+  g.moveTo(0, bottom + 0.5);
+  g.lineTo(width, bottom + 0.5);
+  g.stroke();
+  g.fillStyle = theme.muted;
+  g.font = '11px var(--vscode-font-family), sans-serif';
+  g.textAlign = 'center';
+  g.textBaseline = 'top';
+  const step = Math.max(1, Math.ceil(bins / Math.max(1, Math.floor(width / 36))));
+  for (let exp = range[0]; exp <= range[1]; exp += step) g.fillText(String(exp), (exp - range[0] + 0.5) * binWidth, bottom + 3);
+}

@@ -1,0 +1,147 @@
+// The checkpoint webview (custom editor for one checkpoint, or the Compare Checkpoints panel): shows
+// progress while the host analyses, then the result, or the error when the file is not a valid
+// checkpoint. Rotation block and pass are chosen here and analysed by the host.
+import './checkpoint.css';
+import { formatBytes } from '../../src/checkpoint/format.js';
+import type { CheckpointComparison, CheckpointReport } from '../../src/checkpoint/report.js';
+import type { CheckpointHostMessage, CheckpointWebviewMessage } from '../../src/checkpoint/webview-messages.js';
+import { HADAMARD_BLOCKS, type HadamardBlock } from '../../src/protocol/config.js';
+import { element } from '../dashboard/context.js';
+import { onThemeChange, readTheme } from '../dashboard/theme.js';
+import { checkbox, dropdown, registerToolkit, textField } from '../ui/toolkit.js';
+import { renderComparison } from './compare-view.js';
+import { renderReport } from './report-view.js';
+import type { TableState } from './table.js';
+
+interface VsCodeApi {
+  postMessage(message: CheckpointWebviewMessage): void;
+  getState(): unknown;
+  setState(state: unknown): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+
+interface UiState {
+  hadamardBlock: HadamardBlock;
+  mode: 'full' | 'histogram';
+  filter: string;
+  tensors: TableState;
+  diffs: TableState;
+}
+
+const DEFAULT_STATE: UiState = {
+  hadamardBlock: 32,
+  mode: 'full',
+  filter: '',
+  tensors: { sortColumn: 0, descending: false, selected: null },
+  // Comparisons open largest tensor first (column 2 is the size).
+  diffs: { sortColumn: 2, descending: true, selected: null },
+};
+
+type Shown = { type: 'waiting' } | Extract<CheckpointHostMessage, { type: 'progress' | 'error' }> | { type: 'report'; report: CheckpointReport } | { type: 'comparison'; comparison: CheckpointComparison };
+
+class CheckpointPage {
+  private state: UiState;
+  private shown: Shown = { type: 'waiting' };
+  private readonly header = element('header', 'top');
+  private readonly body = element('main', 'content');
+
+  constructor(private readonly vscode: VsCodeApi) {
+    this.state = { ...DEFAULT_STATE, ...(vscode.getState() as Partial<UiState> | undefined) };
+    registerToolkit();
+    document.body.append(this.header, this.body);
+    window.addEventListener('message', (event: MessageEvent<CheckpointHostMessage>) => this.receive(event.data));
+    onThemeChange(() => this.render());
+    window.addEventListener('resize', () => this.render());
+    this.render();
+    vscode.postMessage({ type: 'ready' });
+  }
+
+  private receive(message: CheckpointHostMessage): void {
+    if (message.type === 'progress' || message.type === 'error' || message.type === 'report' || message.type === 'comparison') {
+      this.shown = message;
+      this.render();
+    }
+  }
+
+  /** `reanalyse`: ask the host for a new analysis; `keepHeader`: leave the controls alone (typing in the filter keeps focus). */
+  private update(patch: Partial<UiState>, how: { reanalyse?: boolean; keepHeader?: boolean } = {}): void {
+    this.state = { ...this.state, ...patch };
+    this.vscode.setState(this.state);
+    if (how.reanalyse) this.vscode.postMessage({ type: 'analyse', hadamardBlock: this.state.hadamardBlock, mode: this.state.mode });
+    if (how.keepHeader) this.renderBody();
+    else this.render();
+  }
+
+  private controls(): HTMLElement {
+    const row = element('div', 'controls');
+    const block = element('label', 'control');
+    block.append(
+      element('span', undefined, 'Hadamard block'),
+      dropdown(
+        HADAMARD_BLOCKS.map((size) => ({ value: String(size), label: String(size) })),
+        String(this.state.hadamardBlock),
+        (value) => this.update({ hadamardBlock: Number(value) as HadamardBlock }, { reanalyse: true }),
+        'Block size of the deterministic Hadamard rotation the second SQNR column is measured under',
+      ),
+    );
+    const fast = checkbox('Histogram only (fast)', this.state.mode === 'histogram', (on) => this.update({ mode: on ? 'histogram' : 'full' }, { reanalyse: true }));
+    fast.title = 'Only the exponent pass: scale histograms and outlier blocks, no saturation, flush or SQNR';
+    const filter = textField(this.state.filter, 'Filter tensors', (value) => this.update({ filter: value }, { keepHeader: true }));
+    filter.classList.add('filter');
+    row.append(block, fast, filter);
+    return row;
+  }
+
+  private renderHeader(): void {
+    this.header.replaceChildren();
+    const shown = this.shown;
+    if (shown.type === 'report') {
+      const { report } = shown;
+      const analysed = report.tensors.filter((t) => t.analysis).length;
+      const shards = report.shards.length > 1 ? ` · ${report.shards.length} shards` : '';
+      this.header.append(
+        element('h2', 'path', report.path),
+        element('div', 'summary muted', `${report.tensors.length} tensors · ${formatBytes(report.dataBytes)}${shards} · ${analysed} weight matrices analysed in ${report.seconds.toFixed(2)} s · MXFP4 E2M1, 32-element blocks, E8M0 scales`),
+        this.controls(),
+      );
+    } else if (shown.type === 'comparison') {
+      const { comparison } = shown;
+      this.header.append(
+        element('h2', 'path', 'Compare checkpoints'),
+        element('div', 'summary', `A: ${comparison.a}`),
+        element('div', 'summary', `B: ${comparison.b}`),
+        element('div', 'summary muted', `${comparison.matched.length} tensors in both · ${comparison.onlyInA.length} only in A · ${comparison.onlyInB.length} only in B · compared in ${comparison.seconds.toFixed(2)} s`),
+      );
+    }
+  }
+
+  private render(): void {
+    this.renderHeader();
+    this.renderBody();
+  }
+
+  private renderBody(): void {
+    this.body.replaceChildren();
+    const shown = this.shown;
+    let draws: (() => void)[] = [];
+    if (shown.type === 'waiting') {
+      this.body.append(element('p', 'muted', 'Opening checkpoint…'));
+    } else if (shown.type === 'progress') {
+      const bar = element('progress', 'progress');
+      bar.max = Math.max(1, shown.bytesTotal);
+      bar.value = shown.bytesDone;
+      this.body.append(element('p', undefined, shown.title), bar, element('p', 'muted', `${formatBytes(shown.bytesDone)} of ${formatBytes(shown.bytesTotal)}`));
+    } else if (shown.type === 'error') {
+      const box = element('div', 'error');
+      box.append(element('strong', undefined, shown.title), element('p', undefined, shown.message));
+      this.body.append(box);
+    } else if (shown.type === 'report') {
+      draws = renderReport(this.body, shown.report, readTheme(), { table: this.state.tensors, filter: this.state.filter }, (view) => this.update({ tensors: view.table, filter: view.filter }, { keepHeader: true }));
+    } else {
+      draws = renderComparison(this.body, shown.comparison, readTheme(), this.state.diffs, (diffs) => this.update({ diffs }, { keepHeader: true }));
+    }
+    for (const draw of draws) draw();
+  }
+}
+
+new CheckpointPage(acquireVsCodeApi());

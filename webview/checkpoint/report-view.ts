@@ -1,0 +1,95 @@
+// One checkpoint: every tensor with its MXFP4 figures, a scale sparkline per weight matrix, and the
+// selected tensor's full scale histogram and details.
+import { formatBytes, formatDb, formatPercent } from '../../src/checkpoint/format.js';
+import type { CheckpointReport, TensorReport } from '../../src/checkpoint/report.js';
+import { element } from '../dashboard/context.js';
+import type { Theme } from '../dashboard/theme.js';
+import { drawHistogram } from './histogram.js';
+import { renderTable, type Column, type TableState } from './table.js';
+
+const shape = (dims: readonly number[]) => `[${dims.join(', ')}]`;
+
+function columns(report: CheckpointReport, theme: Theme, sparklines: (() => void)[]): Column<TensorReport>[] {
+  const block = report.options.hadamardBlock;
+  return [
+    { title: 'Tensor', text: (t) => t.name, sortKey: (t) => t.name },
+    { title: 'dtype', text: (t) => t.dtype, sortKey: (t) => t.dtype },
+    { title: 'Shape', text: (t) => shape(t.shape), sortKey: (t) => t.elements, numeric: true },
+    { title: 'Size', text: (t) => formatBytes(t.bytes), sortKey: (t) => t.bytes, numeric: true },
+    {
+      title: 'Scale exponents',
+      tooltip: 'E8M0 block-scale histogram (exponent of 2), every block of the tensor',
+      text: () => '',
+      sortKey: (t) => t.analysis?.medianScaleExp ?? null,
+      cell: (t, td) => {
+        if (!t.analysis) return;
+        const canvas = element('canvas', 'sparkline');
+        td.append(canvas);
+        const histogram = t.analysis.histogram;
+        sparklines.push(() => drawHistogram(canvas, [{ histogram, color: theme.palette[0] }], theme, { axis: false }));
+      },
+    },
+    { title: 'Median', tooltip: 'Median block-scale exponent', text: (t) => (t.analysis?.medianScaleExp ?? '-').toString(), sortKey: (t) => t.analysis?.medianScaleExp ?? null, numeric: true },
+    { title: 'Saturated', tooltip: 'Elements clamped to ±6·scale', text: (t) => formatPercent(t.analysis?.saturatedFrac ?? null), sortKey: (t) => t.analysis?.saturatedFrac ?? null, numeric: true },
+    { title: 'Flushed', tooltip: 'Non-zero elements that quantize to 0', text: (t) => formatPercent(t.analysis?.flushedFrac ?? null), sortKey: (t) => t.analysis?.flushedFrac ?? null, numeric: true },
+    { title: 'SQNR dB', tooltip: 'MXFP4 without rotation', text: (t) => formatDb(t.analysis?.sqnr?.noRotationDb ?? null), sortKey: (t) => t.analysis?.sqnr?.noRotationDb ?? null, numeric: true },
+    { title: `SQNR H${block} dB`, tooltip: `MXFP4 after a deterministic Hadamard rotation of block ${block}`, text: (t) => formatDb(t.analysis?.sqnr?.hadamardDb ?? null), sortKey: (t) => t.analysis?.sqnr?.hadamardDb ?? null, numeric: true },
+    {
+      title: 'Outlier blocks',
+      tooltip: `Blocks whose scale is ≥ ${report.options.outlierBinades} binades above the median`,
+      text: (t) => (t.analysis ? String(t.analysis.outlierBlocks) : '-'),
+      sortKey: (t) => (t.analysis ? t.analysis.outlierBlocks / t.analysis.blocks : null),
+      numeric: true,
+    },
+  ];
+}
+
+function detail(tensor: TensorReport, report: CheckpointReport, theme: Theme, draws: (() => void)[]): HTMLElement {
+  const box = element('section', 'detail');
+  box.append(element('h3', undefined, tensor.name));
+  const analysis = tensor.analysis;
+  if (!analysis) {
+    box.append(element('p', 'muted', `${tensor.dtype} ${shape(tensor.shape)}: no MXFP4 analysis (${tensor.skipped ?? 'not a weight matrix'}).`));
+    return box;
+  }
+  const canvas = element('canvas', 'histogram');
+  box.append(canvas);
+  draws.push(() => drawHistogram(canvas, [{ histogram: analysis.histogram, color: theme.palette[0] }], theme, { axis: true }));
+  const facts: [string, string][] = [
+    ['Matrix', `${analysis.rows} × ${analysis.cols} (${analysis.blocks} blocks of 32 along the last dim)`],
+    ['Scale exponents', analysis.histogram.counts.length ? `${analysis.histogram.minExp} … ${analysis.histogram.minExp + analysis.histogram.counts.length - 1}, median ${analysis.medianScaleExp}` : 'none'],
+    ['NaN/Inf blocks', String(analysis.histogram.nanBlocks)],
+    ['Outlier blocks', `${analysis.outlierBlocks} (${formatPercent(analysis.outlierBlocks / analysis.blocks)}): scale ≥ median + ${report.options.outlierBinades} binades`],
+    ['Saturated / flushed', `${formatPercent(analysis.saturatedFrac)} / ${formatPercent(analysis.flushedFrac)}`],
+  ];
+  const sqnr = analysis.sqnr;
+  if (sqnr) {
+    facts.push(['SQNR, no rotation', `${formatDb(sqnr.noRotationDb)} dB`]);
+    facts.push([
+      `SQNR, Hadamard ${report.options.hadamardBlock}`,
+      sqnr.hadamardSkipped ?? `${formatDb(sqnr.hadamardDb)} dB (saturated ${formatPercent(sqnr.hadamardSaturatedFrac)}, flushed ${formatPercent(sqnr.hadamardFlushedFrac)})`,
+    ]);
+    facts.push(['SQNR measured on', sqnr.rowsUsed < analysis.rows ? `${sqnr.rowsUsed} evenly spaced rows of ${analysis.rows}` : 'every row']);
+  }
+  const list = element('dl', 'facts');
+  for (const [term, value] of facts) list.append(element('dt', undefined, term), element('dd', undefined, value));
+  box.append(list);
+  return box;
+}
+
+export interface ReportViewState {
+  table: TableState;
+  filter: string;
+}
+
+/** Renders into `root`; returns the canvas draws to run once the elements are laid out. */
+export function renderReport(root: HTMLElement, report: CheckpointReport, theme: Theme, state: ReportViewState, onChange: (state: ReportViewState) => void): (() => void)[] {
+  const draws: (() => void)[] = [];
+  const needle = state.filter.toLowerCase();
+  const rows = report.tensors.filter((tensor) => tensor.name.toLowerCase().includes(needle));
+  root.append(renderTable(columns(report, theme, draws), rows, (t) => t.name, state.table, (table) => onChange({ ...state, table })));
+  if (rows.length === 0) root.append(element('p', 'muted', `No tensor name contains “${state.filter}”.`));
+  const selected = report.tensors.find((tensor) => tensor.name === state.table.selected);
+  if (selected) root.append(detail(selected, report, theme, draws));
+  return draws;
+}
