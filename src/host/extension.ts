@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import { presetConfig } from '../trainer/presets.js';
 import { RunStore } from '../store/run-store.js';
+import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
 import { saveCheckpoint, setGemmPrecision, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
@@ -64,6 +65,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     }),
   );
   registerDashboard(context, services);
+  registerCheckpoints(context, services);
   return services;
 }
 
