@@ -6,7 +6,14 @@ import { rgb, type Theme } from './theme.js';
 
 const MARGIN = { left: 36, right: 8, top: 6, bottom: 18 };
 
-export function drawHeatmap(canvas: HTMLCanvasElement, grid: HeatmapGrid, minExp: number, theme: Theme, markerColumn: number | null): void {
+/** Grid row r is exponent minExp + r; the image spans exponents lo..hi (shared by side-by-side panels). */
+export interface ExponentRange {
+  minExp: number;
+  lo: number;
+  hi: number;
+}
+
+export function drawHeatmap(canvas: HTMLCanvasElement, grid: HeatmapGrid, range: ExponentRange, theme: Theme, markerColumn: number | null): void {
   const ratio = window.devicePixelRatio || 1;
   const width = canvas.clientWidth;
   const height = canvas.clientHeight;
@@ -21,22 +28,28 @@ export function drawHeatmap(canvas: HTMLCanvasElement, grid: HeatmapGrid, minExp
 
   const low = rgb(theme.heatLow);
   const high = rgb(theme.heatHigh);
-  const image = new ImageData(grid.columns, grid.rows);
+  const rows = range.hi - range.lo + 1;
+  const image = new ImageData(grid.columns, rows);
+  for (let p = 0; p < image.data.length; p += 4) {
+    image.data[p] = low[0];
+    image.data[p + 1] = low[1];
+    image.data[p + 2] = low[2];
+    image.data[p + 3] = 255;
+  }
   const scale = grid.max > 0 ? 1 / grid.max : 0;
   for (let c = 0; c < grid.columns; c++) {
     for (let e = 0; e < grid.rows; e++) {
       // sqrt: the tails (a few blocks at extreme exponents) matter and would vanish on a linear ramp.
       const t = Math.sqrt(grid.cells[c * grid.rows + e]! * scale);
-      const p = ((grid.rows - 1 - e) * grid.columns + c) * 4; // highest exponent at the top
+      const p = ((range.hi - (range.minExp + e)) * grid.columns + c) * 4; // highest exponent at the top
       image.data[p] = low[0] + (high[0] - low[0]) * t;
       image.data[p + 1] = low[1] + (high[1] - low[1]) * t;
       image.data[p + 2] = low[2] + (high[2] - low[2]) * t;
-      image.data[p + 3] = 255;
     }
   }
   const cells = document.createElement('canvas');
   cells.width = grid.columns;
-  cells.height = grid.rows;
+  cells.height = rows;
   cells.getContext('2d')!.putImageData(image, 0, 0);
   g.imageSmoothingEnabled = false;
   g.drawImage(cells, MARGIN.left, MARGIN.top, plotW, plotH);
@@ -45,9 +58,9 @@ export function drawHeatmap(canvas: HTMLCanvasElement, grid: HeatmapGrid, minExp
   g.font = '10px sans-serif';
   g.textAlign = 'right';
   g.textBaseline = 'middle';
-  const rowH = plotH / grid.rows;
+  const rowH = plotH / rows;
   const every = Math.max(1, Math.ceil(12 / rowH));
-  for (let e = 0; e < grid.rows; e += every) g.fillText(`2^${minExp + e}`, MARGIN.left - 3, MARGIN.top + plotH - (e + 0.5) * rowH);
+  for (let r = 0; r < rows; r += every) g.fillText(`2^${range.lo + r}`, MARGIN.left - 3, MARGIN.top + plotH - (r + 0.5) * rowH);
   g.textBaseline = 'top';
   g.textAlign = 'left';
   g.fillText(`step ${grid.columnStep[0]}`, MARGIN.left, MARGIN.top + plotH + 4);

@@ -10,8 +10,13 @@ import { element, type Context } from './context.js';
 const LIMIT = 200;
 const OPERAND_LABELS: Record<Operand, string> = { x: 'x (activations)', w: 'w (weights)', dy: 'dy (output gradient)' };
 
-/** The layer the views show: the chosen one if the run has it, else the run's worst by the overview metric. */
-export function currentLayer(ctx: Context, run: RunInfo): string | null {
+/**
+ * The layer every panel shows (compared runs stay on the same layer): the chosen one if the first
+ * panel's run has it, else that run's worst layer by the overview metric.
+ */
+export function currentLayer(ctx: Context): string | null {
+  const run = panelRuns(ctx)[0];
+  if (!run) return null;
   const chosen = ctx.state.layer;
   if (chosen !== null && run.layers.includes(chosen)) return chosen;
   const overview = ctx.data.overview.get(run.runId);
@@ -26,7 +31,7 @@ export function layerPicker(ctx: Context, run: RunInfo, withOperand: boolean): H
   const count = element('span', 'muted');
   const fill = (query: string): void => {
     const { names, total } = filterLayers(run.layers, query, LIMIT);
-    const selected = currentLayer(ctx, run);
+    const selected = currentLayer(ctx);
     if (selected !== null && !names.includes(selected)) names.unshift(selected);
     slot.replaceChildren(dropdown(names.map((name) => ({ value: name, label: name })), selected, (layer) => ctx.update({ layer }), 'layer'));
     count.textContent = `${Math.min(total, LIMIT)} of ${run.layers.length} layers${total > LIMIT ? ` (first ${LIMIT} shown)` : ''}`;
@@ -44,8 +49,22 @@ export function layerPicker(ctx: Context, run: RunInfo, withOperand: boolean): H
   return bar;
 }
 
+/** The runs a per-layer view draws panels for: up to four compared runs, else the focused run. */
+export function panelRuns(ctx: Context): RunInfo[] {
+  const shown = ctx.shownRuns();
+  return ctx.state.mode === 'compare' ? shown.slice(0, 4) : shown.slice(0, 1);
+}
+
+/** The controls row of a per-layer view: in single mode it starts with the run picker. */
+export function controlsWithRunPicker(ctx: Context): HTMLElement {
+  const bar = element('div', 'controls');
+  const picker = runPicker(ctx);
+  if (picker) bar.append(picker);
+  return bar;
+}
+
 /** In single mode, which run the layer views look at. */
-export function runPicker(ctx: Context): HTMLElement | null {
+function runPicker(ctx: Context): HTMLElement | null {
   if (ctx.state.mode === 'compare' || ctx.data.runs.length < 2) return null;
   const focus = ctx.shownRuns()[0]?.runId ?? null;
   return dropdown(

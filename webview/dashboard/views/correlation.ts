@@ -5,7 +5,7 @@ import type { RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { lineChart, type LineDataset, type XY } from '../charts.js';
 import { chartBox, element, setLegend, type Context, type View } from '../context.js';
-import { currentLayer, layerPicker, runPicker } from '../layer-picker.js';
+import { controlsWithRunPicker, currentLayer, layerPicker, panelRuns } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
 const LAGS = [1, 2, 4, 8, 16, 32];
@@ -25,16 +25,13 @@ export class CorrelationView implements View {
   private csvRows: (string | number | null)[][] = [];
 
   constructor(private readonly ctx: Context) {
-    const shown = ctx.shownRuns();
-    const runs = ctx.state.mode === 'compare' ? shown.slice(0, 4) : shown.slice(0, 1);
+    const runs = panelRuns(ctx);
     const focus = runs[0];
     if (!focus) {
       this.root.append(element('p', 'note', 'No runs yet.'));
       return;
     }
-    const bar = element('div', 'controls');
-    const picker = runPicker(ctx);
-    if (picker) bar.append(picker);
+    const bar = controlsWithRunPicker(ctx);
     bar.append(dropdown(LAGS.map((lag) => ({ value: String(lag), label: `lag k = ${lag} stats steps` })), String(ctx.state.lag), (lag) => ctx.update({ lag: Number(lag) }), 'lag k'));
     this.root.append(bar, layerPicker(ctx, focus, false));
     const grid = element('div', `panels n${runs.length}`);
@@ -62,7 +59,7 @@ export class CorrelationView implements View {
     const { state } = this.ctx;
     this.csvRows = [];
     for (const panel of this.panels) {
-      const layer = currentLayer(this.ctx, panel.run);
+      const layer = currentLayer(this.ctx);
       panel.title.textContent = `${panel.run.name} — ${layer ?? 'no layers'} · wgrad ${panel.run.gemms.wgrad}`;
       const detail = layer === null ? undefined : this.ctx.detail(panel.run.runId, layer, 'wgrad', 'dy');
       const color = this.ctx.color(panel.run.runId);

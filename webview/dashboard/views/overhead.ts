@@ -39,7 +39,7 @@ export class OverheadView implements View {
     this.note.textContent =
       this.target === null
         ? 'No validation loss yet: the table fills in once runs report validation.'
-        : `Tokens to reach validation loss ${formatNumber(this.target, 4)}${state.targetLoss === null ? ' (auto: the worst final loss, so every run reaches it)' : ''}; extra % is over the baseline.`;
+        : `Tokens to reach validation loss ${formatNumber(this.target, 4)}${state.targetLoss === null ? ' (auto: the highest of the runs\' best validation losses, so every run reaches it)' : ''}; extra % is over the baseline.`;
     const head = element('tr');
     for (const title of ['Run', 'Wgrad', 'Tokens to target', 'Extra tokens']) head.append(element('th', undefined, title));
     const body = this.rows.map((row) => {

@@ -5,7 +5,7 @@ import { METRIC_INFO, worstFirst } from '../../../src/dashboard/ui-state.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { element, formatNumber, type Context, type View } from '../context.js';
-import { runPicker } from '../layer-picker.js';
+import { controlsWithRunPicker } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
 /** Rows rendered at most: worst first, so the ones that matter are always in. */
@@ -18,9 +18,7 @@ export class OverviewView implements View {
   private csvData: { header: string[]; rows: (string | number | null)[][] } = { header: [], rows: [] };
 
   constructor(private readonly ctx: Context) {
-    const bar = element('div', 'controls');
-    const picker = runPicker(ctx);
-    if (picker) bar.append(picker);
+    const bar = controlsWithRunPicker(ctx);
     bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: `worst first by ${METRIC_INFO[metric].label}` })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'sort metric'));
     this.root.append(bar, this.note, this.table);
     this.update();

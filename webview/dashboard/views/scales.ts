@@ -7,7 +7,7 @@ import { dropdown } from '../../ui/toolkit.js';
 import { barChart } from '../charts.js';
 import { chartBox, element, formatNumber, setLegend, type Context, type View } from '../context.js';
 import { drawHeatmap } from '../heatmap-canvas.js';
-import { currentLayer, layerPicker, runPicker } from '../layer-picker.js';
+import { controlsWithRunPicker, currentLayer, layerPicker, panelRuns } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
 interface Panel {
@@ -46,15 +46,13 @@ export class ScalesView implements View {
   private csvRows: (string | number | null)[][] = [];
 
   constructor(private readonly ctx: Context) {
-    const runs = ctx.state.mode === 'compare' ? ctx.shownRuns().slice(0, 4) : ctx.shownRuns().slice(0, 1);
+    const runs = panelRuns(ctx);
     const focus = runs[0];
     if (!focus) {
       this.root.append(element('p', 'note', 'No runs yet.'));
       return;
     }
-    const top = element('div', 'controls');
-    const picker = runPicker(ctx);
-    if (picker) top.append(picker);
+    const top = controlsWithRunPicker(ctx);
     if (ctx.state.mode === 'single' && ctx.data.runs.length > 1) {
       const others = ctx.data.runs.filter((run) => run.runId !== focus.runId).map((run) => ({ value: run.runId, label: `overlay: ${run.name}` }));
       top.append(dropdown([{ value: '', label: 'no overlay' }, ...others], ctx.state.overlayRunId ?? '', (id) => ctx.update({ overlayRunId: id || null }), 'overlay another run'));
@@ -95,7 +93,7 @@ export class ScalesView implements View {
   }
 
   private detailFor(run: RunInfo): LayerDetailMessage | undefined {
-    const layer = currentLayer(this.ctx, run);
+    const layer = currentLayer(this.ctx);
     return layer === null ? undefined : this.ctx.detail(run.runId, layer, this.ctx.state.gemm, this.ctx.state.operand);
   }
 
@@ -110,10 +108,14 @@ export class ScalesView implements View {
     this.csvRows = [];
     const overlayRun = state.mode === 'single' && state.overlayRunId ? this.ctx.data.run(state.overlayRunId) : undefined;
     const overlay = overlayRun ? this.detailFor(overlayRun) : undefined;
-    // Side by side panels share the y axis, or equal bars would look different.
+    const layer = currentLayer(this.ctx);
+    // Side by side panels (and an overlay) share both axes, or equal bars would look different.
+    const drawn = [...this.panels.map((panel) => this.detailFor(panel.run)), overlay].filter((d): d is LayerDetailMessage => d !== undefined && d.exponents > 0);
+    const lo = Math.min(...drawn.map((d) => d.minExp));
+    const hi = Math.max(...drawn.map((d) => d.minExp + d.exponents - 1));
+    const labels = Array.from({ length: Math.max(0, hi - lo + 1) }, (_, i) => String(lo + i));
     let yMax = 0;
     for (const panel of this.panels) {
-      const layer = currentLayer(this.ctx, panel.run);
       panel.title.textContent = `${panel.run.name} — ${layer ?? 'no layers'} · ${state.gemm} · ${state.operand}`;
       const detail = this.detailFor(panel.run);
       if (!detail || detail.steps.length === 0) {
@@ -130,10 +132,6 @@ export class ScalesView implements View {
         const overlayIndex = stepIndex(overlay.steps, step);
         series.push({ run: overlayRun, detail: overlay, index: overlayIndex, histogram: histogramAt(overlay, overlayIndex) });
       }
-      const exps = series.flatMap((s) => [s.detail.minExp, s.detail.minExp + s.detail.exponents - 1]);
-      const lo = Math.min(...exps);
-      const hi = Math.max(...exps);
-      const labels = Array.from({ length: hi - lo + 1 }, (_, i) => String(lo + i));
       panel.chart.data.labels = labels;
       panel.chart.data.datasets = series.map((s, k) => {
         const color = this.ctx.color(s.run.runId);
@@ -158,7 +156,7 @@ export class ScalesView implements View {
       );
       const heat = binHeatmap(detail, Math.max(1, panel.heatmap.clientWidth - 44));
       const column = Math.min(heat.columns - 1, Math.floor((index * heat.columns) / detail.steps.length));
-      drawHeatmap(panel.heatmap, heat, detail.minExp, theme, column);
+      drawHeatmap(panel.heatmap, heat, { minExp: detail.minExp, lo, hi }, theme, column);
       for (const s of series) for (const label of labels) this.csvRows.push([s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, Number(label), s.histogram.fractions.get(Number(label)) ?? 0]);
     }
     for (const panel of this.panels) {
