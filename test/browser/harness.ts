@@ -115,7 +115,7 @@ export class FakeHost {
 /** Open the dashboard page in a theme; the host is wired before the bundle runs. */
 export async function openDashboard(browser: Browser, theme: ThemeName, options: { width?: number; height?: number; layout?: 'panel' | 'sidebar'; limits?: Partial<StoreLimits>; before?: (host: FakeHost) => void } = {}): Promise<FakeHost> {
   const page = await browser.newPage({ viewport: { width: options.width ?? 1200, height: options.height ?? 900 }, colorScheme: theme });
-  page.setDefaultTimeout(5000);
+  page.setDefaultTimeout(15_000); // generous: CI and shared machines are slow; a healthy run takes ~1 s per step
   const host = new FakeHost(page, options.limits);
   options.before?.(host);
   page.on('pageerror', (error) => host.errors.push(error.message));
