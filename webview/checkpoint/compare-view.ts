@@ -4,7 +4,7 @@ import { formatBytes } from '../../src/checkpoint/format.js';
 import type { CheckpointComparison, TensorDiff, TensorSummary } from '../../src/checkpoint/report.js';
 import { element } from '../dashboard/context.js';
 import type { Theme } from '../dashboard/theme.js';
-import { drawHistogram, exponentRange } from './histogram.js';
+import { drawHistogram } from './histogram.js';
 import { renderTable, type Column, type TableState } from './table.js';
 
 const shape = (dims: readonly number[]) => `[${dims.join(', ')}]`;
@@ -67,7 +67,7 @@ function detail(diff: TensorDiff, theme: Theme, draws: (() => void)[]): HTMLElem
     { histogram: shift.histogramA, color: theme.palette[0] },
     { histogram: shift.histogramB, color: theme.palette[1] },
   ];
-  draws.push(() => drawHistogram(canvas, series, theme, { axis: true, range: exponentRange(series) ?? undefined }));
+  draws.push(() => drawHistogram(canvas, series, theme, { axis: true }));
   return box;
 }
 

@@ -1,7 +1,7 @@
 // Scale-exponent histograms on a canvas: one or more series (A and B when comparing) over a shared
-// exponent axis, bars as fractions of each series' blocks so different sizes compare fairly.
+// exponent axis, bars side by side as fractions of each series' blocks so different sizes compare fairly.
 import type { ScaleHistogram } from '../../src/protocol/telemetry.js';
-import { withAlpha, type Theme } from '../dashboard/theme.js';
+import type { Theme } from '../dashboard/theme.js';
 
 export interface Series {
   histogram: ScaleHistogram;
@@ -52,20 +52,16 @@ export function drawHistogram(canvas: HTMLCanvasElement, series: readonly Series
   for (let exp = range[0]; exp <= range[1]; exp++) for (const fraction of fractions) peak = Math.max(peak, fraction(exp));
   if (peak === 0) return;
 
+  // Several series share each exponent's slot side by side; a gap separates neighbouring exponents.
+  const gap = bins > 40 ? 0 : Math.min(4, binWidth * 0.15);
+  const barWidth = (binWidth - gap) / series.length;
   series.forEach(({ color }, index) => {
-    // Overlaid series: translucent fills with solid tops, so both stay readable where they overlap.
-    g.fillStyle = series.length > 1 ? withAlpha(color, 0.45) : color;
+    g.fillStyle = color;
     for (let exp = range[0]; exp <= range[1]; exp++) {
       const value = fractions[index](exp);
       if (value === 0) continue;
       const barHeight = Math.max(1, ((bottom - top) * value) / peak);
-      const x = (exp - range[0]) * binWidth;
-      g.fillRect(x + (bins > 40 ? 0 : 1), bottom - barHeight, Math.max(1, binWidth - (bins > 40 ? 0 : 2)), barHeight);
-      if (series.length > 1) {
-        g.fillStyle = color;
-        g.fillRect(x, bottom - barHeight, Math.max(1, binWidth), 2);
-        g.fillStyle = withAlpha(color, 0.45);
-      }
+      g.fillRect((exp - range[0]) * binWidth + gap / 2 + index * barWidth, bottom - barHeight, Math.max(1, barWidth), barHeight);
     }
   });
 

@@ -4,21 +4,24 @@ import { formatBytes, formatDb, formatPercent } from '../../src/checkpoint/forma
 import type { CheckpointReport, TensorReport } from '../../src/checkpoint/report.js';
 import { element } from '../dashboard/context.js';
 import type { Theme } from '../dashboard/theme.js';
-import { drawHistogram } from './histogram.js';
+import { drawHistogram, exponentRange, type Series } from './histogram.js';
 import { renderTable, type Column, type TableState } from './table.js';
 
 const shape = (dims: readonly number[]) => `[${dims.join(', ')}]`;
 
 function columns(report: CheckpointReport, theme: Theme, sparklines: (() => void)[]): Column<TensorReport>[] {
   const block = report.options.hadamardBlock;
+  // One exponent axis for every sparkline, so a tensor whose scales sit higher looks higher.
+  const all: Series[] = report.tensors.flatMap((t) => (t.analysis ? [{ histogram: t.analysis.histogram, color: theme.palette[0] }] : []));
+  const range = exponentRange(all) ?? undefined;
   return [
     { title: 'Tensor', text: (t) => t.name, sortKey: (t) => t.name },
     { title: 'dtype', text: (t) => t.dtype, sortKey: (t) => t.dtype },
     { title: 'Shape', text: (t) => shape(t.shape), sortKey: (t) => t.elements, numeric: true },
     { title: 'Size', text: (t) => formatBytes(t.bytes), sortKey: (t) => t.bytes, numeric: true },
     {
-      title: 'Scale exponents',
-      tooltip: 'E8M0 block-scale histogram (exponent of 2), every block of the tensor',
+      title: range ? `Scale exponents ${range[0]} … ${range[1]}` : 'Scale exponents',
+      tooltip: 'E8M0 block-scale histogram (exponent of 2) over every block of the tensor, all rows on one axis',
       text: () => '',
       sortKey: (t) => t.analysis?.medianScaleExp ?? null,
       cell: (t, td) => {
@@ -26,7 +29,7 @@ function columns(report: CheckpointReport, theme: Theme, sparklines: (() => void
         const canvas = element('canvas', 'sparkline');
         td.append(canvas);
         const histogram = t.analysis.histogram;
-        sparklines.push(() => drawHistogram(canvas, [{ histogram, color: theme.palette[0] }], theme, { axis: false }));
+        sparklines.push(() => drawHistogram(canvas, [{ histogram, color: theme.palette[0] }], theme, { axis: false, ...(range ? { range } : {}) }));
       },
     },
     { title: 'Median', tooltip: 'Median block-scale exponent', text: (t) => (t.analysis?.medianScaleExp ?? '-').toString(), sortKey: (t) => t.analysis?.medianScaleExp ?? null, numeric: true },
