@@ -7,6 +7,8 @@ import type { AlertTracker } from './alerts.js';
 import { layerDetail, layerOverview, lossSlice, runInfo } from './views.js';
 
 interface RunCursor {
+  /** The store's summary object of the run: a new one means the run restarted (same runId, new runStarted). */
+  summary: object;
   step: number;
   validationStep: number;
   statsVersion: number;
@@ -34,9 +36,10 @@ export class DashboardFeed {
     return { message, cursor };
   }
 
-  /** Changes since `cursor` (advanced in place), or null when the run set changed (send a snapshot). */
+  /** Changes since `cursor` (advanced in place), or null when the run set changed or a run restarted (send a snapshot). */
   delta(cursor: FeedCursor): DeltaMessage | null {
     if (cursor.runIds !== this.runIds()) return null;
+    for (const [runId, seen] of cursor.runs) if (this.store.get(runId)?.summary !== seen.summary) return null;
     return { type: 'delta', ...this.changesSince(cursor) };
   }
 
@@ -55,7 +58,7 @@ export class DashboardFeed {
       const run = this.store.get(summary.runId)!;
       const runId = summary.runId;
       let seen = cursor.runs.get(runId);
-      if (!seen) cursor.runs.set(runId, (seen = { step: -1, validationStep: -1, statsVersion: -1, info: '' }));
+      if (!seen) cursor.runs.set(runId, (seen = { summary: run.summary, step: -1, validationStep: -1, statsVersion: -1, info: '' }));
       const info: RunInfo = runInfo(run, this.alerts.divergedAt(runId));
       const infoKey = `${info.status}|${info.divergedAt}|${info.name}|${info.layers.length}`;
       if (infoKey !== seen.info) {

@@ -53,6 +53,14 @@ for (const theme of ['dark', 'light'] as const) {
     }
     assert.match(await page.textContent('.run-chips') ?? '', /RHT16.*live/, 'the cut-off run is still live');
     await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-loss.png` });
+    await page.click('vscode-button:text("Export CSV")');
+    await page.click('vscode-button:text("Export PNG")');
+    await page.waitForTimeout(100);
+    const exports = host.received.filter((m) => (m as { type: string }).type === 'export') as { format: string; data: string }[];
+    assert.deepEqual(exports.map((e) => e.format), ['csv', 'png']);
+    assert.match(exports[0]!.data, /^run,series,step,loss\n/);
+    assert.equal(exports[0]!.data.split('\n').filter((line) => line.startsWith('bf16 baseline,train,')).length, 600);
+    assert.match(exports[1]!.data, /^data:image\/png;base64,/);
 
     // The rest of the run arrives as a delta: the run ends and the NaN alert appears.
     host.ingest(records.slice(cut));

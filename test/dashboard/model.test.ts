@@ -46,7 +46,10 @@ test('deltas send only what is new; a new run forces a snapshot', () => {
   assert.equal(delta.runs[0]!.status, 'completed');
   assert.equal(delta.overview.length, 1);
   store.ingest({ ...records[0]!, runId: 'other' } as TelemetryRecord);
-  assert.equal(feed.delta(cursor), null);
+  assert.equal(feed.delta(cursor), null, 'a new run: resync');
+  const again = feed.snapshot().cursor;
+  store.ingest(records[0]!);
+  assert.equal(feed.delta(again), null, 'the same runId started afresh: resync');
 });
 
 test('layer detail: exact histograms per stats step and sketch correlation', () => {

@@ -9,6 +9,8 @@ import type { HostServices } from '../services.js';
 import { dashboardHtml } from './html.js';
 
 const FLUSH_MS = 250;
+/** A webview shown again normally reloads and says `ready`; one that kept its page gets a snapshot after this. */
+const RESYNC_MS = 1000;
 
 export interface WebviewHost {
   readonly webview: vscode.Webview;
@@ -29,6 +31,8 @@ export function configureWebview(webview: vscode.Webview, extensionUri: vscode.U
 export class DashboardConnection implements vscode.Disposable {
   private cursor: FeedCursor | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private wasVisible: boolean;
   private pendingFocus: FocusMessage | undefined;
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -39,13 +43,17 @@ export class DashboardConnection implements vscode.Disposable {
     private readonly openDashboard: () => void,
     onDidChangeVisibility: vscode.Event<unknown>,
   ) {
+    this.wasVisible = host.visible;
     this.disposables.push(
       host.webview.onDidReceiveMessage((raw) => this.receive(raw)),
       services.store.onDidChange(() => this.scheduleFlush()),
       onDidChangeVisibility(() => {
-        // Hidden: forget what it has (it may be torn down); shown: resync with a snapshot.
+        // Hidden: send nothing and forget what it has (VS Code tears the page down); shown: resync.
+        if (host.visible === this.wasVisible) return; // e.g. only the active editor changed
+        this.wasVisible = host.visible;
+        clearTimeout(this.resyncTimer);
         if (!host.visible) this.cursor = undefined;
-        else this.sendSnapshot();
+        else this.resyncTimer = setTimeout(() => this.cursor || this.sendSnapshot(), RESYNC_MS);
       }),
     );
   }
@@ -58,6 +66,7 @@ export class DashboardConnection implements vscode.Disposable {
 
   dispose(): void {
     clearTimeout(this.flushTimer);
+    clearTimeout(this.resyncTimer);
     for (const disposable of this.disposables) disposable.dispose();
   }
 
@@ -70,6 +79,7 @@ export class DashboardConnection implements vscode.Disposable {
     const message = checked.value;
     switch (message.type) {
       case 'ready':
+        clearTimeout(this.resyncTimer);
         this.sendSnapshot();
         break;
       case 'requestLayer': {
