@@ -223,9 +223,10 @@ export class RunStore {
     return removed;
   }
 
-  /** Mark every run still `running` from `source` as `unknown` (its trainer went away for good). */
-  markOrphaned(source: RunSource = 'live'): void {
+  /** Mark runs still `running` from `source` (all, or just `runId`) as `unknown`: their trainer went away for good. */
+  markOrphaned(source: RunSource = 'live', runId?: string): void {
     for (const run of this.runsById.values()) {
+      if (runId !== undefined && run.summary.runId !== runId) continue;
       if (run.summary.source === source && run.summary.status === 'running') {
         run.summary.status = 'unknown';
         this.emit({ runId: run.summary.runId });

@@ -1,8 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { RunStore } from '../../src/store/run-store.js';
+import { loadRunLog, runLogDirs } from '../../src/store/load-run-log.js';
+import { RunLogWriter } from '../../src/runlog/index.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
 import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from './synthetic-run.js';
 
@@ -101,4 +106,31 @@ test(`an 8B-sized run (672,000 layer-stats records) stays within ${MEMORY_BUDGET
   assert.equal(history[history.length - 1]!.step, 9_990, 'and ends at the newest stats step');
   assert.ok(retained < MEMORY_BUDGET_BYTES, `retained ${(retained / 2 ** 20).toFixed(1)} MiB`);
   console.log(`# 8B-sized run retained ${(retained / 2 ** 20).toFixed(1)} MiB for ${records} layer-stats records (budget ${MEMORY_BUDGET_BYTES / 2 ** 20} MiB)`);
+});
+
+test('loading a run log: records land as a loaded run; a log cut short ends up unknown; loading twice does not double it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mxscope-load-'));
+  const started = syntheticRunStarted('cut', 100, 10);
+  const writer = new RunLogWriter(join(dir, 'cut'), started);
+  for (let step = 0; step < 25; step++) writer.append(syntheticStep('cut', step));
+  writer.close();
+  appendFileSync(join(dir, 'cut', 'telemetry.ndjson'), '{"type":"step","runId":"cut","ste');
+  const store = new RunStore();
+  const progress: number[] = [];
+  const loaded = await loadRunLog(store, join(dir, 'cut'), (count) => progress.push(count), 10);
+  assert.equal(loaded.records, 26);
+  assert.deepEqual(progress, [10, 20]);
+  assert.equal(loaded.warnings.length, 1);
+  assert.match(loaded.warnings[0]!, /line 27/);
+  await loadRunLog(store, join(dir, 'cut'));
+  const [summary] = store.list();
+  assert.equal(store.list().length, 1);
+  assert.equal(summary!.source, 'loaded');
+  assert.equal(summary!.status, 'unknown');
+  assert.equal(summary!.dir, join(dir, 'cut'));
+  assert.equal(store.get('cut')!.steps().length, 25);
+  await assert.rejects(loadRunLog(store, join(dir, 'missing')), /ENOENT/);
+  assert.deepEqual(runLogDirs(dir), [join(dir, 'cut')], 'a folder of run directories lists them');
+  assert.deepEqual(runLogDirs(join(dir, 'cut')), [join(dir, 'cut')]);
+  rmSync(dir, { recursive: true, force: true });
 });
