@@ -1,0 +1,69 @@
+// The checkpoint editor's host logic without VS Code: ready → progress → report; another rotation
+// block → a new report; a hostile file → an error message for the page, never a throw.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CheckpointHostMessage } from '../../src/checkpoint/webview-messages.js';
+import { CheckpointSession, type SessionTarget } from '../../src/host/checkpoints/session.js';
+import { writeSampleCheckpoint } from './page.js';
+
+function session(target: SessionTarget) {
+  const posted: CheckpointHostMessage[] = [];
+  const logged: string[] = [];
+  const s = new CheckpointSession(target, (m) => posted.push(m), (line) => logged.push(line));
+  const settled = async (type: CheckpointHostMessage['type'], count = 1) => {
+    for (let i = 0; i < 500 && posted.filter((m) => m.type === type).length < count; i++) await new Promise((r) => setTimeout(r, 5));
+    return posted.filter((m) => m.type === type);
+  };
+  return { s, posted, logged, settled };
+}
+
+test('analyses on ready, again with another Hadamard block, and resends the result to a reloaded page', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'mxscope-session-'));
+  try {
+    const path = join(dir, 'a.safetensors');
+    await writeSampleCheckpoint(path);
+    const { s, posted, settled } = session({ kind: 'analyse', path });
+    s.onMessage({ type: 'ready' });
+    const [first] = await settled('report');
+    assert.equal(posted[0].type, 'progress');
+    assert.equal(first.type === 'report' && first.report.options.hadamardBlock, 32);
+
+    s.onMessage({ type: 'analyse', hadamardBlock: 64, mode: 'histogram' });
+    const reports = await settled('report', 2);
+    const second = reports[1];
+    assert.ok(second.type === 'report');
+    assert.equal(second.report.options.hadamardBlock, 64);
+    assert.equal(second.report.tensors.find((t) => t.analysis)!.analysis!.sqnr, null, 'histogram-only pass');
+
+    const before = posted.length;
+    s.onMessage({ type: 'ready' });
+    assert.deepEqual(posted.slice(before), [second], 'a reloaded page gets the last result without a new analysis');
+    s.dispose();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a hostile file and an invalid webview message are reported, not thrown', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'mxscope-session-'));
+  try {
+    const path = join(dir, 'bad.safetensors');
+    await writeFile(path, Buffer.from('not a checkpoint at all'));
+    const { s, settled, logged } = session({ kind: 'analyse', path });
+    s.onMessage({ type: 'analyse', hadamardBlock: 48, mode: 'full' });
+    assert.match(logged[0], /invalid message/);
+    s.onMessage({ type: 'ready' });
+    const [error] = await settled('error');
+    assert.ok(error.type === 'error');
+    assert.match(error.message, /bad\.safetensors: header length \d+ bytes exceeds the 100000000-byte limit/);
+
+    const remote = session({ kind: 'unavailable', reason: 'vscode-vfs://x/y.safetensors is not a local file' });
+    remote.s.onMessage({ type: 'ready' });
+    assert.deepEqual(remote.posted, [{ type: 'error', title: 'Cannot open this checkpoint', message: 'vscode-vfs://x/y.safetensors is not a local file' }]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
