@@ -49,7 +49,7 @@
     (local $byte i32) (local $v i32) (local $addr i32)
     (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $out v128) (local $d v128)
     (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128)
-    (local $nz v128) (local $xd v128) (local $magic v128)
+    (local $nz v128) (local $magic v128) (local $signalSum f64) (local $errorSum f64) (local $unscale f64)
     (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128) (local $signBit v128)
     (local.set $one (v128.const f32x4 1 1 1 1))
     (local.set $four (v128.const f32x4 4 4 4 4))
@@ -102,18 +102,22 @@
                   (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
                   (local.set $flushed (i32x4.sub (local.get $flushed)
                     (v128.and (local.get $nz) (f32x4.eq (local.get $r) (v128.const i32x4 0 0 0 0)))))
-                  ;; Squares in double, like the TypeScript path: float32 would overflow for |x| > 2^64.
-                  (local.set $xd (f64x2.promote_low_f32x4 (local.get $x)))
-                  (local.set $signal (f64x2.add (local.get $signal) (f64x2.mul (local.get $xd) (local.get $xd))))
-                  (local.set $d (f64x2.sub (local.get $xd) (f64x2.promote_low_f32x4 (local.get $out))))
-                  (local.set $error (f64x2.add (local.get $error) (f64x2.mul (local.get $d) (local.get $d))))
-                  (local.set $xd (f64x2.promote_low_f32x4 (call $highHalf (local.get $x))))
-                  (local.set $signal (f64x2.add (local.get $signal) (f64x2.mul (local.get $xd) (local.get $xd))))
-                  (local.set $d (f64x2.sub (local.get $xd) (f64x2.promote_low_f32x4 (call $highHalf (local.get $out)))))
-                  (local.set $error (f64x2.add (local.get $error) (f64x2.mul (local.get $d) (local.get $d))))))
+                  ;; Squares of the scaled values (< 64, so float32 cannot overflow); |x − q| = |s − min(r, 6)|·2^shared.
+                  (local.set $signal (f32x4.add (local.get $signal) (f32x4.mul (local.get $s) (local.get $s))))
+                  (local.set $d (f32x4.sub (local.get $s) (f32x4.min (local.get $r) (local.get $six))))
+                  (local.set $error (f32x4.add (local.get $error) (f32x4.mul (local.get $d) (local.get $d))))))
               (local.set $v (i32.add (local.get $v) (i32.const 16)))
               (br_if $vectors (i32.lt_u (local.get $v) (i32.const 128))))
-))
+            (if (local.get $withStats)
+              (then
+                ;; Back to x units: × 2^(2·shared), exact in double.
+                (local.set $unscale (f64.reinterpret_i64 (i64.shl
+                  (i64.extend_i32_u (i32.add (i32.const 769) (i32.shl (local.get $byte) (i32.const 1))))
+                  (i64.const 52))))
+                (local.set $signalSum (f64.add (local.get $signalSum) (f64.mul (call $laneSum (local.get $signal)) (local.get $unscale))))
+                (local.set $errorSum (f64.add (local.get $errorSum) (f64.mul (call $laneSum (local.get $error)) (local.get $unscale))))
+                (local.set $signal (v128.const i32x4 0 0 0 0))
+                (local.set $error (v128.const i32x4 0 0 0 0))))))
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
@@ -122,14 +126,13 @@
         (i32.store (i32.const 1024) (i32.add (i32.load (i32.const 1024)) (call $countSum (local.get $saturated))))
         (i32.store (i32.const 1028) (i32.add (i32.load (i32.const 1028)) (call $countSum (local.get $flushed))))
         (i32.store (i32.const 1032) (i32.add (i32.load (i32.const 1032)) (call $countSum (local.get $nonZero))))
-        (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (call $laneSum (local.get $signal))))
-        (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (call $laneSum (local.get $error)))))))
+        (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (local.get $signalSum)))
+        (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (local.get $errorSum))))))
 
   (func $laneSum (param $v v128) (result f64)
-    (f64.add (f64x2.extract_lane 0 (local.get $v)) (f64x2.extract_lane 1 (local.get $v))))
-
-  (func $highHalf (param $v v128) (result v128)
-    (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v)))
+    (f64.add
+      (f64.add (f64.promote_f32 (f32x4.extract_lane 0 (local.get $v))) (f64.promote_f32 (f32x4.extract_lane 1 (local.get $v))))
+      (f64.add (f64.promote_f32 (f32x4.extract_lane 2 (local.get $v))) (f64.promote_f32 (f32x4.extract_lane 3 (local.get $v))))))
 
   (func $countSum (param $v v128) (result i32)
     (i32.add

@@ -76,8 +76,9 @@ test('fake-quant stats count blocks, exponents, saturation, flushes and error', 
   let signal = 0;
   let error = 0;
   original.forEach((x, i) => { signal += x * x; error += (x - values[i]) ** 2; });
-  assert.ok(Math.abs(stats.signalSq - signal) <= 1e-12 * signal);
-  assert.ok(Math.abs(stats.errorSq - error) <= 1e-12 * signal);
+  // Within float32 summation error: the WebAssembly path sums each block in float32.
+  assert.ok(Math.abs(stats.signalSq - signal) <= 1e-6 * signal);
+  assert.ok(Math.abs(stats.errorSq - error) <= 1e-6 * error);
   resetMxStats(stats);
   assert.equal(stats.blocks, 0);
   assert.equal(stats.expCounts.reduce((a, b) => a + b, 0), 0);

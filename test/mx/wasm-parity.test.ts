@@ -53,8 +53,8 @@ test('WebAssembly and TypeScript MXFP4 give identical bits and counts on random 
     }
     assert.deepEqual(wasm.stats.expCounts, ts.stats.expCounts, `${where}: exponent histogram`);
     for (const key of ['signalSq', 'errorSq'] as const) {
-      // Same double-precision terms, summed in a different order.
-      assert.ok(Math.abs(wasm.stats[key] - ts.stats[key]) <= 1e-12 * ts.stats.signalSq, `${where}: stats.${key}`);
+      // The WebAssembly path sums each block's squares in float32 (relative error ~1e-7).
+      assert.ok(Math.abs(wasm.stats[key] - ts.stats[key]) <= 1e-5 * ts.stats[key], `${where}: stats.${key}`);
     }
   }
 });
