@@ -8,7 +8,7 @@ import { Rng } from '../../src/mx/index.js';
 import { check } from '../../src/protocol/validate.js';
 import { checkpointWebviewMessageSchema, type CheckpointHostMessage, type CheckpointWebviewMessage } from '../../src/checkpoint/webview-messages.js';
 import { writeSafetensors, type Float32Tensor } from '../../src/checkpoint/safetensors.js';
-import { checkpointHtml } from '../../src/host/checkpoints/html.js';
+import { webviewHtml } from '../../src/host/dashboard/html.js';
 import { themeCss, THEMES, type ThemeName } from '../browser/themes.js';
 
 const ORIGIN = 'https://mxscope.test';
@@ -52,9 +52,13 @@ export async function openCheckpointPage(browser: Browser, theme: ThemeName, siz
     });
     document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' ' + e.sample));
   `);
-  const html = checkpointHtml({ cspSource: ORIGIN, scriptUri: `${ORIGIN}/dist/webview/checkpoint.js`, styleUri: `${ORIGIN}/dist/webview/checkpoint.css`, title: 'checkpoint' })
-    .replace('</head>', `<link rel="stylesheet" href="${ORIGIN}/theme.css">\n</head>`)
-    .replace('<body>', `<body class="${THEMES[theme].bodyClass}">`);
+  const html = webviewHtml({
+    cspSource: ORIGIN,
+    scriptUri: `${ORIGIN}/dist/webview/checkpoint.js`,
+    styleUri: `${ORIGIN}/dist/webview/checkpoint.css`,
+    title: 'checkpoint',
+    bodyAttributes: { class: THEMES[theme].bodyClass },
+  }).replace('</head>', `<link rel="stylesheet" href="${ORIGIN}/theme.css">\n</head>`);
   await page.route(`${ORIGIN}/**`, (route) => {
     const path = new URL(route.request().url()).pathname;
     if (path === '/') return route.fulfill({ contentType: 'text/html', body: html });

@@ -38,7 +38,7 @@ after(async () => {
 
 test('shows every tensor, draws the scale sparklines, and details the clicked tensor', async () => {
   const host = await openCheckpointPage(browser, 'dark');
-  await host.page.waitForFunction(() => document.querySelector('main')?.textContent?.includes('Opening'));
+  await host.page.waitForFunction("document.querySelector('main')?.textContent?.includes('Opening')");
   assert.deepEqual(host.received, [{ type: 'ready' }]);
   await host.send({ type: 'report', report });
   const rows = await host.page.$$eval('table.tensors tbody tr', (trs) => trs.map((tr) => tr.querySelector('td')?.textContent));

@@ -1,7 +1,7 @@
 // Wires a webview (custom editor or compare panel) to a CheckpointSession: options, page, messages.
 import * as vscode from 'vscode';
 import type { CheckpointHostMessage } from '../../checkpoint/webview-messages.js';
-import { checkpointHtml } from './html.js';
+import { webviewHtml } from '../dashboard/html.js';
 import { CheckpointSession, type SessionTarget } from './session.js';
 
 export function attachCheckpointWebview(webview: vscode.Webview, extensionUri: vscode.Uri, title: string, target: SessionTarget, log: (line: string) => void): vscode.Disposable {
@@ -9,7 +9,7 @@ export function attachCheckpointWebview(webview: vscode.Webview, extensionUri: v
   webview.options = { enableScripts: true, localResourceRoots: [bundles] };
   const session = new CheckpointSession(target, (message: CheckpointHostMessage) => void webview.postMessage(message), log);
   const listener = webview.onDidReceiveMessage((message: unknown) => session.onMessage(message));
-  webview.html = checkpointHtml({
+  webview.html = webviewHtml({
     cspSource: webview.cspSource,
     scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(bundles, 'checkpoint.js')).toString(),
     styleUri: webview.asWebviewUri(vscode.Uri.joinPath(bundles, 'checkpoint.css')).toString(),
