@@ -90,8 +90,8 @@ async function ingestThroughWs(statsSteps: number, rate: number): Promise<Ingest
   return ingest;
 }
 
-/** Per-record CPU time (µs, this process) of the same frames: JSON.parse alone, and with validation. */
-function baselines(): { parse: number; parseAndCheck: number } {
+/** Per-record CPU time (µs, this process) of the same frames: JSON.parse alone, with validation, and into a store (no ws). */
+function baselines(): { parse: number; parseAndCheck: number; noWs: number } {
   const layers = syntheticLayers();
   const frames: string[] = [];
   let seq = 1;
@@ -103,7 +103,12 @@ function baselines(): { parse: number; parseAndCheck: number } {
     return (cpu.user + cpu.system) / (3 * frames.length);
   };
   rate((frame) => JSON.parse(frame)); // warm-up
-  return { parse: rate((frame) => JSON.parse(frame)), parseAndCheck: rate((frame) => check(serverMessageSchema, JSON.parse(frame))) };
+  const store = new RunStore();
+  return {
+    parse: rate((frame) => JSON.parse(frame)),
+    parseAndCheck: rate((frame) => check(serverMessageSchema, JSON.parse(frame))),
+    noWs: rate((frame) => store.ingest(check(serverMessageSchema, JSON.parse(frame)) as TelemetryRecord)),
+  };
 }
 
 function retainedMiB(steps: number): number {
@@ -132,6 +137,7 @@ async function main(): Promise<void> {
   console.log('(CPU figures are CPU time of this process per layer-stat record; they hold under contention, wall-clock rates do not)');
   console.log(`baseline JSON.parse alone:               ${base.parse.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parse)} records per CPU-second`);
   console.log(`baseline JSON.parse + validation:        ${base.parseAndCheck.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parseAndCheck)} records per CPU-second`);
+  console.log(`parse + validation + store, no ws:       ${base.noWs.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.noWs)} records per CPU-second`);
   const flat = await ingestThroughWs(150, 0);
   const flatUs = perRecordUs(flat);
   console.log(`ws → client → store, flat out:           ${fmt(flat.records / flat.seconds)} records/s wall, host CPU ${(flat.cpuFraction * 100).toFixed(0)}% of a core, ${flatUs.toFixed(1)} µs CPU/record (${(flatUs / base.parse).toFixed(2)}× JSON.parse alone)`);
