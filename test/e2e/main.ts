@@ -16,6 +16,7 @@ import { runIntegrationTests } from './harness/integration.js';
 import type { ExtensionManifest, ScenarioContext } from './harness/scenario.js';
 import { Workbench } from './harness/workbench.js';
 import { prepareWorkspace, scenarios } from './scenarios/index.js';
+import { trainerPids } from './scenarios/trainer-processes.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -99,18 +100,22 @@ async function runAll(runDir: string): Promise<void> {
       } catch (error) {
         const shot = await wb.screenshot(`${scenario.slug}-FAILED`).catch(() => 'no screenshot');
         report(false, `${scenario.slug}: ${scenario.title} (${seconds(started)})\n     ${firstLines(error)}\n     screenshot: ${shot}`);
+        await wb.dismissDialog().catch(() => undefined);
         await wb.closePalette().catch(() => undefined);
       }
     }
   } finally {
+    const live = trainerPids(extensionsDir).length;
     await server.stop();
+    const left = trainerPids(extensionsDir);
+    report(left.length === 0, `shutdown: stopping code-server ends every trainer process (${live} running before, ${left.length} after${left.length ? `: pids ${left.join(' ')}` : ''})`);
   }
 
   try {
     if (!flags['no-integration']) {
       const started = Date.now();
       for (const result of await runIntegrationTests(tools, browser, runDir, workspace)) {
-        report(result.ok, `extension host: ${result.name} (${(result.ms / 1000).toFixed(1)} s)${result.error ? `\n     ${result.error.split('\n').slice(0, 4).join('\n     ')}` : ''}`);
+        report(result.ok, `extension host: ${result.name} (${(result.ms / 1000).toFixed(1)} s)${result.error ? `\n     ${result.error.split('\n').slice(0, 10).join('\n     ')}` : ''}`);
       }
       log(`integration tests: ${seconds(started)}`);
     }

@@ -9,8 +9,13 @@ export interface CanvasInk {
   height: number;
   /** Fraction of pixels that are not fully transparent. */
   inked: number;
-  /** Number of distinct opaque colours (quantized), a cheap proxy for "more than an empty frame". */
+  /** Number of distinct colours (quantized). */
   colours: number;
+  /**
+   * Fraction of pixels in a saturated colour. Axes, grid lines and labels are grey in every theme;
+   * data (lines, bars) is drawn in run colours, so this is what tells a drawn chart from empty axes.
+   */
+  coloured: number;
   /** A hash of the pixels, to tell whether the drawing changed between two looks. */
   hash: number;
 }
@@ -25,6 +30,10 @@ interface PixelSource {
 const PALETTE_INPUT = '.quick-input-widget .quick-input-box input';
 const PALETTE_ROW = '.quick-input-widget .monaco-list-row';
 const STATUS_ITEM = '.part.statusbar .statusbar-item';
+
+export function isDrawn(ink: CanvasInk): boolean {
+  return ink.coloured >= 0.002;
+}
 
 export async function poll<T>(what: string, look: () => Promise<T | undefined>, timeoutMs: number, intervalMs = 250): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -87,6 +96,23 @@ export class Workbench {
       timeoutMs,
       500,
     );
+    // A command that throws (or is not registered) gets a modal dialog that blocks everything after.
+    const dialog = await this.dismissDialog(500);
+    if (dialog !== undefined) throw new Error(`"${title}" failed: ${dialog}`);
+  }
+
+  /** Closes a modal dialog if one shows within `waitMs`, returning its text. */
+  async dismissDialog(waitMs = 0): Promise<string | undefined> {
+    const box = this.page.locator('.monaco-dialog-box');
+    const shown = await box.waitFor({ state: 'visible', timeout: Math.max(waitMs, 1) }).then(
+      () => true,
+      () => false,
+    );
+    if (!shown) return undefined;
+    const text = (await box.innerText()).replace(/\s+/g, ' ').trim();
+    await this.page.keyboard.press('Escape');
+    await box.waitFor({ state: 'hidden', timeout: 5_000 }).catch(() => undefined);
+    return text;
   }
 
   /** Answers an open quick pick (e.g. "which rotation?") by choosing the row whose label is `label`. */
@@ -136,26 +162,28 @@ export class Workbench {
       const canvas = node as unknown as PixelSource;
       const { width, height } = canvas;
       const context = canvas.getContext('2d');
-      if (!context || width === 0 || height === 0) return { width, height, inked: 0, colours: 0, hash: 0 };
+      if (!context || width === 0 || height === 0) return { width, height, inked: 0, colours: 0, coloured: 0, hash: 0 };
       const data = context.getImageData(0, 0, width, height).data;
       let inked = 0;
+      let coloured = 0;
       let hash = 2166136261;
       const colours = new Set<number>();
       for (let i = 0; i < data.length; i += 4) {
         if (data[i + 3] === 0) continue;
         inked++;
+        if (Math.max(data[i], data[i + 1], data[i + 2]) - Math.min(data[i], data[i + 1], data[i + 2]) > 60) coloured++;
         const quantized = ((data[i] >> 4) << 8) | ((data[i + 1] >> 4) << 4) | (data[i + 2] >> 4);
         colours.add(quantized);
         hash = Math.imul(hash ^ (i * 31 + quantized), 16777619) >>> 0;
       }
-      return { width, height, inked: inked / (width * height), colours: colours.size, hash };
+      const pixels = width * height;
+      return { width, height, inked: inked / pixels, colours: colours.size, coloured: coloured / pixels, hash };
     });
   }
 
-  /** True when at least 0.5 % of the canvas is drawn in at least two colours (axes alone are one). */
+  /** True when the canvas shows data: at least 0.2 % of its pixels in a saturated (non-grey) colour. */
   async canvasIsNonBlank(frame: FrameLocator, selector: string): Promise<boolean> {
-    const ink = await this.canvasInk(frame, selector);
-    return ink.inked >= 0.005 && ink.colours >= 2;
+    return isDrawn(await this.canvasInk(frame, selector));
   }
 
   /** Saves a numbered PNG of the whole window into the run's screenshot folder and returns its path. */
@@ -166,8 +194,14 @@ export class Workbench {
     return path;
   }
 
-  async closeAllEditors(): Promise<void> {
-    await this.runCommand('View: Close All Editors');
+  /** Opens a workspace file by its relative path through Quick Open, in its default editor. */
+  async quickOpen(relativePath: string): Promise<void> {
+    // The palette without its ">" prefix is Quick Open's file search.
+    await this.openPalette('');
+    await this.page.locator(PALETTE_INPUT).fill(relativePath);
+    const row = this.page.locator(PALETTE_ROW).filter({ hasText: relativePath.split('/').pop() }).first();
+    await row.waitFor({ state: 'visible', timeout: 10_000 });
+    await row.click();
   }
 
   /** Closes the palette (or any quick pick) and waits until it is gone. */

@@ -1,9 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
+import { STATUS_STEP } from './live-run.js';
 import { trainerPids } from './trainer-processes.js';
-
-/** The step the status bar shows, e.g. "step 12" → 12. */
-export const STATUS_STEP = /\bstep\s+(\d+)/i;
 
 export const emulatedRun: Scenario = {
   slug: 'emulated-run',

@@ -1,13 +1,15 @@
 // The scenarios in the order a user meets the features; later ones build on the state earlier ones leave.
 import { mkdirSync } from 'node:fs';
 import type { Scenario } from '../harness/scenario.js';
+import { checkpoint } from './checkpoint.e2e.js';
 import { dashboard } from './dashboard.e2e.js';
 import { emulatedRun } from './emulated-run.e2e.js';
 import { palette } from './palette.e2e.js';
 import { rotation } from './rotation.e2e.js';
+import { secondRun } from './second-run.e2e.js';
 import { stopRun } from './stop-run.e2e.js';
 
-export const scenarios: Scenario[] = [palette, emulatedRun, dashboard, rotation, stopRun];
+export const scenarios: Scenario[] = [palette, emulatedRun, dashboard, rotation, checkpoint, stopRun, secondRun];
 
 /** Creates the folder code-server opens as the workspace. */
 export function prepareWorkspace(dir: string): string {

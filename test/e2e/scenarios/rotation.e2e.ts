@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
-import { STATUS_STEP } from './emulated-run.e2e.js';
+import { STATUS_STEP } from './live-run.js';
 
 /** What the status bar says about Wgrad once it runs MXFP4 with a 16-wide deterministic Hadamard. */
 const WGRAD_H16 = /W mxfp4 · H16/;
@@ -11,17 +11,22 @@ export const rotation: Scenario = {
   unsupported: ({ manifest }) =>
     requireCommands(manifest, 'MX Scope: Switch Rotation Mode…', 'MX Scope: Stop Run', 'MX Scope: Start Next Run'),
   async run({ wb, log }) {
-    const before = (await wb.waitForStatusBarText(STATUS_STEP, 30_000)).input ?? '';
+    const before = (await wb.waitForStatusBarText(/^MX Scope: /, 10_000)).input ?? '';
     assert.doesNotMatch(before, WGRAD_H16, 'the first run already uses the mode this scenario switches to');
 
     await wb.runCommand('MX Scope: Switch Rotation Mode…');
     await wb.pick('Deterministic Hadamard');
     await wb.pick(/^16$/);
-    // Step 3 is a multi-select of GEMMs with Wgrad picked by default: accept it.
-    await wb.page.locator('.quick-input-widget').getByText('apply to which GEMMs?').waitFor({ timeout: 10_000 });
-    await wb.page.keyboard.press('Enter');
+    // Step 3 is a multi-select of GEMMs with Wgrad picked by default: accept it with OK once the
+    // pick is in (pressing Enter while the widget still fades in can go to the webview instead).
+    const widget = wb.page.locator('.quick-input-widget');
+    await widget.getByText('apply to which GEMMs?').waitFor({ timeout: 10_000 });
+    await widget.getByText(/^1 Selected$/i).waitFor({ timeout: 10_000 });
+    await wb.screenshot('rotation-gemms');
+    await widget.getByRole('button', { name: 'OK' }).click();
+    await widget.waitFor({ state: 'hidden', timeout: 10_000 });
     // A live run keeps its config: the change is for the next run, which the idle status shows.
-    await wb.runCommand('MX Scope: Stop Run');
+    if (await wb.waitForStatusBarText(STATUS_STEP, 1_000).catch(() => undefined)) await wb.runCommand('MX Scope: Stop Run');
     const idle = await wb.waitForStatusBarText(WGRAD_H16, 30_000);
     log(`after Stop Run: ${idle.input}`);
 

@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { poll } from '../harness/workbench.js';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
+import { ensureLiveRun } from './live-run.js';
 import { trainerPids } from './trainer-processes.js';
 
 export const stopRun: Scenario = {
@@ -8,7 +9,8 @@ export const stopRun: Scenario = {
   title: '"Stop Run" ends the run and "Disconnect" leaves no trainer process behind',
   unsupported: ({ manifest }) => requireCommands(manifest, 'MX Scope: Stop Run', 'MX Scope: Disconnect'),
   async run({ wb, extensionsDir, log }) {
-    assert.ok(trainerPids(extensionsDir).length > 0, 'no trainer process to stop (did the run start?)');
+    await ensureLiveRun(wb);
+    assert.ok(trainerPids(extensionsDir).length > 0, 'no trainer process is running from the installed extension');
     await wb.runCommand('MX Scope: Stop Run');
     const idle = await wb.waitForStatusBarText(/MX Scope: .*\bidle\b/, 30_000);
     log(`after Stop Run: ${idle.input}`);
