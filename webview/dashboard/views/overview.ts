@@ -19,7 +19,8 @@ export class OverviewView implements View {
 
   constructor(private readonly ctx: Context) {
     const bar = controlsWithRunPicker(ctx);
-    bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: `worst first by ${METRIC_INFO[metric].label}` })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'sort metric'));
+    const label = (metric: LayerMetric) => (ctx.state.mode === 'compare' ? `metric: ${METRIC_INFO[metric].label}` : `worst first by ${METRIC_INFO[metric].label}`);
+    bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: label(metric) })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'metric'));
     this.root.append(bar, this.note, this.table);
     this.update();
   }
@@ -73,11 +74,12 @@ export class OverviewView implements View {
     this.note.textContent = `${METRIC_INFO[metric].label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
-    const ranges = byLayer.map((map) => range([...map.values()]));
+    // One shading range for all runs, so equal values look equal across columns.
+    const shared = range(byLayer.flatMap((map) => [...map.values()]));
     const diffRange = range(rows.map((row) => (row.diff === null ? null : Math.abs(row.diff))));
     const body = rows.slice(0, MAX_ROWS).map((row) => {
       const tr = this.rowFor(row.layer);
-      row.values.forEach((value, k) => tr.append(this.cell(value, metric, ranges[k]!)));
+      row.values.forEach((value) => tr.append(this.cell(value, metric, shared)));
       const diff = element('td', 'num', row.diff === null ? '—' : `${row.diff > 0 ? '+' : ''}${formatNumber(row.diff)}`);
       if (row.diff !== null && diffRange.max > 0) diff.style.backgroundColor = withAlpha(this.ctx.theme.warning, (0.45 * Math.abs(row.diff)) / diffRange.max);
       tr.append(diff);
