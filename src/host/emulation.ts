@@ -11,10 +11,14 @@ import { spawnTrainer, type TrainerProcess } from './trainer-process.js';
 
 export class EmulationTrainer implements vscode.Disposable {
   private current: { process: TrainerProcess; preset: string } | undefined;
+  /** A start in progress, so two quick commands share one trainer. */
+  private starting: Promise<{ info: ListeningInfo; started: boolean }> | undefined;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly log: (line: string) => void,
+    /** Called with the trainer's URL when it exits without being asked to (a crash). */
+    private readonly onCrash: (url: string) => void,
   ) {}
 
   get running(): boolean {
@@ -22,8 +26,13 @@ export class EmulationTrainer implements vscode.Disposable {
   }
 
   /** The running trainer's address, starting one (or restarting it for another preset) if needed. */
-  async ensureRunning(settings: MxScopeSettings): Promise<{ info: ListeningInfo; started: boolean }> {
-    if (this.current?.preset === settings.preset) return { info: this.current.process.info, started: false };
+  ensureRunning(settings: MxScopeSettings): Promise<{ info: ListeningInfo; started: boolean }> {
+    if (this.current?.preset === settings.preset) return Promise.resolve({ info: this.current.process.info, started: false });
+    this.starting ??= this.start(settings).finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async start(settings: MxScopeSettings): Promise<{ info: ListeningInfo; started: boolean }> {
     await this.stop();
     const outDir = this.runDirectory(settings);
     mkdirSync(outDir, { recursive: true });
@@ -31,19 +40,23 @@ export class EmulationTrainer implements vscode.Disposable {
     const token = randomBytes(24).toString('base64url');
     const args = [cli, '--serve', '--host', '127.0.0.1', '--port', '0', '--token', token, '--out', outDir, '--preset', settings.preset];
     this.log(`starting the emulation trainer: node ${args.map((arg) => (arg === token ? '<token>' : arg)).join(' ')}`);
-    const process = await spawnTrainer({
-      nodePath: globalThis.process.execPath,
+    // Set once spawned: an exit before that is a failed start, which spawnTrainer reports itself.
+    let trainer: TrainerProcess | undefined;
+    trainer = await spawnTrainer({
+      nodePath: process.execPath,
       args,
       cwd: outDir,
       onStderr: (line) => this.log(`trainer: ${line}`),
       onExit: (code, signal) => {
         this.log(`the emulation trainer exited (${signal ?? `code ${code}`})`);
-        if (this.current?.process === process) this.current = undefined;
+        if (trainer === undefined || this.current?.process !== trainer) return;
+        this.current = undefined;
+        this.onCrash(trainer.info.url);
       },
     });
-    this.current = { process, preset: settings.preset };
-    this.log(`emulation trainer (pid ${process.pid}) listening on ${process.info.url}; run logs in ${outDir}`);
-    return { info: process.info, started: true };
+    this.current = { process: trainer, preset: settings.preset };
+    this.log(`emulation trainer (pid ${trainer.pid}) listening on ${trainer.info.url}; run logs in ${outDir}`);
+    return { info: trainer.info, started: true };
   }
 
   async stop(): Promise<void> {

@@ -25,7 +25,11 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   const store = new RunStore(settings.history);
   const link = new LiveLink(store, log, { ...presetConfig(settings.preset), statsEvery: settings.statsEvery });
   const services: HostServices = { store, output, link, settings: readSettings, log };
-  emulation = new EmulationTrainer(context, log);
+  // A crashed emulation trainer will not come back: stop reconnecting to it.
+  emulation = new EmulationTrainer(context, log, (url) => {
+    if (link.activeUrl === url) link.disconnect();
+    void vscode.window.showErrorMessage('MX Scope: the emulation trainer exited unexpectedly; see the MX Scope output for its last messages.');
+  });
   const trainer = emulation;
 
   const command = (id: string, run: (...args: unknown[]) => Promise<void> | void) =>

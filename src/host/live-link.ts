@@ -12,11 +12,14 @@ export interface LinkSnapshot {
   /** Newest live run in the store. */
   run: RunSummary | undefined;
   nextRunConfig: RunConfig | undefined;
+  /** Why the state last changed (e.g. the refusal reason once `closed`). */
+  detail: string | undefined;
 }
 
 export class LiveLink {
   private client: TrainerClient | undefined;
   private url: string | undefined;
+  private detail: string | undefined;
   private pending: NextRunConfig = {};
   private readonly listeners = new Set<() => void>();
 
@@ -34,6 +37,7 @@ export class LiveLink {
   connect(url: string, token?: string): void {
     this.disconnect();
     this.url = url;
+    this.detail = undefined;
     this.log(`connecting to ${url}${token ? ' (with token)' : ''}`);
     const client: TrainerClient = new TrainerClient({
       url,
@@ -43,6 +47,7 @@ export class LiveLink {
       onNextRunConfig: () => this.emit(),
       onState: (state, detail) => {
         if (this.client !== client) return;
+        this.detail = detail;
         this.log(`${state}${detail ? `: ${detail}` : ''}`);
         if (state === 'connected') void this.flushPending();
         if (state === 'closed') this.store.markOrphaned('live');
@@ -64,13 +69,18 @@ export class LiveLink {
     this.emit();
   }
 
+  /** The URL connected (or connecting, or reconnecting) to; undefined once disconnected. */
+  get activeUrl(): string | undefined {
+    return this.client ? this.url : undefined;
+  }
+
   get connected(): boolean {
     return this.client?.state === 'connected';
   }
 
   snapshot(): LinkSnapshot {
     const live = this.store.list().filter((run) => run.source === 'live');
-    return { state: this.client?.state, url: this.url, run: live[live.length - 1], nextRunConfig: this.nextRunConfig() };
+    return { state: this.client?.state, url: this.url, run: live[live.length - 1], nextRunConfig: this.nextRunConfig(), detail: this.detail };
   }
 
   /** The trainer's next-run config with pending changes applied, or the local base with them. */

@@ -11,9 +11,9 @@ const tokenKey = (url: string) => `mxscope.token:${url}`;
 export function whenConnected(services: HostServices, timeoutMs = 15_000): Promise<void> {
   return new Promise((resolve, reject) => {
     const check = () => {
-      const { state } = services.link.snapshot();
+      const { state, detail } = services.link.snapshot();
       if (state === 'connected') finish();
-      else if (state === 'closed' || state === undefined) finish(new Error('the connection was closed: see the MX Scope output for why'));
+      else if (state === 'closed' || state === undefined) finish(new Error(`could not connect: ${detail ?? 'the connection was closed (see the MX Scope output)'}`));
     };
     const finish = (error?: Error) => {
       clearTimeout(timer);
@@ -30,7 +30,7 @@ export function whenConnected(services: HostServices, timeoutMs = 15_000): Promi
 export async function startEmulatedRun(services: HostServices, emulation: EmulationTrainer): Promise<void> {
   const settings = services.settings();
   const { info, started } = await emulation.ensureRunning(settings);
-  if (started || services.link.snapshot().url !== info.url || !services.link.connected) services.link.connect(info.url, info.token);
+  if (started || services.link.activeUrl !== info.url) services.link.connect(info.url, info.token);
   await whenConnected(services);
   await services.link.changeNextRun({ statsEvery: settings.statsEvery });
   const ack = await services.link.request({ type: 'startRun' });
