@@ -106,6 +106,20 @@ for (const theme of ['dark', 'light'] as const) {
   });
 }
 
+test('a theme change re-reads the --vscode-* colours and redraws', async () => {
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(syntheticRun({ ...base, runId: 'a', rotation: 'none', seed: 1 })) });
+  const { page } = host;
+  await page.waitForSelector('.legend-item .swatch');
+  const swatch = () => page.evaluate(`getComputedStyle(document.querySelector('.legend-item .swatch')).borderTopColor`) as Promise<string>;
+  assert.equal(await swatch(), 'rgb(55, 148, 255)', 'Dark Modern charts.blue');
+  // What VS Code does on a theme switch: new variables on <html> and a new body class.
+  await page.evaluate(`document.documentElement.style.setProperty('--vscode-charts-blue', '#1a85ff'); document.body.className = 'vscode-light'`);
+  await page.waitForTimeout(100);
+  assert.equal(await swatch(), 'rgb(26, 133, 255)', 'Light Modern charts.blue');
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
 test('the sidebar view draws a compact loss chart and opens the dashboard', async () => {
   const host = await openDashboard(browser, 'dark', { layout: 'sidebar', width: 320, height: 600, before: (h) => h.ingest(recordedRuns()) });
   await host.page.waitForSelector('canvas');

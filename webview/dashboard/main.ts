@@ -122,7 +122,8 @@ class Dashboard implements Context {
         break;
       }
       case 'focus':
-        this.update({ mode: message.mode, runIds: message.runIds, tab: message.mode === 'compare' && this.state.tab === 'alerts' ? 'loss' : this.state.tab }, true);
+        // Runs are compared at equal tokens (they may differ in tokens per step).
+        this.update({ mode: message.mode, runIds: message.runIds, ...(message.mode === 'compare' ? { xAxis: 'tokens' as const } : {}) }, true);
         break;
     }
   }
