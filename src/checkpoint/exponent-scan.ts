@@ -106,22 +106,35 @@ function scan(words: Uint16Array | Uint32Array, rows: number, rowLength: number,
   stats.nonZero += nonZero;
 }
 
+const LOW = 0x7f80; // exponent field of the element in the low half of a 32-bit word
+const HIGH = 0x7f800000; // and of the one in the high half
+
 /**
  * The exponent-only pass over bfloat16 words when every block is 32 aligned elements: two elements per
  * 32-bit load, their exponent fields masked in place and the maxima kept apart until the block ends.
+ * The 16 loads of a block are written out: about 1.7× a loop over them in V8 (bench/checkpoint.bench.ts).
  */
 function scanBf16PairedExponents(words: Uint32Array, blocks: number, stats: MxStats): void {
   const counts = stats.expCounts;
-  for (let block = 0, j = 0; block < blocks; block++) {
-    let low = 0;
-    let high = 0;
-    for (const end = j + HALF_BLOCK; j < end; j++) {
-      const word = words[j];
-      const lowField = word & 0x7f80;
-      const highField = word & 0x7f800000;
-      if (lowField > low) low = lowField;
-      if (highField > high) high = highField;
-    }
+  for (let block = 0, j = 0; block < blocks; block++, j += HALF_BLOCK) {
+    let x = words[j];
+    let low = x & LOW;
+    let high = x & HIGH;
+    x = words[j + 1]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 2]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 3]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 4]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 5]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 6]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 7]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 8]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 9]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 10]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 11]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 12]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 13]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 14]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
+    x = words[j + 15]; if ((x & LOW) > low) low = x & LOW; if ((x & HIGH) > high) high = x & HIGH;
     const maxField = Math.max(low >>> 7, high >>> 23);
     counts[mxfp4ScaleByte(maxField << 23)]++;
   }
