@@ -58,9 +58,20 @@ export class Workbench {
   /** Opens the workbench at `url` and waits until its status bar is drawn. */
   static async open(page: Page, url: string, shotDir: string): Promise<Workbench> {
     await page.goto(url);
-    await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60_000 });
-    await page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 60_000 });
-    return new Workbench(page, shotDir);
+    const wb = new Workbench(page, shotDir);
+    await wb.waitUntilReady();
+    return wb;
+  }
+
+  /** Reloads the window (the extension host restarts) and waits until the workbench is back. */
+  async reload(): Promise<void> {
+    await this.page.reload();
+    await this.waitUntilReady();
+  }
+
+  private async waitUntilReady(): Promise<void> {
+    await this.page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60_000 });
+    await this.page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 60_000 });
   }
 
   /** Titles of the palette's rows for `query` (e.g. "MX Scope:"), closing the palette afterwards. */
