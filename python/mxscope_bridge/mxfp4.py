@@ -58,9 +58,13 @@ def _round_stochastic(a: torch.Tensor, generator: Optional[torch.Generator]) -> 
 class Quantized:
     """A quantized tensor (dequantized values, float32, the input's shape) and its block intermediates."""
 
-    #: the input as float32, before any prescale
-    source: torch.Tensor
     values: torch.Tensor
+    #: number of real (not padding) elements
+    elements: int
+    #: [n_blocks, 32] the input as float32 (zero-padded), before any prescale
+    blocks: torch.Tensor
+    #: [n_blocks, 32] the dequantized blocks (zero-padded)
+    deq_blocks: torch.Tensor
     #: [n_blocks] int32 unbiased exponents; meaningless where `nan_block` is set.
     shared_exp: torch.Tensor
     #: [n_blocks] bool: the block held NaN or ±Inf (E8M0 0xFF).
@@ -75,14 +79,12 @@ def quantize(x: torch.Tensor, rounding: str = "nearest-even", sr_prescale: bool 
         raise ValueError(f"rounding {rounding!r} is not one of nearest-even, stochastic")
     shape = x.shape
     n = shape[-1] if len(shape) > 0 else 1
-    source = x.to(torch.float32)
-    rows = source.reshape(-1, n)
+    rows = x.to(torch.float32).reshape(-1, n)
     pad = (-n) % BLOCK
     if pad:
         rows = torch.nn.functional.pad(rows, (0, pad))
-    blocks = rows.reshape(-1, BLOCK)
-    if sr_prescale:
-        blocks = blocks * SR_PRESCALE
+    source = rows.reshape(-1, BLOCK)
+    blocks = source * SR_PRESCALE if sr_prescale else source
     amax = blocks.abs().amax(dim=1)
     nan_block = ~torch.isfinite(amax)
     shared = shared_exponents(amax)
@@ -94,6 +96,6 @@ def quantize(x: torch.Tensor, rounding: str = "nearest-even", sr_prescale: bool 
     out = torch.where(nan_block[:, None], torch.full_like(out, float("nan")), out)
     if sr_prescale:
         out = out / SR_PRESCALE
-    out = out.reshape(-1, n + pad)[:, :n].reshape(shape)
-    return Quantized(source, out, shared, nan_block, grid)
+    values = out.reshape(-1, n + pad)[:, :n].reshape(shape)
+    return Quantized(values, x.numel(), source, out, shared, nan_block, grid)
 

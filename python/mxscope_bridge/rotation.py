@@ -41,19 +41,16 @@ class DeviceGenerators:
         return self._by_device[device]
 
 
+# Cached per device: a host-to-device copy at every GEMM call would synchronize the stream.
 @lru_cache(maxsize=None)
-def _sylvester(size: int) -> torch.Tensor:
-    h = torch.ones(1, 1)
-    while h.shape[0] < size:
-        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
-    return h
-
-
 def hadamard_matrix(size: int, device: torch.device) -> torch.Tensor:
     """The orthonormal Sylvester Hadamard matrix H/√size (float32)."""
     if size not in HADAMARD_BLOCKS:
         raise ValueError(f"Hadamard block {size} is not one of {HADAMARD_BLOCKS}")
-    return (_sylvester(size) / math.sqrt(size)).to(device=device)
+    h = torch.ones(1, 1)
+    while h.shape[0] < size:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return (h / math.sqrt(size)).to(device=device)
 
 
 def make_rotation(rotation: str, block: int, length: int, device: torch.device, generator: Optional[torch.Generator] = None) -> Optional[Rotation]:
@@ -66,7 +63,7 @@ def make_rotation(rotation: str, block: int, length: int, device: torch.device, 
     signs = None
     if rotation == "random-hadamard":
         signs = torch.randint(0, 2, (length,), generator=generator, device=device).to(torch.float32) * 2 - 1
-    return Rotation(hadamard_matrix(block, device), signs)
+    return Rotation(hadamard_matrix(block, torch.device(device)), signs)
 
 
 def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> torch.Tensor:

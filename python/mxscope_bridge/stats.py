@@ -19,14 +19,12 @@ OPERAND_LEN = OPERAND_SCALARS + mxfp4.HIST_BINS + 1
 
 def operand_vector(q: mxfp4.Quantized) -> torch.Tensor:
     """Sums describing how the quantizer's input (rotated, reduction dim last) quantized as `q`."""
-    x = q.source
-    rows = x.reshape(-1, x.shape[-1])
-    pad = (-rows.shape[-1]) % mxfp4.BLOCK
-    blocks = torch.nn.functional.pad(rows, (0, pad)).reshape(-1, mxfp4.BLOCK)
-    deq = torch.nn.functional.pad(q.values.reshape(rows.shape), (0, pad)).reshape(-1, mxfp4.BLOCK)
+    blocks, deq, device = q.blocks, q.deq_blocks, q.blocks.device
     nonzero = blocks != 0
+    # Nothing here may synchronize with the device (no bincount, no host-to-device copies): the
+    # stats step would otherwise stall the launch queue once per operand.
     scalars = torch.stack([
-        torch.tensor(float(x.numel()), device=x.device, dtype=torch.float64),
+        torch.full((), float(q.elements), device=device, dtype=torch.float64),
         nonzero.sum().to(torch.float64),
         (q.grid > mxfp4.E2M1_MAX).sum().to(torch.float64),
         (nonzero & (q.grid == 0)).sum().to(torch.float64),
@@ -34,7 +32,8 @@ def operand_vector(q: mxfp4.Quantized) -> torch.Tensor:
         torch.sum((blocks - deq) ** 2, dtype=torch.float64),
     ])
     bins = torch.where(q.nan_block, torch.full_like(q.shared_exp, mxfp4.NAN_BIN), q.shared_exp - mxfp4.SCALE_MIN_EXP)
-    hist = torch.bincount(bins.to(torch.int64), minlength=mxfp4.HIST_BINS + 1).to(torch.float64)
+    hist = torch.zeros(mxfp4.HIST_BINS + 1, device=device, dtype=torch.float64)
+    hist.scatter_add_(0, bins.to(torch.int64), torch.ones(bins.shape, device=device, dtype=torch.float64))
     return torch.cat([scalars, hist])
 
 
