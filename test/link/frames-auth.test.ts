@@ -101,3 +101,25 @@ test('listening line round trip; other lines are not mistaken for it', () => {
   assert.equal(parseListeningLine('MXSCOPE_LISTENING {"url":"http://x"}'), undefined);
   assert.equal(parseListeningLine('MXSCOPE_LISTENING {oops'), undefined);
 });
+
+test('the client ignores unknown server message types and drops malformed frames with a logged warning, and still connects', async () => {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  wss.on('connection', (socket) => {
+    socket.send(JSON.stringify({ type: 'telepathy', seq: 0 }));
+    socket.send('{"type":"hello",');
+    socket.send(JSON.stringify({ type: 'step', seq: 1, runId: 'r', step: 'three' }));
+    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 7 }, trainer: { name: 'newer', version: '9' }, sessionId: 's', capabilities: ['mindReading'], lastSeq: 0 }));
+  });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  const logs: string[] = [];
+  const client = new TrainerClient({ url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`, onTelemetry: () => assert.fail('no valid telemetry was sent'), log: (line) => logs.push(line) });
+  try {
+    await until(() => client.state === 'connected', 'connect to a newer minor version');
+    assert.ok(logs.some((line) => line.includes('unknown type "telepathy"')), logs.join('\n'));
+    assert.ok(logs.some((line) => line.includes('not valid JSON')), logs.join('\n'));
+    assert.ok(logs.some((line) => line.includes('.step: expected an integer')), logs.join('\n'));
+  } finally {
+    client.close();
+    wss.close();
+  }
+});
