@@ -3,7 +3,7 @@
 // Otherwise: code-server on 127.0.0.1 (installed into .tools/ on first use) with the .vsix installed;
 // open the printed URL in a browser. Ctrl-C stops code-server, the extension host and the trainer.
 //
-// The opened workspace (.e2e/start/workspace) sets `mxscope.startEmulatedRunOnOpen`, so the
+// The opened workspace (.e2e/start/workspace) sets `mxscope.emulation.startOnOpen`, so the
 // extension starts an emulated run as soon as the window opens.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,7 +31,7 @@ function onPath(name) {
 
 function prepareWorkspace() {
   mkdirSync(join(WORKSPACE, '.vscode'), { recursive: true });
-  writeFileSync(join(WORKSPACE, '.vscode', 'settings.json'), JSON.stringify({ 'mxscope.startEmulatedRunOnOpen': true }, null, 2));
+  writeFileSync(join(WORKSPACE, '.vscode', 'settings.json'), JSON.stringify({ 'mxscope.emulation.startOnOpen': true }, null, 2));
 }
 
 /** A previous `npm start` killed with SIGKILL leaves its code-server behind: end that one first. */

@@ -70,6 +70,8 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   );
   registerDashboard(context, services);
   registerCheckpoints(context, services);
+  // `npm start` opens a workspace that sets this, so a run streams as soon as the window is up.
+  if (vscode.workspace.getConfiguration('mxscope').get<boolean>('emulation.startOnOpen', false)) void vscode.commands.executeCommand('mxscope.startEmulatedRun');
   return services;
 }
 
