@@ -7,7 +7,7 @@ import { RunStore } from '../store/run-store.js';
 import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
-import { saveCheckpoint, setGemmPrecision, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
+import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
 import { EmulationTrainer } from './emulation.js';
 import { LiveLink } from './live-link.js';
 import { openRunLog } from './open-run-log.js';
@@ -55,6 +55,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     command('mxscope.switchRotationMode', () => switchRotationMode(services, context)),
     command('mxscope.setGemmPrecision', () => setGemmPrecision(services)),
     command('mxscope.startNextRun', () => startNextRun(services)),
+    command('mxscope.startFromCheckpoint', (target) => startFromCheckpoint(services, target instanceof vscode.Uri ? target : undefined)),
     command('mxscope.stopRun', () => stopRun(services)),
     command('mxscope.saveCheckpoint', () => saveCheckpoint(services)),
     command('mxscope.openRunLog', (target) => openRunLog(services, target instanceof vscode.Uri ? target : undefined)),

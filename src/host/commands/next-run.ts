@@ -74,6 +74,30 @@ export async function startNextRun(services: HostServices): Promise<void> {
   void vscode.window.showInformationMessage(`MX Scope: started run ${ack.detail ?? ''}.`);
 }
 
+/** Start the next run from a checkpoint: `target` (e.g. from the checkpoint editor), or one picked. */
+export async function startFromCheckpoint(services: HostServices, target?: vscode.Uri): Promise<void> {
+  const path = target?.fsPath ?? (await pickCheckpoint(services));
+  if (!path) return;
+  const ack = await services.link.request({ type: 'startRun', fromCheckpoint: path });
+  void vscode.window.showInformationMessage(`MX Scope: started run ${ack.detail ?? ''} from ${path}.`);
+}
+
+/** A checkpoint the connected trainer saved, or any .safetensors file (the trainer must be able to read it). */
+async function pickCheckpoint(services: HostServices): Promise<string | undefined> {
+  const saved = services.store
+    .list()
+    .filter((run) => run.source === 'live')
+    .flatMap((run) => (services.store.get(run.runId)?.checkpoints() ?? []).map((checkpoint) => ({ run, checkpoint })));
+  const browse = { label: '$(folder-opened) Browse…', path: '' };
+  const picked = await vscode.window.showQuickPick(
+    [...saved.reverse().map(({ run, checkpoint }) => ({ label: `$(save) ${run.name}`, description: `step ${checkpoint.step}`, detail: checkpoint.path, path: checkpoint.path })), browse],
+    { title: 'MX Scope: start the next run from a checkpoint', placeHolder: 'A checkpoint the trainer saved, or a file' },
+  );
+  if (picked !== browse) return picked?.path;
+  const file = await vscode.window.showOpenDialog({ canSelectMany: false, filters: { Safetensors: ['safetensors'] }, openLabel: 'Start from this checkpoint' });
+  return file?.[0]?.fsPath;
+}
+
 export async function stopRun(services: HostServices): Promise<void> {
   await services.link.request({ type: 'stopRun' });
   void vscode.window.showInformationMessage('MX Scope: run stopped.');
