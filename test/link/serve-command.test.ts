@@ -9,7 +9,7 @@ import { readRunLog } from '../../src/runlog/index.js';
 import type { ServerTelemetry } from '../../src/protocol/index.js';
 import { until } from './helpers.js';
 
-test('mxscope-train --serve: listening line, a requested run streams and is logged, SIGTERM mid-run stops it cleanly', async () => {
+test('mxscope-train --serve: listening line, a requested run streams and is logged, a run resumes from its checkpoint, SIGTERM stops it cleanly', async () => {
   const outDir = mkdtempSync(join(tmpdir(), 'mxscope-serve-'));
   const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'src/trainer/cli.ts', '--serve', '--port', '0', '--token', 'tk', '--out', outDir, '--preset', 'tiny'] });
   const records: ServerTelemetry[] = [];
@@ -27,9 +27,14 @@ test('mxscope-train --serve: listening line, a requested run streams and is logg
     const log = await readRunLog(join(outDir, runId!));
     assert.equal(log.records.length, records.length, 'the run log holds what was streamed');
 
+    const saved = records.find((r) => r.type === 'checkpointSaved');
+    assert.ok(saved?.type === 'checkpointSaved', 'the finished run saved a checkpoint');
     await client.request({ type: 'setNextRunConfig', change: { steps: 100_000 } });
-    await client.request({ type: 'startRun' });
+    await client.request({ type: 'startRun', fromCheckpoint: saved.path });
     await until(() => records.filter((r) => r.type === 'step').length > 8, 'second run steps', 30_000);
+    const resumed = records.filter((r) => r.type === 'runStarted')[1];
+    // checkpointSaved.step is the last step done; resumedFrom.step the step the resumed run continues at.
+    assert.ok(resumed?.type === 'runStarted' && resumed.resumedFrom?.path === saved.path && resumed.resumedFrom.step === saved.step + 1);
   } finally {
     client.close();
     await trainer.stop(10_000);
