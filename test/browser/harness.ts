@@ -25,6 +25,22 @@ export async function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
 }
 
+/**
+ * Stands in for VS Code's acquireVsCodeApi in a page: postMessage goes to the page binding
+ * `__mxscopeHostReceive` (page.exposeFunction), state lives in the page, CSP violations are logged
+ * as console errors. A string, not a function: the test's TypeScript transform would add helpers
+ * the page lacks.
+ */
+export const VSCODE_API_STUB = `
+  let state;
+  window.acquireVsCodeApi = () => ({
+    postMessage: (message) => window.__mxscopeHostReceive(message),
+    getState: () => state,
+    setState: (next) => { state = next; },
+  });
+  document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' at ' + e.sourceFile + ':' + e.lineNumber + ':' + e.columnNumber + ' ' + e.sample));
+`;
+
 export class FakeHost {
   readonly store: RunStore;
   readonly alerts = new AlertTracker();
@@ -123,16 +139,7 @@ export async function openDashboard(browser: Browser, theme: ThemeName, options:
     if (message.type() === 'error') host.errors.push(message.text());
   });
   await page.exposeFunction('__mxscopeHostReceive', (message: unknown) => host.onMessage(message).catch((error: Error) => host.errors.push(error.message)));
-  // A string, not a function: the test's TypeScript transform would add helpers the page lacks.
-  await page.addInitScript(`
-    let state;
-    window.acquireVsCodeApi = () => ({
-      postMessage: (message) => window.__mxscopeHostReceive(message),
-      getState: () => state,
-      setState: (next) => { state = next; },
-    });
-    document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' at ' + e.sourceFile + ':' + e.lineNumber + ':' + e.columnNumber + ' ' + e.sample));
-  `);
+  await page.addInitScript(VSCODE_API_STUB);
   const html = dashboardHtml({ cspSource: ORIGIN, scriptUri: `${ORIGIN}/dist/webview/dashboard.js`, styleUri: `${ORIGIN}/dist/webview/dashboard.css`, layout: options.layout ?? 'panel' })
     .replace('</head>', `<link rel="stylesheet" href="${ORIGIN}/theme.css">\n</head>`)
     .replace('<body ', `<body class="${THEMES[theme].bodyClass}" `);

@@ -55,6 +55,14 @@ export function panelRuns(ctx: Context): RunInfo[] {
   return ctx.state.mode === 'compare' ? shown.slice(0, 4) : shown.slice(0, 1);
 }
 
+/** `panelRuns`, or null after telling `root` there is nothing to show yet. */
+export function panelRunsOrNote(ctx: Context, root: HTMLElement): [RunInfo, ...RunInfo[]] | null {
+  const runs = panelRuns(ctx);
+  if (runs.length > 0) return runs as [RunInfo, ...RunInfo[]];
+  root.append(element('p', 'note', 'No runs yet.'));
+  return null;
+}
+
 /** The controls row of a per-layer view: in single mode it starts with the run picker. */
 export function controlsWithRunPicker(ctx: Context): HTMLElement {
   const bar = element('div', 'controls');

@@ -5,7 +5,7 @@ import type { RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { lineChart, type LineDataset, type XY } from '../charts.js';
 import { chartBox, element, setLegend, type Context, type View } from '../context.js';
-import { controlsWithRunPicker, currentLayer, layerPicker, panelRuns } from '../layer-picker.js';
+import { controlsWithRunPicker, currentLayer, layerPicker, panelRunsOrNote } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
 const LAGS = [1, 2, 4, 8, 16, 32];
@@ -25,12 +25,9 @@ export class CorrelationView implements View {
   private csvRows: (string | number | null)[][] = [];
 
   constructor(private readonly ctx: Context) {
-    const runs = panelRuns(ctx);
+    const runs = panelRunsOrNote(ctx, this.root);
+    if (!runs) return;
     const focus = runs[0];
-    if (!focus) {
-      this.root.append(element('p', 'note', 'No runs yet.'));
-      return;
-    }
     const bar = controlsWithRunPicker(ctx);
     bar.append(dropdown(LAGS.map((lag) => ({ value: String(lag), label: `lag k = ${lag} stats steps` })), String(ctx.state.lag), (lag) => ctx.update({ lag: Number(lag) }), 'lag k'));
     this.root.append(bar, layerPicker(ctx, focus, false));

@@ -7,7 +7,7 @@ import { dropdown } from '../../ui/toolkit.js';
 import { barChart } from '../charts.js';
 import { chartBox, element, formatNumber, setLegend, type Context, type View } from '../context.js';
 import { drawHeatmap } from '../heatmap-canvas.js';
-import { controlsWithRunPicker, currentLayer, layerPicker, panelRuns } from '../layer-picker.js';
+import { controlsWithRunPicker, currentLayer, layerPicker, panelRunsOrNote } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
 interface Panel {
@@ -46,12 +46,9 @@ export class ScalesView implements View {
   private csvRows: (string | number | null)[][] = [];
 
   constructor(private readonly ctx: Context) {
-    const runs = panelRuns(ctx);
+    const runs = panelRunsOrNote(ctx, this.root);
+    if (!runs) return;
     const focus = runs[0];
-    if (!focus) {
-      this.root.append(element('p', 'note', 'No runs yet.'));
-      return;
-    }
     const top = controlsWithRunPicker(ctx);
     if (ctx.state.mode === 'single' && ctx.data.runs.length > 1) {
       const others = ctx.data.runs.filter((run) => run.runId !== focus.runId).map((run) => ({ value: run.runId, label: `overlay: ${run.name}` }));
