@@ -4,7 +4,9 @@
  * SR pre-scale.
  *
  * It works on the float32 bits with integer arithmetic and no data-dependent branches in the hot
- * loop (random signs and magnitudes would mispredict them). For an element with exponent field e
+ * loop: V8 compiles Math.min/max and ?: on integers to branches, which random data mispredicts
+ * (7× slower), so clamps and selects are written with sign masks: for int32 d, d >> 31 is −1 when
+ * d < 0 and 0 otherwise. For an element with exponent field e
  * and significand m (implicit bit included), |x| = m·2^(max(e,1) − 150). In a block with shared
  * exponent s the scaled magnitude |x|/2^s lies in grid binade b = clamp(e − 127 − s, 0, 2), whose
  * E2M1 step is 2^(b−1), so the grid multiple is m / 2^shift with shift = 149 + s + b − max(e,1)
@@ -43,9 +45,10 @@ const STOCHASTIC = 2;
 export function runMxfp4Ts(job: MxKernelJob): void {
   const { values, rows, rowLength, rng, prescale, codes, scales, writeBack, stats } = job;
   const mode = job.rounding === 'nearest-even' ? EVEN : job.rounding === 'nearest-away' ? AWAY : STOCHASTIC;
-  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  // Int32 views and >> shifts keep every intermediate a small integer, which V8 compiles to int32 math.
+  const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
   const prescaled = new Float32Array(MX_BLOCK_SIZE);
-  const prescaledBits = new Uint32Array(prescaled.buffer);
+  const prescaledBits = new Int32Array(prescaled.buffer);
   let saturated = 0;
   let flushed = 0;
   let nonZero = 0;
@@ -65,7 +68,10 @@ export function runMxfp4Ts(job: MxKernelJob): void {
         base = start;
       }
       let amaxBits = 0;
-      for (let i = start; i < end; i++) amaxBits = Math.max(amaxBits, source[i - base] & 0x7fffffff);
+      for (let i = start; i < end; i++) {
+        const below = amaxBits - (source[i - base] & 0x7fffffff);
+        amaxBits -= below & (below >> 31); // max
+      }
       const byte = mxfp4ScaleByte(amaxBits);
       if (scales) scales[block] = byte;
       if (stats) stats.expCounts[byte]++;
@@ -79,24 +85,29 @@ export function runMxfp4Ts(job: MxKernelJob): void {
       for (let i = start; i < end; i++) {
         const xBits = source[i - base];
         const field = (xBits >>> 23) & 0xff;
-        const significand = field === 0 ? xBits & 0x7fffff : (xBits & 0x7fffff) | 0x800000;
-        const binade = Math.min(Math.max(field - 127 - shared, 0), 2);
-        const shift = 149 + shared + binade - (field === 0 ? 1 : field);
+        const significand = (xBits & 0x7fffff) | ((-field >> 31) & 0x800000); // implicit bit unless subnormal
+        const unclamped = field - 127 - shared;
+        const atLeast0 = unclamped & ~(unclamped >> 31);
+        const binade = 2 + ((atLeast0 - 2) & ((atLeast0 - 2) >> 31));
+        const shift = 149 + shared + binade - (field + (((field - 1) >> 31) & 1)); // max(field, 1)
         let multiple: number;
         if (mode === EVEN) {
-          // Shifts past 25 leave 0 whatever the rounding; 31 keeps the int32 arithmetic in range.
-          const sh = Math.min(shift, 31);
-          multiple = (significand + (1 << (sh - 1)) - 1 + ((significand >>> sh) & 1)) >>> sh;
+          const sh = shiftAtMost31(shift);
+          multiple = (significand + (1 << (sh - 1)) - 1 + ((significand >> sh) & 1)) >> sh;
         } else if (mode === AWAY) {
-          const sh = Math.min(shift, 31);
-          multiple = (significand + (1 << (sh - 1))) >>> sh;
+          const sh = shiftAtMost31(shift);
+          multiple = (significand + (1 << (sh - 1))) >> sh;
         } else {
-          // Add 32 random bits below the grid step, then truncate: exact in double.
-          multiple = Math.floor((significand + (rng as Rng).nextU32() * pow2(shift - 32)) * pow2(-shift));
+          // Add 32 random bits just below the grid step, then truncate. For shifts up to 31 keeping
+          // the top `shift` of them is the same floor in integers; past that, in exact doubles.
+          const random = (rng as Rng).nextU32();
+          multiple = shift <= 31
+            ? (significand + (random >>> (32 - shift))) >> shift
+            : Math.floor((significand + random * pow2(shift - 32)) * pow2(-shift)) | 0;
         }
         let index = multiple + 2 * binade;
-        const clipped = (7 - index) >>> 31;
-        index -= clipped;
+        const clipped = (7 - index) >> 31; // −1 when the index rounded past 7
+        index += clipped;
         // Sign of x, unless |x|/2^s is 0 in float32 (x = ±0, or underflow at ≤ 2^−150): then +0.
         let sign = (xBits >>> 28) & 8 & (-significand >> 31);
         if (shift >= 149 && (shift >= 149 + 24 || significand <= 1 << (shift - 149))) sign = 0;
@@ -106,10 +117,10 @@ export function runMxfp4Ts(job: MxKernelJob): void {
           const out = Math.fround(DECODED[code] * scale);
           if (stats) {
             const x = values[i];
-            const isNonZero = -significand >>> 31;
-            saturated += clipped;
+            const isNonZero = (-significand >> 31) & 1;
+            saturated -= clipped;
             nonZero += isNonZero;
-            flushed += isNonZero & ((index - 1) >>> 31);
+            flushed += isNonZero & ((index - 1) >> 31);
             signalSq += x * x;
             errorSq += (x - out) * (x - out);
           }
@@ -127,4 +138,10 @@ export function runMxfp4Ts(job: MxKernelJob): void {
     stats.signalSq += signalSq;
     stats.errorSq += errorSq;
   }
+}
+
+/** Shifts past 25 leave 0 whatever the rounding; capping at 31 keeps the int32 arithmetic in range. */
+function shiftAtMost31(shift: number): number {
+  const over = shift - 31;
+  return 31 + (over & (over >> 31));
 }
