@@ -71,8 +71,10 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   );
   registerDashboard(context, services);
   registerCheckpoints(context, services);
-  // `npm start` opens a workspace that sets this, so a run streams as soon as the window is up.
-  if (vscode.workspace.getConfiguration('mxscope').get<boolean>('emulation.startOnOpen', false)) void vscode.commands.executeCommand('mxscope.startEmulatedRun');
+  // `npm start` opens a workspace that sets this, so a run streams into the dashboard as soon as the window is up.
+  if (vscode.workspace.getConfiguration('mxscope').get<boolean>('emulation.startOnOpen', false)) {
+    void vscode.commands.executeCommand('mxscope.startEmulatedRun').then(() => vscode.commands.executeCommand('mxscope.openDashboard'));
+  }
   return services;
 }
 
