@@ -45,6 +45,7 @@ export class LiveLink {
       client: { name: 'mxscope-vscode', version: '0.1.0' },
       onTelemetry: (record) => this.store.ingest(record, 'live'),
       onNextRunConfig: () => this.emit(),
+      onNewSession: () => this.store.markOrphaned('live'),
       onState: (state, detail) => {
         if (this.client !== client) return;
         this.detail = detail;

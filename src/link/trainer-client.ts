@@ -28,6 +28,8 @@ export interface TrainerClientOptions {
   client?: { name: string; version: string };
   onTelemetry: (record: ServerTelemetry) => void;
   onNextRunConfig?: (config: RunConfig) => void;
+  /** The trainer restarted (a new sessionId after a previous one): runs it had in progress are gone. */
+  onNewSession?: (sessionId: string) => void;
   /** `detail` says why (e.g. the refusal reason when the state becomes `closed`). */
   onState?: (state: ConnectionState, detail?: string) => void;
   log?: (line: string) => void;
@@ -154,8 +156,12 @@ export class TrainerClient {
       return;
     }
     if (hello.sessionId !== this.session) {
-      if (this.session !== undefined) this.log(`trainer restarted (new session ${hello.sessionId}): subscribing from its start`);
+      const restarted = this.session !== undefined;
       this.session = hello.sessionId;
+      if (restarted) {
+        this.log(`trainer restarted (new session ${hello.sessionId}): subscribing from its start`);
+        this.options.onNewSession?.(hello.sessionId);
+      }
       this.seq = 0;
     }
     this.serverHello = hello;

@@ -1,10 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
 import { LiveLink } from '../../src/host/live-link.js';
 import { spawnTrainer } from '../../src/host/trainer-process.js';
 import { rotationChange } from '../../src/host/model/rotation-modes.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { until } from '../link/helpers.js';
+import { baseConfig } from '../link/fake-run.js';
 
 function alive(pid: number): boolean {
   try {
@@ -45,4 +48,34 @@ test('a trainer that dies before listening is reported with its stderr', async (
     spawnTrainer({ nodePath: process.execPath, args: ['-e', 'console.error("bad preset: huge"); process.exit(2)'] }),
     /exited \(code 2\) before listening\nbad preset: huge/,
   );
+});
+
+test('a trainer that restarts (new session) leaves its unfinished live run unknown and the new session replays from 1', async () => {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  let connections = 0;
+  const hello = (sessionId: string) => JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 0 }, trainer: { name: 't', version: '1' }, sessionId, capabilities: [], lastSeq: 0 });
+  const started = (runId: string) => JSON.stringify({ seq: 1, type: 'runStarted', runId, name: runId, startedAt: 't', trainer: { name: 't', version: '1' }, config: baseConfig, layers: [] });
+  wss.on('connection', (socket) => {
+    const first = ++connections === 1;
+    socket.send(hello(first ? 'session-a' : 'session-b'));
+    socket.on('message', (data) => {
+      const message = JSON.parse(data.toString()) as { type: string; from?: number };
+      if (message.type !== 'subscribe') return;
+      assert.equal(message.from, 1, 'a new session is subscribed from its start');
+      socket.send(started(first ? 'old' : 'new'));
+      if (first) setTimeout(() => socket.terminate(), 20);
+    });
+  });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  const store = new RunStore();
+  const link = new LiveLink(store, () => {});
+  try {
+    link.connect(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+    await until(() => store.get('new') !== undefined, 'the restarted trainer streams');
+    assert.equal(store.get('old')!.summary.status, 'unknown');
+    assert.equal(store.get('new')!.summary.status, 'running');
+  } finally {
+    link.disconnect();
+    wss.close();
+  }
 });
