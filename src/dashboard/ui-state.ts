@@ -29,6 +29,8 @@ export interface UiState {
   overlayRunId: string | null;
   lag: number;
   overviewMetric: LayerMetric;
+  /** Loss chart x range (in xAxis units); null shows everything. */
+  zoom: { min: number; max: number } | null;
 }
 
 export const DEFAULT_UI_STATE: UiState = {
@@ -49,6 +51,7 @@ export const DEFAULT_UI_STATE: UiState = {
   overlayRunId: null,
   lag: 4,
   overviewMetric: 'wgradRelErr',
+  zoom: null,
 };
 
 const oneOf = <T>(allowed: readonly T[], value: unknown, fallback: T): T => (allowed.includes(value as T) ? (value as T) : fallback);
@@ -78,7 +81,20 @@ export function restoreUiState(saved: unknown): UiState {
     overlayRunId: stringOrNull(s.overlayRunId, d.overlayRunId),
     lag: finite(s.lag) && Number.isInteger(s.lag) && s.lag >= 1 ? Math.min(s.lag, 1000) : d.lag,
     overviewMetric: oneOf(LAYER_METRICS, s.overviewMetric, d.overviewMetric),
+    zoom: restoreZoom(s.zoom),
   };
+}
+
+function restoreZoom(saved: unknown): UiState['zoom'] {
+  const zoom = saved as { min?: unknown; max?: unknown } | null;
+  return zoom && finite(zoom.min) && finite(zoom.max) && zoom.min < zoom.max ? { min: zoom.min, max: zoom.max } : null;
+}
+
+/** Zoom the x range by `factor` (< 1 zooms in) around `at`, kept inside [lo, hi]; null = all of it. */
+export function zoomAround(current: { min: number; max: number }, at: number, factor: number, lo: number, hi: number): UiState['zoom'] {
+  const min = Math.max(lo, at - (at - current.min) * factor);
+  const max = Math.min(hi, at + (current.max - at) * factor);
+  return max - min >= hi - lo || max <= min ? null : { min, max };
 }
 
 /**

@@ -53,6 +53,16 @@ for (const theme of ['dark', 'light'] as const) {
     }
     assert.match(await page.textContent('.run-chips') ?? '', /RHT16.*live/, 'the cut-off run is still live');
     await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-loss.png` });
+    // Wheel zooms the x axis around the pointer; double-click shows everything again.
+    const box = (await page.locator('.loss-view canvas').boundingBox())!;
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, -200);
+    await page.waitForTimeout(100);
+    const zoom = ((await page.evaluate('__mxscopeState()')) as { zoom: { min: number; max: number } | null }).zoom;
+    assert.ok(zoom && zoom.min > 0 && zoom.max < 599, `zoomed in: ${JSON.stringify(zoom)}`);
+    await page.mouse.dblclick(box.x + box.width / 2, box.y + box.height / 2);
+    await page.waitForTimeout(100);
+    assert.equal(((await page.evaluate('__mxscopeState()')) as { zoom: unknown }).zoom, null);
     await page.click('vscode-button:text("Export CSV")');
     await page.click('vscode-button:text("Export PNG")');
     await page.waitForTimeout(100);

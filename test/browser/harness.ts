@@ -27,7 +27,8 @@ export async function launchChromium(): Promise<Browser> {
 
 /**
  * Stands in for VS Code's acquireVsCodeApi in a page: postMessage goes to the page binding
- * `__mxscopeHostReceive` (page.exposeFunction), state lives in the page, CSP violations are logged
+ * `__mxscopeHostReceive` (page.exposeFunction), state lives in the page (read it with
+ * `__mxscopeState()`), CSP violations are logged
  * as console errors. A string, not a function: the test's TypeScript transform would add helpers
  * the page lacks.
  */
@@ -38,6 +39,7 @@ export const VSCODE_API_STUB = `
     getState: () => state,
     setState: (next) => { state = next; },
   });
+  window.__mxscopeState = () => state;
   document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' at ' + e.sourceFile + ':' + e.lineNumber + ':' + e.columnNumber + ' ' + e.sample));
 `;
 

@@ -4,7 +4,8 @@ import { ema } from '../../src/dashboard/smoothing.js';
 import { firstCrossingBelow, gapTo, valuesAt } from '../../src/dashboard/interpolate.js';
 import { defaultTargetLoss, overheadTable } from '../../src/dashboard/overhead.js';
 import { autocorrelation, cosine, lagCosines } from '../../src/dashboard/correlation.js';
-import { decimateMinMax } from '../../src/dashboard/decimate.js';
+import { decimateMinMax, sliceToRange } from '../../src/dashboard/decimate.js';
+import { zoomAround } from '../../src/dashboard/ui-state.js';
 import { binHeatmap } from '../../src/dashboard/heatmap.js';
 import { toCsv } from '../../src/dashboard/csv.js';
 
@@ -76,4 +77,13 @@ test('heatmap binning averages fractions per column', () => {
 
 test('CSV quotes what needs quoting and leaves nulls empty', () => {
   assert.equal(toCsv(['a', 'b'], [[1, null], ['x,"y"', 2]]), 'a,b\n1,\n"x,""y""",2\n');
+});
+
+test('zoom: slicing keeps one neighbour each side; zooming stays inside the data', () => {
+  const xs = [0, 10, 20, 30, 40];
+  assert.deepEqual(sliceToRange(xs, ['a', 'b', 'c', 'd', 'e'], 12, 30), { xs: [10, 20, 30, 40], ys: ['b', 'c', 'd', 'e'] });
+  assert.deepEqual(sliceToRange(xs, xs, -5, 100).xs, xs);
+  assert.deepEqual(zoomAround({ min: 0, max: 100 }, 50, 0.5, 0, 100), { min: 25, max: 75 });
+  assert.deepEqual(zoomAround({ min: 0, max: 40 }, 0, 0.5, 0, 100), { min: 0, max: 20 });
+  assert.equal(zoomAround({ min: 25, max: 75 }, 50, 2, 0, 100), null, 'zooming out to everything resets');
 });

@@ -25,6 +25,8 @@ export interface AxisOptions {
   xTitle: string;
   yTitle: string;
   logY?: boolean;
+  /** Shown x range (zoom); the data's extent when absent. */
+  xRange?: [number, number];
   /** Fixed y range (e.g. [-1, 1] for cosines), so side-by-side charts read on the same scale. */
   yRange?: [number, number];
 }
@@ -34,7 +36,7 @@ function axes(theme: Theme, options: AxisOptions) {
   const ticks = { color: theme.muted, maxTicksLimit: 8, padding: 4 };
   const title = (text: string) => ({ display: true, text, color: theme.muted });
   return {
-    x: { type: 'linear' as const, grid, ticks, title: title(options.xTitle), border: { color: theme.grid } },
+    x: { type: 'linear' as const, grid, ticks, title: title(options.xTitle), border: { color: theme.grid }, min: options.xRange?.[0], max: options.xRange?.[1] },
     y: {
       type: options.logY ? ('logarithmic' as const) : ('linear' as const),
       grid,

@@ -1,7 +1,8 @@
 // Loss against step or tokens: train (EMA-smoothed, raw faint behind) and validation (dashed) for
 // every shown run, optionally as the gap to a baseline run, with divergence points marked.
 import { ema } from '../../../src/dashboard/smoothing.js';
-import { decimateMinMax } from '../../../src/dashboard/decimate.js';
+import { decimateMinMax, sliceToRange } from '../../../src/dashboard/decimate.js';
+import { zoomAround } from '../../../src/dashboard/ui-state.js';
 import { gapTo } from '../../../src/dashboard/interpolate.js';
 import type { LossSeries, RunInfo } from '../../../src/protocol/webview.js';
 import { checkbox, dropdown } from '../../ui/toolkit.js';
@@ -32,19 +33,38 @@ export class LossView implements View {
     if (!compact) this.root.append(this.controls());
     this.root.append(box);
     this.chart = lineChart(canvas, ctx.theme, this.axisOptions());
+    if (!compact) {
+      canvas.title = 'Wheel to zoom the x axis, double-click to show everything';
+      canvas.addEventListener('wheel', (event) => this.zoom(event), { passive: false });
+      canvas.addEventListener('dblclick', () => ctx.update({ zoom: null }));
+    }
     this.update();
   }
 
   private axisOptions() {
     const s = this.ctx.state;
-    return { xTitle: s.xAxis === 'tokens' ? 'tokens' : 'step', yTitle: s.relative ? 'loss − baseline' : 'loss', logY: s.logScale && !s.relative };
+    const zoom = this.compact ? null : s.zoom;
+    return { xTitle: s.xAxis === 'tokens' ? 'tokens' : 'step', yTitle: s.relative ? 'loss − baseline' : 'loss', logY: s.logScale && !s.relative, xRange: zoom ? ([zoom.min, zoom.max] as [number, number]) : undefined };
+  }
+
+  /** Wheel over the chart zooms the x axis around the pointer (the data's full range bounds it). */
+  private zoom(event: WheelEvent): void {
+    const x = this.chart.scales.x;
+    if (!x || this.curves.length === 0) return;
+    event.preventDefault();
+    const lo = Math.min(...this.curves.map((curve) => curve.xs[0] ?? Infinity));
+    const hi = Math.max(...this.curves.map((curve) => curve.xs[curve.xs.length - 1] ?? -Infinity));
+    if (!(hi > lo)) return;
+    const current = this.ctx.state.zoom ?? { min: lo, max: hi };
+    const at = x.getValueForPixel(event.offsetX) ?? (current.min + current.max) / 2;
+    this.ctx.update({ zoom: zoomAround(current, at, event.deltaY < 0 ? 0.8 : 1.25, lo, hi) });
   }
 
   private controls(): HTMLElement {
     const { state, update } = this.ctx;
     const bar = element('div', 'controls');
     bar.append(
-      dropdown([{ value: 'step', label: 'vs step' }, { value: 'tokens', label: 'vs tokens' }], state.xAxis, (v) => update({ xAxis: v as 'step' | 'tokens' }), 'x axis'),
+      dropdown([{ value: 'step', label: 'vs step' }, { value: 'tokens', label: 'vs tokens' }], state.xAxis, (v) => update({ xAxis: v as 'step' | 'tokens', zoom: null }), 'x axis'),
     );
     const slider = element('input', 'slider');
     slider.type = 'range';
@@ -86,6 +106,11 @@ export class LossView implements View {
     const legend: { label: string; color: string; dashed?: boolean }[] = [];
     // ~1 bucket per 2 px: up to 4 points each, so min/max detail stays at pixel resolution.
     const buckets = Math.max(100, (this.chart.width || 800) / 2);
+    const zoom = this.compact ? null : state.zoom;
+    const draw = (xs: number[], ys: (number | null)[]) => {
+      const visible = zoom ? sliceToRange(xs, ys, zoom.min, zoom.max) : { xs, ys };
+      return decimateMinMax(visible.xs, visible.ys, buckets);
+    };
     for (const run of this.ctx.shownRuns()) {
       const color = this.ctx.color(run.runId);
       const train = data.loss.get(run.runId);
@@ -93,9 +118,9 @@ export class LossView implements View {
         const xs = xOf(train);
         const smoothed = relative(xs, smooth(train.loss), baseSmoothed);
         if (state.ema > 0 && !state.relative && !this.compact) {
-          datasets.push({ label: `${run.name} (raw)`, data: decimateMinMax(xs, train.loss, buckets), borderColor: withAlpha(color, 0.25), borderWidth: 1 });
+          datasets.push({ label: `${run.name} (raw)`, data: draw(xs, train.loss), borderColor: withAlpha(color, 0.25), borderWidth: 1 });
         }
-        datasets.push({ label: `${run.name} · train`, data: decimateMinMax(xs, smoothed, buckets), borderColor: color });
+        datasets.push({ label: `${run.name} · train`, data: draw(xs, smoothed), borderColor: color });
         legend.push({ label: `${run.name} · train`, color });
         this.curves.push({ run, kind: 'train', xs, ys: smoothed });
         const diverged = run.divergedAt;
