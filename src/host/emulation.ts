@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
-import type { ListeningInfo } from '../link/listening-line.js';
+import { TOKEN_ENV, type ListeningInfo } from '../link/listening-line.js';
 import type { MxScopeSettings } from './settings.js';
 import { spawnTrainer, type TrainerProcess } from './trainer-process.js';
 
@@ -38,14 +38,15 @@ export class EmulationTrainer implements vscode.Disposable {
     mkdirSync(outDir, { recursive: true });
     const cli = vscode.Uri.joinPath(this.context.extensionUri, 'dist', 'trainer', 'cli.js').fsPath;
     const token = randomBytes(24).toString('base64url');
-    const args = [cli, '--serve', '--host', '127.0.0.1', '--port', '0', '--token', token, '--out', outDir, '--preset', settings.preset];
-    this.log(`starting the emulation trainer: node ${args.map((arg) => (arg === token ? '<token>' : arg)).join(' ')}`);
+    const args = [cli, '--serve', '--host', '127.0.0.1', '--port', '0', '--out', outDir, '--preset', settings.preset];
+    this.log(`starting the emulation trainer: node ${args.join(' ')}`);
     // Set once spawned: an exit before that is a failed start, which spawnTrainer reports itself.
     let trainer: TrainerProcess | undefined;
     trainer = await spawnTrainer({
       nodePath: process.execPath,
       args,
       cwd: outDir,
+      env: { [TOKEN_ENV]: token },
       onStderr: (line) => this.log(`trainer: ${line}`),
       onExit: (code, signal) => {
         this.log(`the emulation trainer exited (${signal ?? `code ${code}`})`);

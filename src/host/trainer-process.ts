@@ -10,6 +10,8 @@ export interface SpawnTrainerOptions {
   nodePath: string;
   args: string[];
   cwd?: string;
+  /** Added to the environment (e.g. the token, which must not show in the process list). */
+  env?: Record<string, string>;
   onStderr?: (line: string) => void;
   onExit?: (code: number | null, signal: NodeJS.Signals | null) => void;
   /** How long to wait for the listening line. */
@@ -27,7 +29,7 @@ export interface TrainerProcess {
 export function spawnTrainer(options: SpawnTrainerOptions): Promise<TrainerProcess> {
   const child: ChildProcess = spawn(options.nodePath, options.args, {
     cwd: options.cwd,
-    env: { ...process.env, ELECTRON_RUN_AS_NODE: '1', [PARENT_PID_ENV]: String(process.pid) },
+    env: { ...process.env, ...options.env, ELECTRON_RUN_AS_NODE: '1', [PARENT_PID_ENV]: String(process.pid) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -30,3 +30,6 @@ export function parseListeningLine(line: string): ListeningInfo | undefined {
 
 /** When set, a serving trainer exits once this process id is gone (the extension host that spawned it). */
 export const PARENT_PID_ENV = 'MXSCOPE_PARENT_PID';
+
+/** A serving trainer without `--token` takes its token from here (kept out of the process list). */
+export const TOKEN_ENV = 'MXSCOPE_TOKEN';

@@ -3,7 +3,7 @@
 import type { RunConfig } from '../protocol/index.js';
 import { startRun } from '../trainer/index.js';
 import { generateToken, isLoopbackHost } from './auth.js';
-import { formatListeningLine, PARENT_PID_ENV } from './listening-line.js';
+import { formatListeningLine, PARENT_PID_ENV, TOKEN_ENV } from './listening-line.js';
 import { startTrainerServer } from './trainer-server.js';
 
 export interface ServeOptions {
@@ -15,7 +15,7 @@ export interface ServeOptions {
 }
 
 export async function runServeCommand(options: ServeOptions): Promise<void> {
-  const token = options.token ?? (isLoopbackHost(options.host) ? undefined : generateToken());
+  const token = options.token ?? (process.env[TOKEN_ENV] || undefined) ?? (isLoopbackHost(options.host) ? undefined : generateToken());
   const server = await startTrainerServer({
     host: options.host,
     port: options.port,

@@ -11,11 +11,11 @@ import { until } from './helpers.js';
 
 test('mxscope-train --serve: listening line, a requested run streams and is logged, a run resumes from its checkpoint, SIGTERM stops it cleanly', async () => {
   const outDir = mkdtempSync(join(tmpdir(), 'mxscope-serve-'));
-  const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'src/trainer/cli.ts', '--serve', '--port', '0', '--token', 'tk', '--out', outDir, '--preset', 'tiny'] });
+  const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'src/trainer/cli.ts', '--serve', '--port', '0', '--out', outDir, '--preset', 'tiny'], env: { MXSCOPE_TOKEN: 'tk' } });
   const records: ServerTelemetry[] = [];
   const client = new TrainerClient({ url: trainer.info.url, token: trainer.info.token!, onTelemetry: (record) => records.push(record) });
   try {
-    assert.equal(trainer.info.token, 'tk');
+    assert.equal(trainer.info.token, 'tk', 'the token came from MXSCOPE_TOKEN');
     await until(() => client.state === 'connected', 'connect');
     await client.request({ type: 'setNextRunConfig', change: { steps: 6, statsEvery: 5, gemms: { wgrad: { precision: 'mxfp4', rotation: 'hadamard' } } } });
     const { detail: runId } = await client.request({ type: 'startRun' });
