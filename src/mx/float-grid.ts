@@ -4,12 +4,19 @@ import { pow2 } from './e8m0.js';
 /** 2^52: adding and subtracting it rounds a double in [0, 2^52) to an integer, ties to even. */
 export const RNE_MAGIC = 4503599627370496;
 
-/** floor(log2(x)) for a finite x > 0, exact (Math.log2 alone can round up just below 2^k). */
+const f64 = new Float64Array(1);
+const words = new Int32Array(f64.buffer);
+f64[0] = 1;
+/** Index of the word holding a double's sign and exponent (1 on little-endian hosts). */
+const HIGH = words[1] === 0x3ff00000 ? 1 : 0;
+
+/** floor(log2(x)) for a finite x > 0, read exactly from the double's exponent field. */
 export function floorLog2(x: number): number {
-  let e = Math.floor(Math.log2(x));
-  if (2 ** e > x) e--;
-  else if (2 ** (e + 1) <= x) e++;
-  return e;
+  f64[0] = x;
+  const field = (words[HIGH] >>> 20) & 0x7ff;
+  if (field !== 0) return field - 1023;
+  f64[0] = x * 2 ** 64; // subnormal double: scale into the normal range first
+  return ((words[HIGH] >>> 20) & 0x7ff) - 1023 - 64;
 }
 
 export interface FloatGrid {
@@ -25,8 +32,7 @@ export interface FloatGrid {
 export function roundToGrid(magnitude: number, grid: FloatGrid): number {
   if (magnitude === 0) return 0;
   if (magnitude >= 2 * grid.max) return grid.max;
-  const exponent = Math.max(floorLog2(magnitude), grid.minExponent);
-  const quantum = pow2(exponent - grid.mantissaBits);
-  const rounded = ((magnitude / quantum + RNE_MAGIC) - RNE_MAGIC) * quantum;
+  const exponent = Math.max(floorLog2(magnitude), grid.minExponent) - grid.mantissaBits;
+  const rounded = (magnitude * pow2(-exponent) + RNE_MAGIC - RNE_MAGIC) * pow2(exponent);
   return rounded > grid.max ? grid.max : rounded;
 }

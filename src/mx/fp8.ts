@@ -91,8 +91,7 @@ export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: '
       const a = Math.abs(values[i]);
       if (a > amax && a !== Infinity) amax = a;
     }
-    const scale = amax === 0 ? 1 : spec.max / amax;
-    for (let i = 0; i < values.length; i++) values[i] = roundFp8(values[i] * scale, spec, format) / scale;
+    roundRange(values, 0, values.length, amax === 0 ? 1 : spec.max / amax, spec, format);
     return;
   }
   if (scaling !== 'mx') throw new Error(`fakeQuantFp8: scaling must be 'tensor' or 'mx', got '${String(scaling)}'`);
@@ -110,9 +109,22 @@ export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: '
         values.fill(NaN, start, end);
         continue;
       }
-      const shared = Math.max(field - 127 - spec.maxExponent, -127);
-      const scale = pow2(shared);
-      for (let i = start; i < end; i++) values[i] = roundFp8(values[i] / scale, spec, format) * scale;
+      roundRange(values, start, end, pow2(-Math.max(field - 127 - spec.maxExponent, -127)), spec, format);
     }
+  }
+}
+
+/** values[i] := FP8(values[i]·scale)/scale over [start, end); the sign goes on as a bit, without a branch. */
+function roundRange(values: Float32Array, start: number, end: number, scale: number, spec: Fp8Spec, format: Fp8Format): void {
+  const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
+  for (let i = start; i < end; i++) {
+    const scaled = Math.abs(values[i]) * scale;
+    if (scaled === Infinity || scaled !== scaled) {
+      values[i] = roundFp8(values[i], spec, format);
+      continue;
+    }
+    const sign = bits[i] & 0x80000000;
+    values[i] = roundToGrid(scaled, spec) / scale;
+    bits[i] |= sign;
   }
 }
