@@ -52,15 +52,24 @@ export function startRun(options: RunOptions): RunHandle {
   const dir = join(options.outDir, runId);
   let ended: RunEndedRecord | undefined;
   let writer: RunLogWriter | undefined;
+  const writes = new Set<Promise<unknown>>();
   const emit = (record: TelemetryRecord): void => {
     writer?.append(record);
     options.onRecord?.(record);
   };
   const checkpoint = async (): Promise<string> => {
-    const path = await saveCheckpoint(trainer, dir, runId);
-    if (ended === undefined) emit({ type: 'checkpointSaved', runId, step: Math.max(0, trainer.nextStep - 1), path });
-    writer?.flush();
-    return path;
+    if (ended !== undefined) throw new Error(`run ${runId} has ended (${ended.status}); its last checkpoint is in ${dir}`);
+    const step = Math.max(0, trainer.nextStep - 1);
+    const write = saveCheckpoint(trainer, dir, runId); // snapshots the weights before it returns
+    writes.add(write);
+    try {
+      const path = await write;
+      emit({ type: 'checkpointSaved', runId, step, path });
+      writer?.flush();
+      return path;
+    } finally {
+      writes.delete(write);
+    }
   };
 
   const done = (async (): Promise<RunEndedRecord> => {
@@ -73,37 +82,30 @@ export function startRun(options: RunOptions): RunHandle {
       config,
       layers: trainer.model.layerInfos(),
     };
-    const end = (status: RunEndedRecord['status'], step: number, reason: string): RunEndedRecord => {
+    /** Ends the run once requested checkpoints are written, so they are logged before runEnded. */
+    const end = async (status: RunEndedRecord['status'], step: number, reason: string): Promise<RunEndedRecord> => {
+      await Promise.allSettled([...writes]);
       ended = { type: 'runEnded', runId, step, status, reason, endedAt: new Date().toISOString() };
+      if (writer) emit(ended);
+      else options.onRecord?.(ended);
       return ended;
     };
     try {
       if (options.resumeFrom !== undefined) started.resumedFrom = { path: options.resumeFrom, step: await loadCheckpoint(trainer, options.resumeFrom) };
       writer = new RunLogWriter(dir, started);
       options.onRecord?.(started);
-      let result: RunEndedRecord | undefined;
-      while (result === undefined && trainer.nextStep < config.steps) {
+      while (trainer.nextStep < config.steps) {
         await nextTick();
-        if (options.signal?.aborted) {
-          result = end('stopped', Math.max(0, trainer.nextStep - 1), 'stopped on request');
-          break;
-        }
+        if (options.signal?.aborted) return await end('stopped', Math.max(0, trainer.nextStep - 1), 'stopped on request');
         const outcome = trainer.step(emit);
-        if (outcome.diverged !== undefined) result = end('diverged', outcome.step, outcome.diverged);
-        else if (options.checkpointEvery && (outcome.step + 1) % options.checkpointEvery === 0) await checkpoint();
         writer.flush();
+        if (outcome.diverged !== undefined) return await end('diverged', outcome.step, outcome.diverged);
+        if (options.checkpointEvery && (outcome.step + 1) % options.checkpointEvery === 0) await checkpoint();
       }
-      if (result === undefined) {
-        await checkpoint();
-        result = end('completed', config.steps - 1, `trained ${config.steps} steps`);
-      }
-      emit(result);
-      return result;
+      await checkpoint();
+      return await end('completed', config.steps - 1, `trained ${config.steps} steps`);
     } catch (error) {
-      const result = end('failed', Math.max(0, trainer.nextStep - 1), (error as Error).message);
-      if (writer) emit(result);
-      else options.onRecord?.(result);
-      return result;
+      return await end('failed', Math.max(0, trainer.nextStep - 1), (error as Error).message);
     } finally {
       writer?.close();
     }

@@ -34,12 +34,26 @@ test('a run logs what it streams, checkpoints, and resumes exactly where it left
   rmSync(outDir, { recursive: true, force: true });
 });
 
-test('aborting stops the run; a runaway loss ends it as diverged', async () => {
+test('a checkpoint on request, then aborting, stops the run; a runaway loss ends it as diverged', async () => {
   const outDir = mkdtempSync(join(tmpdir(), 'mxscope-run-'));
   const controller = new AbortController();
-  const stopped = startRun({ config: { ...microConfig(), steps: 1000 }, outDir, signal: controller.signal, onRecord: (r) => r.type === 'step' && r.step === 1 && controller.abort() });
+  let saved: Promise<string> | undefined;
+  const stopped = startRun({
+    config: { ...microConfig(), steps: 1000 },
+    outDir,
+    signal: controller.signal,
+    onRecord: (r) => {
+      if (r.type !== 'step' || r.step !== 1) return;
+      saved = stopped.saveCheckpoint();
+      controller.abort();
+    },
+  });
   const end = await stopped.done;
   assert.deepEqual([end.status, end.step], ['stopped', 1]);
+  const path = await saved!;
+  const { records } = await readRunLog(stopped.dir);
+  assert.deepEqual(records.flatMap((r) => (r.type === 'checkpointSaved' ? [[r.step, r.path]] : [])), [[1, path]], 'a checkpoint on request is logged');
+  assert.equal(records.at(-1)!.type, 'runEnded');
 
   const hot = microConfig();
   hot.steps = 50;
