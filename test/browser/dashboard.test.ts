@@ -130,6 +130,13 @@ test('a theme change re-reads the --vscode-* colours and redraws', async () => {
   await page.close();
 });
 
+test('with no runs the dashboard says how to get one', async () => {
+  const host = await openDashboard(browser, 'light');
+  await host.page.waitForSelector('main p.note:has-text("No runs yet")');
+  assert.deepEqual(host.errors, []);
+  await host.page.close();
+});
+
 test('the sidebar view draws a compact loss chart and opens the dashboard', async () => {
   const host = await openDashboard(browser, 'dark', { layout: 'sidebar', width: 320, height: 600, before: (h) => h.ingest(recordedRuns()) });
   await host.page.waitForSelector('canvas');

@@ -143,6 +143,10 @@ class Dashboard implements Context {
     this.view = undefined;
     this.body.replaceChildren();
     this.renderHeader();
+    if (this.data.runs.length === 0) {
+      this.body.append(element('p', 'note', 'No runs yet. Start an emulated run, connect to a trainer, or open a run log from the MX Scope Runs view; runs appear here as they stream.'));
+      return;
+    }
     if (this.sidebar) {
       this.mountSidebar();
       return;
