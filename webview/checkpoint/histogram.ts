@@ -13,6 +13,11 @@ export interface HistogramOptions {
   axis: boolean;
   /** Exponent range to draw; defaults to the union of the series. */
   range?: [number, number];
+  /**
+   * Dashed vertical lines, labelled above the bars (axis charts only): through the middle of an
+   * exponent's bar, or at its left edge with `edge` (a threshold that starts there).
+   */
+  markers?: { exp: number; label: string; color: string; edge?: boolean }[];
 }
 
 export function exponentRange(series: readonly Series[]): [number, number] | null {
@@ -41,7 +46,7 @@ export function drawHistogram(canvas: HTMLCanvasElement, series: readonly Series
   if (!surface || !range) return;
   const { g, width, height } = surface;
   const bottom = options.axis ? height - 18 : height;
-  const top = options.axis ? 6 : 1;
+  const top = options.axis ? (options.markers?.length ? 18 : 6) : 1;
   const bins = range[1] - range[0] + 1;
   const binWidth = width / bins;
   const fractions = series.map(({ histogram }) => {
@@ -71,8 +76,23 @@ export function drawHistogram(canvas: HTMLCanvasElement, series: readonly Series
   g.moveTo(0, bottom + 0.5);
   g.lineTo(width, bottom + 0.5);
   g.stroke();
-  g.fillStyle = theme.muted;
   g.font = '11px var(--vscode-font-family), sans-serif';
+  g.textBaseline = 'top';
+  g.setLineDash([4, 3]);
+  for (const marker of options.markers ?? []) {
+    if (marker.exp < range[0] || marker.exp > range[1] + 1) continue;
+    const x = Math.round((marker.exp - range[0] + (marker.edge ? 0 : 0.5)) * binWidth) + 0.5;
+    g.strokeStyle = marker.color;
+    g.beginPath();
+    g.moveTo(x, top - 4);
+    g.lineTo(x, bottom);
+    g.stroke();
+    g.fillStyle = marker.color;
+    g.textAlign = x > width - 120 ? 'right' : 'left';
+    g.fillText(marker.label, x + (g.textAlign === 'right' ? -4 : 4), 2);
+  }
+  g.setLineDash([]);
+  g.fillStyle = theme.muted;
   g.textAlign = 'center';
   g.textBaseline = 'top';
   const step = Math.max(1, Math.ceil(bins / Math.max(1, Math.floor(width / 36))));

@@ -57,7 +57,15 @@ function detail(tensor: TensorReport, report: CheckpointReport, theme: Theme, dr
   }
   const canvas = element('canvas', 'histogram');
   box.append(canvas);
-  draws.push(() => drawHistogram(canvas, [{ histogram: analysis.histogram, color: theme.palette[0] }], theme, { axis: true }));
+  const median = analysis.medianScaleExp;
+  const markers =
+    median === null
+      ? []
+      : [
+          { exp: median, label: `median ${median}`, color: theme.muted },
+          { exp: median + report.options.outlierBinades, label: `outlier blocks ≥ ${median + report.options.outlierBinades}`, color: theme.warning, edge: true },
+        ];
+  draws.push(() => drawHistogram(canvas, [{ histogram: analysis.histogram, color: theme.palette[0] }], theme, { axis: true, markers }));
   const facts: [string, string][] = [
     ['Matrix', `${analysis.rows} × ${analysis.cols} (${analysis.blocks} blocks of 32 along the last dim)`],
     ['Scale exponents', analysis.histogram.counts.length ? `${analysis.histogram.minExp} … ${analysis.histogram.minExp + analysis.histogram.counts.length - 1}, median ${analysis.medianScaleExp}` : 'none'],
