@@ -2,7 +2,7 @@
 // plain Float32Array.prototype.set copy of the same buffer (the memory-bandwidth baseline), for the
 // TypeScript and the WebAssembly SIMD paths. Goal: quantize and fake-quant nearest-even ≥ 0.25× copy.
 import {
-  createMxStats, fakeQuantMxfp4, hadamardInPlace, HadamardRotation, packFp4, quantizeMxfp4, Rng, setMxBackend, unpackFp4,
+  createMxStats, fakeQuantBf16, fakeQuantFp8, fakeQuantMxfp4, hadamardInPlace, HadamardRotation, packFp4, quantizeMxfp4, Rng, setMxBackend, unpackFp4,
   type MxBackend,
 } from '../src/mx/index.js';
 import { bestSeconds, fmt } from './timing.js';
@@ -43,3 +43,6 @@ report('[ts] unpackFp4', bestSeconds(() => unpackFp4(packed, N), REPEATS));
 const rotation = new HadamardRotation({ blockSize: 32, mode: 'random', seed: 1 });
 report('[ts] hadamardInPlace H32 along rows (axis 1)', bestSeconds(() => hadamardInPlace(work, N / ROW, ROW, 1, 32, rotation.signs(ROW)), 3, restore));
 report('[ts] hadamardInPlace H32 down columns (axis 0)', bestSeconds(() => hadamardInPlace(work, N / ROW, ROW, 0, 32, rotation.signs(N / ROW)), 3, restore));
+report('[ts] fakeQuantFp8 e4m3 per-tensor', bestSeconds(() => fakeQuantFp8(work, 'e4m3', 'tensor'), 3, restore));
+report('[ts] fakeQuantFp8 e4m3 MXFP8 blocks', bestSeconds(() => fakeQuantFp8(work, 'e4m3', 'mx', ROW), 3, restore));
+report('[ts] fakeQuantBf16', bestSeconds(() => fakeQuantBf16(work), REPEATS, restore));

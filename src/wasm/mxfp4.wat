@@ -3,11 +3,12 @@
 ;; of 32, in cache-sized chunks). Per block:
 ;;   amax bits = max of |x| bits; field = amax >> 23; NaN/Inf (field 255) → scale byte 0xFF, all NaN.
 ;;   byte = max(field − 2, 0): floor(log2 amax) − 2 clamped at −127, read straight from the bits.
-;;   s = |x| · 2^(127−byte) in float32 (exact unless it underflows, which then decides the zero's sign).
+;;   p = x · 2^(127−byte) + 0 in float32: exact unless it underflows; adding +0 turns −0 into +0, so
+;;   p's sign bit is exactly the code's sign (set for negative x unless x/2^shared is 0). s = |p|.
 ;;   Round s on the E2M1 grid by adding and subtracting 2^(22+b), b = clamp(exponent(s), 0, 2): in
 ;;   that binade the float32 ulp is the grid step (0.5, 1 or 2), and the add rounds ties to even.
 ;;   (Positive floats order like their bits, so clamping the bits of s to [1.0, 4.0] clamps b.)
-;;   Clamp at 6. The sign is x's when s ≠ 0, so −0 and underflowed negatives give +0.
+;;   Clamp at 6, then put p's sign on.
 (module
   (import "env" "memory" (memory 1))
 
@@ -49,7 +50,7 @@
     (local $byte i32) (local $v i32) (local $addr i32)
     (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $out v128) (local $d v128)
     (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128)
-    (local $nz v128) (local $magic v128) (local $signalSum f64) (local $errorSum f64) (local $unscale f64)
+    (local $nz v128) (local $magic v128) (local $signed v128) (local $zero v128) (local $signalSum f64) (local $errorSum f64) (local $unscale f64)
     (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128) (local $signBit v128)
     (local.set $one (v128.const f32x4 1 1 1 1))
     (local.set $four (v128.const f32x4 4 4 4 4))
@@ -82,7 +83,8 @@
             (loop $vectors
               (local.set $addr (i32.add (local.get $p) (local.get $v)))
               (local.set $x (v128.load (local.get $addr)))
-              (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
+              (local.set $signed (f32x4.add (f32x4.mul (local.get $x) (local.get $inv)) (local.get $zero)))
+              (local.set $s (f32x4.abs (local.get $signed)))
               ;; magic = 2^(22+b): clamp s's bits to [1.0, 4.0], keep the exponent, add 22 to it.
               (local.set $magic (i32x4.add
                 (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
@@ -91,8 +93,7 @@
               (local.set $out
                 (v128.or
                   (f32x4.mul (f32x4.min (local.get $r) (local.get $six)) (local.get $scale))
-                  (v128.and (v128.and (local.get $x) (local.get $signBit))
-                            (f32x4.ne (local.get $s) (v128.const i32x4 0 0 0 0)))))
+                  (v128.and (local.get $signed) (local.get $signBit))))
               (v128.store (local.get $addr) (local.get $out))
               (if (local.get $withStats)
                 (then
@@ -145,7 +146,7 @@
   ;; is q + 2b with 2b = (bits(magic) >> 22) − 298, saturated at 7; plus 8 for the sign.
   (func (export "quantize") (param $p i32) (param $blocks i32) (param $codes i32) (param $scales i32)
     (local $byte i32) (local $v i32) (local $inv v128) (local $x v128) (local $s v128) (local $magic v128)
-    (local $code v128)
+    (local $code v128) (local $signed v128) (local $zero v128)
     (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $signBit v128)
     (local $k298 v128) (local $seven v128)
     (local.set $k298 (i32x4.splat (i32.const 298)))
@@ -169,7 +170,8 @@
             (local.set $v (i32.const 0))
             (loop $vectors
               (local.set $x (v128.load (i32.add (local.get $p) (i32.shl (local.get $v) (i32.const 2)))))
-              (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
+              (local.set $signed (f32x4.add (f32x4.mul (local.get $x) (local.get $inv)) (local.get $zero)))
+              (local.set $s (f32x4.abs (local.get $signed)))
               (local.set $magic (i32x4.add
                 (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
                 (local.get $plus22)))
@@ -181,8 +183,7 @@
                       (i32x4.sub (i32x4.shr_u (local.get $magic) (i32.const 22)) (local.get $k298)))
                     (local.get $seven))
                   (i32x4.shr_u
-                    (v128.and (v128.and (local.get $x) (local.get $signBit))
-                              (f32x4.ne (local.get $s) (v128.const i32x4 0 0 0 0)))
+                    (v128.and (local.get $signed) (local.get $signBit))
                     (i32.const 28))))
               (local.set $code (i16x8.narrow_i32x4_u (local.get $code) (local.get $code)))
               (v128.store32_lane 0 (i32.add (local.get $codes) (local.get $v))
