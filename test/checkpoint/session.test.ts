@@ -9,10 +9,10 @@ import type { CheckpointHostMessage } from '../../src/checkpoint/webview-message
 import { CheckpointSession, type SessionTarget } from '../../src/host/checkpoints/session.js';
 import { writeSampleCheckpoint } from './page.js';
 
-function session(target: SessionTarget) {
+function session(target: SessionTarget, largeBytes?: number) {
   const posted: CheckpointHostMessage[] = [];
   const logged: string[] = [];
-  const s = new CheckpointSession(target, (m) => posted.push(m), (line) => logged.push(line));
+  const s = new CheckpointSession(target, (m) => posted.push(m), (line) => logged.push(line), largeBytes);
   const settled = async (type: CheckpointHostMessage['type'], count = 1) => {
     for (let i = 0; i < 500 && posted.filter((m) => m.type === type).length < count; i++) await new Promise((r) => setTimeout(r, 5));
     return posted.filter((m) => m.type === type);
@@ -63,6 +63,26 @@ test('a hostile file and an invalid webview message are reported, not thrown', a
     const remote = session({ kind: 'unavailable', reason: 'vscode-vfs://x/y.safetensors is not a local file' });
     remote.s.onMessage({ type: 'ready' });
     assert.deepEqual(remote.posted, [{ type: 'error', title: 'Cannot open this checkpoint', message: 'vscode-vfs://x/y.safetensors is not a local file' }]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('a checkpoint above the large-file threshold opens with the histogram-only pass until the page asks for more', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'mxscope-session-'));
+  try {
+    const path = join(dir, 'a.safetensors');
+    await writeSampleCheckpoint(path);
+    const { s, settled } = session({ kind: 'analyse', path }, 1024);
+    s.onMessage({ type: 'ready' });
+    const [first] = await settled('report');
+    assert.ok(first.type === 'report');
+    assert.equal(first.report.options.mode, 'histogram');
+    s.onMessage({ type: 'analyse', hadamardBlock: 32, mode: 'full' });
+    const [, second] = await settled('report', 2);
+    assert.ok(second.type === 'report');
+    assert.equal(second.report.options.mode, 'full');
+    s.dispose();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -21,16 +21,12 @@ interface VsCodeApi {
 declare function acquireVsCodeApi(): VsCodeApi;
 
 interface UiState {
-  hadamardBlock: HadamardBlock;
-  mode: 'full' | 'histogram';
   filter: string;
   tensors: TableState;
   diffs: TableState;
 }
 
 const DEFAULT_STATE: UiState = {
-  hadamardBlock: 32,
-  mode: 'full',
   filter: '',
   tensors: { sortColumn: 0, descending: false, selected: null },
   // Comparisons open largest tensor first (column 2 is the size).
@@ -63,28 +59,34 @@ class CheckpointPage {
     }
   }
 
-  /** `reanalyse`: ask the host for a new analysis; `keepHeader`: leave the controls alone (typing in the filter keeps focus). */
-  private update(patch: Partial<UiState>, how: { reanalyse?: boolean; keepHeader?: boolean } = {}): void {
+  /** `keepHeader`: leave the controls alone (typing in the filter keeps focus). */
+  private update(patch: Partial<UiState>, how: { keepHeader?: boolean } = {}): void {
     this.state = { ...this.state, ...patch };
     this.vscode.setState(this.state);
-    if (how.reanalyse) this.vscode.postMessage({ type: 'analyse', hadamardBlock: this.state.hadamardBlock, mode: this.state.mode });
     if (how.keepHeader) this.renderBody();
     else this.render();
   }
 
-  private controls(): HTMLElement {
+  /** Asks the host to analyse again with one setting changed from those of the report on screen. */
+  private reanalyse(options: CheckpointReport['options'], change: Partial<Pick<CheckpointReport['options'], 'hadamardBlock' | 'mode'>>): void {
+    const next = { ...options, ...change };
+    this.vscode.postMessage({ type: 'analyse', hadamardBlock: next.hadamardBlock, mode: next.mode });
+  }
+
+  /** The controls show what the shown report was computed with (the host may pick the fast pass for a huge file). */
+  private controls(options: CheckpointReport['options']): HTMLElement {
     const row = element('div', 'controls');
     const block = element('label', 'control');
     block.append(
       element('span', undefined, 'Hadamard block'),
       dropdown(
         HADAMARD_BLOCKS.map((size) => ({ value: String(size), label: String(size) })),
-        String(this.state.hadamardBlock),
-        (value) => this.update({ hadamardBlock: Number(value) as HadamardBlock }, { reanalyse: true }),
+        String(options.hadamardBlock),
+        (value) => this.reanalyse(options, { hadamardBlock: Number(value) as HadamardBlock }),
         'Block size of the deterministic Hadamard rotation the second SQNR column is measured under',
       ),
     );
-    const fast = checkbox('Histogram only (fast)', this.state.mode === 'histogram', (on) => this.update({ mode: on ? 'histogram' : 'full' }, { reanalyse: true }));
+    const fast = checkbox('Histogram only (fast)', options.mode === 'histogram', (on) => this.reanalyse(options, { mode: on ? 'histogram' : 'full' }));
     fast.title = 'Only the exponent pass: scale histograms and outlier blocks, no saturation, flush or SQNR';
     const filter = textField(this.state.filter, 'Filter tensors', (value) => this.update({ filter: value }, { keepHeader: true }));
     filter.classList.add('filter');
@@ -101,8 +103,8 @@ class CheckpointPage {
       const shards = report.shards.length > 1 ? ` · ${report.shards.length} shards` : '';
       this.header.append(
         element('h2', 'path', report.path),
-        element('div', 'summary muted', `${report.tensors.length} tensors · ${formatBytes(report.dataBytes)}${shards} · ${analysed} weight matrices analysed in ${report.seconds.toFixed(2)} s · MXFP4 E2M1, 32-element blocks, E8M0 scales`),
-        this.controls(),
+        element('div', 'summary muted', `${report.tensors.length} tensors · ${formatBytes(report.dataBytes)}${shards} · ${analysed} weight matrices analysed in ${report.seconds.toFixed(2)} s${report.options.mode === 'histogram' ? ' (histogram-only pass: untick it for saturation, flush and SQNR)' : ''} · MXFP4 E2M1, 32-element blocks, E8M0 scales`),
+        this.controls(report.options),
       );
     } else if (shown.type === 'comparison') {
       const { comparison } = shown;

@@ -16,16 +16,20 @@ export type SessionTarget =
   | { kind: 'unavailable'; reason: string };
 
 const PROGRESS_INTERVAL_MS = 100;
+/** Above this much tensor data the first analysis is the histogram-only pass (seconds, not minutes); the page can ask for the full one. */
+export const LARGE_CHECKPOINT_BYTES = 8 * 2 ** 30;
 
 export class CheckpointSession {
   private latest: CheckpointHostMessage | undefined;
   private running: AbortController | undefined;
   private options: AnalysisOptions = { ...DEFAULT_ANALYSIS_OPTIONS };
+  private chosen = false;
 
   constructor(
     private readonly target: SessionTarget,
     private readonly post: (message: CheckpointHostMessage) => void,
     private readonly log: (line: string) => void,
+    private readonly largeBytes = LARGE_CHECKPOINT_BYTES,
   ) {}
 
   onMessage(raw: unknown): void {
@@ -42,6 +46,7 @@ export class CheckpointSession {
       else if (!this.running) void this.start();
     } else if (this.target.kind === 'analyse') {
       this.options = { ...this.options, hadamardBlock: message.hadamardBlock, mode: message.mode };
+      this.chosen = true;
       void this.start();
     }
   }
@@ -65,6 +70,7 @@ export class CheckpointSession {
     try {
       for (const path of paths) opened.push(await openCheckpoint(path));
       const bytesTotal = opened.reduce((sum, checkpoint) => sum + checkpoint.dataBytes, 0);
+      if (!this.chosen && bytesTotal > this.largeBytes) this.options = { ...this.options, mode: 'histogram' };
       let lastPost = 0;
       const onProgress = (bytesDone: number) => {
         const now = Date.now();
