@@ -31,6 +31,8 @@ export interface UiState {
   overviewMetric: LayerMetric;
   /** Loss chart x range (in xAxis units); null shows everything. */
   zoom: { min: number; max: number } | null;
+  /** Palette slot per run: a run keeps its colour while it is held, across reloads. */
+  colors: Record<string, number>;
 }
 
 export const DEFAULT_UI_STATE: UiState = {
@@ -52,6 +54,7 @@ export const DEFAULT_UI_STATE: UiState = {
   lag: 4,
   overviewMetric: 'wgradRelErr',
   zoom: null,
+  colors: {},
 };
 
 const oneOf = <T>(allowed: readonly T[], value: unknown, fallback: T): T => (allowed.includes(value as T) ? (value as T) : fallback);
@@ -82,7 +85,38 @@ export function restoreUiState(saved: unknown): UiState {
     lag: finite(s.lag) && Number.isInteger(s.lag) && s.lag >= 1 ? Math.min(s.lag, 1000) : d.lag,
     overviewMetric: oneOf(LAYER_METRICS, s.overviewMetric, d.overviewMetric),
     zoom: restoreZoom(s.zoom),
+    colors: restoreColors(s.colors),
   };
+}
+
+function restoreColors(saved: unknown): Record<string, number> {
+  if (typeof saved !== 'object' || saved === null) return {};
+  const entries = Object.entries(saved).filter(([, slot]) => Number.isInteger(slot) && (slot as number) >= 0);
+  return Object.fromEntries(entries.slice(0, 1000)) as Record<string, number>;
+}
+
+/**
+ * Colour slots for the runs held now: runs that had one keep it, new runs take the lowest free
+ * slot, runs no longer held give theirs back.
+ */
+export function assignColorSlots(previous: Readonly<Record<string, number>>, runIds: readonly string[]): Record<string, number> {
+  const slots: Record<string, number> = {};
+  const taken = new Set<number>();
+  for (const runId of runIds) {
+    const slot = previous[runId];
+    if (slot !== undefined && !taken.has(slot)) {
+      slots[runId] = slot;
+      taken.add(slot);
+    }
+  }
+  let next = 0;
+  for (const runId of runIds) {
+    if (slots[runId] !== undefined) continue;
+    while (taken.has(next)) next++;
+    slots[runId] = next;
+    taken.add(next);
+  }
+  return slots;
 }
 
 function restoreZoom(saved: unknown): UiState['zoom'] {

@@ -6,7 +6,7 @@ import { RunStore } from '../../src/store/run-store.js';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DashboardFeed } from '../../src/dashboard/feed.js';
 import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
-import { DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../src/dashboard/ui-state.js';
+import { assignColorSlots, DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../src/dashboard/ui-state.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 
 const small: SyntheticRunOptions = { runId: 'a', blocks: 2, steps: 40, statsEvery: 10, evalEvery: 10, sketchSize: 16, rotation: 'hadamard', seed: 1 };
@@ -126,4 +126,12 @@ test('worst first: direction per metric, nulls last', () => {
   assert.deepEqual(worstFirst(rows, 'wgradRelErr').map((r) => r.layer), ['b', 'a', 'c']);
   assert.deepEqual(worstFirst(rows, 'sqnrDb').map((r) => r.layer), ['b', 'a', 'c']);
   assert.deepEqual(worstFirst(rows, 'alignment').map((r) => r.layer), ['b', 'a', 'c']);
+});
+
+test('colour slots: kept while a run is held, freed when it goes, lowest free for newcomers', () => {
+  const first = assignColorSlots({}, ['a', 'b', 'c']);
+  assert.deepEqual(first, { a: 0, b: 1, c: 2 });
+  const afterRemoval = assignColorSlots(first, ['b', 'c', 'd']);
+  assert.deepEqual(afterRemoval, { b: 1, c: 2, d: 0 }, 'b and c keep their colours; d reuses a\'s');
+  assert.deepEqual(restoreUiState({ colors: { x: 3, y: -1, z: 1.5 } }).colors, { x: 3 });
 });

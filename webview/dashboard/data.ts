@@ -44,11 +44,6 @@ export class DashboardData {
     return this.runs.find((run) => run.runId === runId);
   }
 
-  /** A stable colour slot per run: its position in the host's run list (oldest first). */
-  colorIndex(runId: string): number {
-    return Math.max(0, this.runs.findIndex((run) => run.runId === runId));
-  }
-
   detail(key: string): LayerDetailMessage | undefined {
     return this.details.get(key);
   }

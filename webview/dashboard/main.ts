@@ -4,7 +4,7 @@
 // compact sidebar view (body data-layout="sidebar").
 import './dashboard.css';
 import { toCsv } from '../../src/dashboard/csv.js';
-import { restoreUiState, TABS, type Tab, type UiState } from '../../src/dashboard/ui-state.js';
+import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from '../../src/dashboard/ui-state.js';
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
@@ -87,7 +87,13 @@ class Dashboard implements Context {
   }
 
   color(runId: string): string {
-    return this.theme.palette[this.data.colorIndex(runId) % this.theme.palette.length]!;
+    return this.theme.palette[(this.state.colors[runId] ?? 0) % this.theme.palette.length]!;
+  }
+
+  /** Give new runs a colour slot and persist it (a reload keeps every run's colour). */
+  private assignColors(): void {
+    this.state = { ...this.state, colors: assignColorSlots(this.state.colors, this.data.runs.map((run) => run.runId)) };
+    this.vscode.setState(this.state);
   }
 
   private receive(raw: unknown): void {
@@ -100,6 +106,7 @@ class Dashboard implements Context {
     switch (message.type) {
       case 'snapshot':
         this.data.applySnapshot(message);
+        this.assignColors();
         this.requested.clear();
         this.pending.clear();
         this.hasSnapshot = true;
