@@ -1,7 +1,7 @@
 // GEMM GFLOP/s of the trainer's kernel on trainer-like shapes: WebAssembly SIMD, the TypeScript
 // fallback, and a naive triple loop as the baseline measured in the same run.
 import { gemm, Rng, setMxBackend } from '../src/mx/index.js';
-import { bestSeconds, fmt } from './mx-timing.js';
+import { bestSeconds, fmt } from './timing.js';
 
 type Gemm = (M: number, N: number, K: number, a: Float32Array, tA: boolean, b: Float32Array, tB: boolean, c: Float32Array) => void;
 

@@ -5,7 +5,7 @@ import {
   createMxStats, fakeQuantBf16, fakeQuantFp8, fakeQuantMxfp4, hadamardInPlace, HadamardRotation, packFp4, quantizeMxfp4, Rng, setMxBackend, unpackFp4,
   type MxBackend,
 } from '../src/mx/index.js';
-import { bestSeconds, fmt } from './mx-timing.js';
+import { bestSeconds, fmt } from './timing.js';
 
 const N = 16 * 1024 * 1024;
 const ROW = 4096;
