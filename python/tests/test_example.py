@@ -1,0 +1,33 @@
+"""The GPU example script runs end to end on CPU at toy size (so it cannot rot unseen)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "llama_mxfp4.py")
+
+
+class Example(unittest.TestCase):
+    def test_tiny_llama_trains_with_the_bridge_and_reports_figures(self):
+        out = tempfile.mkdtemp(prefix="mxscope-example-")
+        done = subprocess.run([sys.executable, EXAMPLE, "--tiny", "--device", "cpu", "--no-transformers", "--steps", "8", "--block", "2",
+                               "--warmup", "0", "--stats-every", "4", "--seq", "32", "--batch", "2", "--rotation", "random-hadamard",
+                               "--out", out, "--results", os.path.join(out, "results.json")], capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        self.assertTrue(done.stdout.startswith("MXSCOPE_LISTENING "), done.stdout[:200])
+        with open(os.path.join(out, "results.json")) as f:
+            results = json.load(f)
+        self.assertEqual(results["steps"], 8)
+        self.assertEqual(results["timedSteps"], {"with": 4, "without": 4})
+        self.assertGreater(results["telemetryBytesPerStep"], 1000)
+        with open(os.path.join(results["runDir"], "telemetry.ndjson")) as f:
+            records = [json.loads(line) for line in f]
+        stats_steps = sorted({r["step"] for r in records if r["type"] == "layerStats"})
+        self.assertEqual(stats_steps, [0, 4])  # steps 0-1 and 4-5 ran with the bridge
+        self.assertEqual(records[-1]["type"], "runEnded")
+
+
+if __name__ == "__main__":
+    unittest.main()
