@@ -40,6 +40,11 @@ Both
                         depends on this, not on the file size
   -h, --help            this help
 
+Examples
+  mxscope-inspect step-1000.safetensors --hadamard-block 64
+  mxscope-inspect model.safetensors.index.json --histogram-only --filter 'mlp\.down'
+  mxscope-inspect runA/step-1000.safetensors runB/step-1000.safetensors --json > diff.json
+
 Exit status: 0 on success, 1 when a file cannot be read or is not a valid checkpoint, 2 on bad usage.
 `;
 
