@@ -12,6 +12,7 @@ Uses transformers' LlamaForCausalLM when it is installed, else the small Llama b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -124,6 +125,7 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--block", type=int, default=20, help="steps per on/off block of the overhead measurement")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--profile-steps", default="", help="comma-separated steps to run under torch.profiler (prints the top ops)")
     parser.add_argument("--time-budget", type=float, default=0, help="stop at the next block boundary after this many seconds (0 = none)")
     parser.add_argument("--stats-every", type=int, default=10)
     parser.add_argument("--batch", type=int, default=4)
@@ -180,6 +182,9 @@ def main():
         tokens = torch.randint(0, shape["vocab"], (args.batch, args.seq + 1), generator=generator).to(device)
         if device.type == "cuda":
             torch.cuda.synchronize()
+        profiling = contextlib.ExitStack()
+        if str(step) in args.profile_steps.split(","):
+            profiler = profiling.enter_context(torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]))
         started = time.perf_counter()
         if with_bridge:
             bridge.begin_step(step)
@@ -194,6 +199,9 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         loss_value = loss.item()
         elapsed = time.perf_counter() - started
+        if profiling.close() is None and str(step) in args.profile_steps.split(","):
+            sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            print(f"PROFILE step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n" + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
         steps_run = step + 1
         if step >= args.warmup:
             times[with_bridge].append(elapsed)
