@@ -68,6 +68,11 @@ test('the Wgrad error is zero in fp32 and the alignment is one', () => {
   assert.ok(error.gradNorm > 0);
 });
 
+test('stochastic rounding with the 3/4 pre-scale keeps every gradient finite', () => {
+  const config = microConfig({ dgrad: { precision: 'mxfp4', rounding: 'stochastic', srPrescale: true }, wgrad: { precision: 'mxfp4', rounding: 'stochastic', srPrescale: true } });
+  for (const record of train(config, 4)) if (record.type === 'step') assert.ok(record.gradNorm !== null && record.loss !== null, `step ${record.step}: loss ${record.loss}, gradient norm ${record.gradNorm}`);
+});
+
 test('the same config and seed give the same loss curve bit for bit', () => {
   const config = microConfig({ fprop: { precision: 'mxfp4', rounding: 'stochastic' }, wgrad: { precision: 'mxfp4', rotation: 'random-hadamard', rounding: 'stochastic' } });
   const losses = (c: RunConfig) => train(c, 4).flatMap((r) => (r.type === 'step' ? [r.loss] : []));
