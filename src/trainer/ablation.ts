@@ -52,11 +52,14 @@ export function tokensToTarget(validation: readonly ValidationRecord[], target: 
   return undefined;
 }
 
-/** The default target: the baseline's validation loss at about two thirds of its run. */
+/**
+ * The default target: the baseline's validation loss halfway through its run, so runs that need up
+ * to twice the baseline's tokens still reach it within theirs.
+ */
 export function defaultTarget(baseline: readonly ValidationRecord[]): number | undefined {
   const finite = baseline.filter((r) => r.loss !== null);
   if (finite.length === 0) return undefined;
-  return finite[Math.min(finite.length - 1, Math.ceil((finite.length * 2) / 3) - 1)]!.loss!;
+  return finite[Math.ceil(finite.length / 2) - 1]!.loss!;
 }
 
 export interface AblationResult {

@@ -48,7 +48,7 @@ Precision (each GEMM of every linear layer: fprop Y=X·Wᵀ, dgrad ∇X=∇Y·W,
 Modes
   --ablation                 run the seed paper's 7-run series and print tokens to a target loss
   --target-loss X            the ablation's target validation loss (default: the FP8 baseline's
-                             loss at two thirds of its run)
+                             loss halfway through its run)
   --serve                    serve protocol v1 over websocket and run trainings on request
   --host H  --port P         where to listen (default 127.0.0.1, port 0 = any free port)
   --token T                  require this token from clients

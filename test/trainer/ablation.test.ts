@@ -14,8 +14,9 @@ test('tokens to target interpolate between the evaluations around the crossing',
   assert.equal(tokensToTarget(curve([4, null, 2]), 2), undefined, 'a diverged curve never reaches it');
 });
 
-test('the default target is the baseline loss two thirds into its run', () => {
-  assert.equal(defaultTarget(curve([6, 5, 4, 3, 2, 1])), 3);
+test('the default target is the baseline loss halfway through its run', () => {
+  assert.equal(defaultTarget(curve([6, 5, 4, 3, 2, 1])), 4);
+  assert.equal(defaultTarget(curve([6, 5, 4, 3, 2])), 4);
   assert.equal(defaultTarget([]), undefined);
 });
 
