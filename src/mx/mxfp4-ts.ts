@@ -35,7 +35,8 @@ export interface MxKernelJob {
 }
 
 const PRESCALE = 0.75;
-const UNSCALE = 4 / 3;
+/** 4/3 in float32: the pre-scaled fake-quant output is (exact dequantized value) × this, rounded once. */
+const UNSCALE = Math.fround(4 / 3);
 /** Signed E2M1 value of every code, −0 for code 8. */
 const DECODED = Float64Array.from({ length: 16 }, (_, code) => decodeE2m1(code));
 const EVEN = 0;
@@ -78,10 +79,13 @@ export function runMxfp4Ts(job: MxKernelJob): void {
       if (byte === E8M0_NAN) {
         if (codes) codes.fill(0, start, end);
         if (writeBack) values.fill(NaN, start, end);
+        // One draw per element whatever the block holds, so every kernel walks the same stream.
+        if (mode === STOCHASTIC) for (let i = start; i < end; i++) (rng as Rng).nextU32();
         continue;
       }
       const shared = byte - E8M0_BIAS;
-      const scale = writeBack && prescale ? pow2(shared) * UNSCALE : pow2(shared);
+      const scale = pow2(shared);
+      const unscale = writeBack && prescale ? UNSCALE : 1;
       for (let i = start; i < end; i++) {
         const xBits = source[i - base];
         const field = (xBits >>> 23) & 0xff;
@@ -102,7 +106,7 @@ export function runMxfp4Ts(job: MxKernelJob): void {
           // the top `shift` of them is the same floor in integers; past that, in exact doubles.
           const random = (rng as Rng).nextU32();
           multiple = shift <= 31
-            ? (significand + (random >>> (32 - shift))) >> shift
+            ? (significand + (random >>> (32 - shift))) >>> shift // the sum can pass 2^31: unsigned
             : Math.floor((significand + random * pow2(shift - 32)) * pow2(-shift)) | 0;
         }
         let index = multiple + 2 * binade;
@@ -114,7 +118,7 @@ export function runMxfp4Ts(job: MxKernelJob): void {
         const code = index | sign;
         if (codes) codes[i] = code;
         if (writeBack || stats) {
-          const out = Math.fround(DECODED[code] * scale);
+          const out = Math.fround(Math.fround(DECODED[code] * scale) * unscale);
           if (stats) {
             const x = values[i];
             const isNonZero = (-significand >> 31) & 1;

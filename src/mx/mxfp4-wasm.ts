@@ -1,17 +1,23 @@
 /**
- * Drives the WebAssembly SIMD MXFP4 kernels (src/wasm/mxfp4.wat). They cover the hot case,
- * nearest-even without pre-scale on rows whose length is a multiple of 32; every other job goes to
- * the TypeScript path. Data streams through a small buffer in cache-sized chunks, so the memory
- * traffic stays that of one read and one write of the caller's array.
+ * Drives the WebAssembly SIMD MXFP4 kernels (src/wasm/mxfp4.wat) on rows whose length is a multiple
+ * of 32: quantize and fake-quant with nearest-even, and fake-quant with stochastic rounding and the
+ * SR pre-scale when no statistics are asked for. Every other job goes to the TypeScript path. Data
+ * streams through a small buffer in cache-sized chunks, so the memory traffic stays that of one
+ * read and one write of the caller's array.
  */
 import { WASM_BASE64 } from '../wasm/generated/mxfp4.js';
 import { MX_BLOCK_SIZE } from './layout.js';
 import type { MxKernel } from './mxfp4.js';
+import type { MxKernelJob } from './mxfp4-ts.js';
+import type { Rng } from './rng.js';
 import type { MxStats } from './stats.js';
 import { tryLoad, type WasmArena } from './wasm-arena.js';
 
 interface MxExports {
   fake_quant(p: number, blocks: number, withStats: number): void;
+  fake_quant_sr(p: number, blocks: number, random: number): void;
+  fill_random(dst: number, count: number, state: number): void;
+  scale_in_place(p: number, count: number, factor: number): void;
   quantize(p: number, blocks: number, codes: number, scales: number): void;
 }
 
@@ -23,32 +29,57 @@ const NON_ZERO = 1032 >> 2;
 const SIGNAL_SQ = 1040 >> 3;
 const ERROR_SQ = 1048 >> 3;
 const CHUNK = 8192; // floats per chunk: 32 kB, stays in L1/L2 between the copy in, the kernel and the copy out
+const RNG_STATE = 1536;
 const DATA = 2048;
 const CODES = DATA + 4 * CHUNK;
 const SCALES = CODES + CHUNK;
-const END = SCALES + CHUNK / MX_BLOCK_SIZE;
+const RANDOM = SCALES + CHUNK / MX_BLOCK_SIZE;
+const END = RANDOM + 4 * CHUNK;
+const PRESCALE = 0.75;
+const UNSCALE = Math.fround(4 / 3);
 
 export function loadMxfp4Wasm(): MxKernel | undefined {
   const arena = tryLoad<MxExports>(WASM_BASE64);
   if (!arena) return undefined;
   arena.ensure(END);
   return (job) => {
-    if (job.rounding !== 'nearest-even' || job.prescale || job.rowLength % MX_BLOCK_SIZE !== 0) return false;
-    if (job.writeBack) fakeQuant(arena, job.values, job.stats);
-    if (job.codes && job.scales) quantize(arena, job.values, job.codes, job.scales);
-    return true;
+    if (job.rowLength % MX_BLOCK_SIZE !== 0 || job.rounding === 'nearest-away') return false;
+    // The kernels count statistics only for plain nearest-even fake-quant.
+    const statsOk = !job.stats || (job.rounding === 'nearest-even' && !job.prescale);
+    if (job.writeBack && !job.codes && statsOk) {
+      fakeQuant(arena, job);
+      return true;
+    }
+    if (job.codes && job.scales && !job.writeBack && job.rounding === 'nearest-even' && !job.prescale) {
+      quantize(arena, job.values, job.codes, job.scales);
+      return true;
+    }
+    return false;
   };
 }
 
-function fakeQuant(arena: WasmArena<MxExports>, values: Float32Array, stats: MxStats | undefined): void {
+function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
+  const { values, stats, prescale } = job;
+  const rng = job.rounding === 'stochastic' ? (job.rng as Rng) : undefined;
   const memory = arena.f32;
+  const words = new Uint32Array(arena.buffer, RNG_STATE, 4);
   if (stats) arena.u8.fill(0, 0, STATS_BYTES);
+  if (rng) words.set(rng.saveState());
   for (let offset = 0; offset < values.length; offset += CHUNK) {
     const length = Math.min(CHUNK, values.length - offset);
+    const blocks = length / MX_BLOCK_SIZE;
     memory.set(values.subarray(offset, offset + length), DATA >> 2);
-    arena.exports.fake_quant(DATA, length / MX_BLOCK_SIZE, stats ? 1 : 0);
+    if (prescale) arena.exports.scale_in_place(DATA, length, PRESCALE);
+    if (rng) {
+      arena.exports.fill_random(RANDOM, length, RNG_STATE);
+      arena.exports.fake_quant_sr(DATA, blocks, RANDOM);
+    } else {
+      arena.exports.fake_quant(DATA, blocks, stats ? 1 : 0);
+    }
+    if (prescale) arena.exports.scale_in_place(DATA, length, UNSCALE);
     values.set(memory.subarray(DATA >> 2, (DATA >> 2) + length), offset);
   }
+  if (rng) rng.restoreState(Array.from(words));
   if (stats) addStats(arena, stats, values.length);
 }
 

@@ -37,6 +37,18 @@ export class Rng {
     return result;
   }
 
+  /** The four state words, so another implementation (the WebAssembly kernel) can continue the stream. */
+  saveState(): [number, number, number, number] {
+    return [this.s0 >>> 0, this.s1 >>> 0, this.s2 >>> 0, this.s3 >>> 0];
+  }
+
+  restoreState(state: readonly number[]): void {
+    if (state.length !== 4 || state.every((word) => word === 0)) {
+      throw new Error('Rng.restoreState: expected four state words, not all zero');
+    }
+    [this.s0, this.s1, this.s2, this.s3] = state.map((word) => word | 0);
+  }
+
   /** Uniform in [0, 1) with 32 random bits. */
   nextFloat(): number {
     return this.nextU32() * 2.3283064365386963e-10;

@@ -9,6 +9,10 @@
 ;;   that binade the float32 ulp is the grid step (0.5, 1 or 2), and the add rounds ties to even.
 ;;   (Positive floats order like their bits, so clamping the bits of s to [1.0, 4.0] clamps b.)
 ;;   Clamp at 6, then put p's sign on.
+;; fake_quant_sr rounds stochastically instead, from one random u32 per element (fill_random writes
+;; them from the same xoshiro128** stream as src/mx/rng.ts): with t = s / step and f = t − floor(t),
+;; it rounds up when r + floor(f·2^32) carries past 2^32, i.e. when f + r/2^32 ≥ 1: the same event,
+;; bit for bit, as the TypeScript kernel's floor(t + r/2^32).
 (module
   (import "env" "memory" (memory 1))
 
@@ -39,6 +43,19 @@
       (then (i32.const 255))
       (else (select (i32.sub (local.get $field) (i32.const 2)) (i32.const 0) (i32.gt_u (local.get $field) (i32.const 2))))))
 
+  ;; A NaN-scale block dequantizes to NaN (the canonical quiet NaN, as TypedArray.fill(NaN) writes).
+  (func $fillNaN (param $p i32)
+    (local $nan v128)
+    (local.set $nan (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))
+    (v128.store (local.get $p) (local.get $nan))
+    (v128.store offset=16 (local.get $p) (local.get $nan))
+    (v128.store offset=32 (local.get $p) (local.get $nan))
+    (v128.store offset=48 (local.get $p) (local.get $nan))
+    (v128.store offset=64 (local.get $p) (local.get $nan))
+    (v128.store offset=80 (local.get $p) (local.get $nan))
+    (v128.store offset=96 (local.get $p) (local.get $nan))
+    (v128.store offset=112 (local.get $p) (local.get $nan)))
+
   ;; 2^(127 − byte) and 2^(byte − 127) as float32 splats (byte 0 → 2^−127 is the subnormal 0x00400000).
   (func $inverseScale (param $byte i32) (result v128)
     (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
@@ -67,15 +84,7 @@
                   (i32.add (i32.load (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))))
         (if (i32.eq (local.get $byte) (i32.const 255))
           (then
-            (local.set $out (v128.const i32x4 0x7fc00000 0x7fc00000 0x7fc00000 0x7fc00000))
-            (v128.store (local.get $p) (local.get $out))
-            (v128.store offset=16 (local.get $p) (local.get $out))
-            (v128.store offset=32 (local.get $p) (local.get $out))
-            (v128.store offset=48 (local.get $p) (local.get $out))
-            (v128.store offset=64 (local.get $p) (local.get $out))
-            (v128.store offset=80 (local.get $p) (local.get $out))
-            (v128.store offset=96 (local.get $p) (local.get $out))
-            (v128.store offset=112 (local.get $p) (local.get $out)))
+            (call $fillNaN (local.get $p)))
           (else
             (local.set $inv (call $inverseScale (local.get $byte)))
             (local.set $scale (call $scale (local.get $byte)))
@@ -193,6 +202,102 @@
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
         (local.set $codes (i32.add (local.get $codes) (i32.const 32)))
         (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
+        (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
+        (br $blockLoop))))
+
+  ;; Writes `count` u32 from the xoshiro128** state at $state (4 words, updated) to $dst.
+  (func (export "fill_random") (param $dst i32) (param $count i32) (param $state i32)
+    (local $s0 i32) (local $s1 i32) (local $s2 i32) (local $s3 i32) (local $t i32) (local $end i32)
+    (local.set $s0 (i32.load (local.get $state)))
+    (local.set $s1 (i32.load offset=4 (local.get $state)))
+    (local.set $s2 (i32.load offset=8 (local.get $state)))
+    (local.set $s3 (i32.load offset=12 (local.get $state)))
+    (local.set $end (i32.add (local.get $dst) (i32.shl (local.get $count) (i32.const 2))))
+    (block $done
+      (loop $draws
+        (br_if $done (i32.ge_u (local.get $dst) (local.get $end)))
+        (i32.store (local.get $dst)
+          (i32.mul (i32.rotl (i32.mul (local.get $s1) (i32.const 5)) (i32.const 7)) (i32.const 9)))
+        (local.set $t (i32.shl (local.get $s1) (i32.const 9)))
+        (local.set $s2 (i32.xor (local.get $s2) (local.get $s0)))
+        (local.set $s3 (i32.xor (local.get $s3) (local.get $s1)))
+        (local.set $s1 (i32.xor (local.get $s1) (local.get $s2)))
+        (local.set $s0 (i32.xor (local.get $s0) (local.get $s3)))
+        (local.set $s2 (i32.xor (local.get $s2) (local.get $t)))
+        (local.set $s3 (i32.rotl (local.get $s3) (i32.const 11)))
+        (local.set $dst (i32.add (local.get $dst) (i32.const 4)))
+        (br $draws)))
+    (i32.store (local.get $state) (local.get $s0))
+    (i32.store offset=4 (local.get $state) (local.get $s1))
+    (i32.store offset=8 (local.get $state) (local.get $s2))
+    (i32.store offset=12 (local.get $state) (local.get $s3)))
+
+  ;; In place: x := x · factor in float32, for `count` floats (the SR pre-scale and its undoing).
+  (func (export "scale_in_place") (param $p i32) (param $count i32) (param $factor f32)
+    (local $end i32) (local $f v128)
+    (local.set $f (f32x4.splat (local.get $factor)))
+    (local.set $end (i32.add (local.get $p) (i32.shl (local.get $count) (i32.const 2))))
+    (block $done
+      (loop $vectors
+        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
+        (v128.store (local.get $p) (f32x4.mul (v128.load (local.get $p)) (local.get $f)))
+        (local.set $p (i32.add (local.get $p) (i32.const 16)))
+        (br $vectors))))
+
+  ;; In place, stochastic rounding: x := dequantize(quantize(x)) with the random u32 at $random
+  ;; (one per element, consumed by NaN blocks too).
+  (func (export "fake_quant_sr") (param $p i32) (param $blocks i32) (param $random i32)
+    (local $byte i32) (local $v i32) (local $inv v128) (local $scale v128) (local $x v128) (local $signed v128)
+    (local $s v128) (local $binadeBits v128) (local $t v128) (local $floor v128) (local $draw v128) (local $up v128)
+    (local $q v128) (local $zero v128)
+    (local $one v128) (local $four v128) (local $exponentMask v128) (local $six v128) (local $signBit v128)
+    (local.set $one (v128.const f32x4 1 1 1 1))
+    (local.set $four (v128.const f32x4 4 4 4 4))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+    (local.set $six (v128.const f32x4 6 6 6 6))
+    (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
+    (block $done
+      (loop $blockLoop
+        (br_if $done (i32.eqz (local.get $blocks)))
+        (local.set $byte (call $scaleByte (local.get $p)))
+        (local.set $inv (call $inverseScale (local.get $byte)))
+        (local.set $scale (call $scale (local.get $byte)))
+        (local.set $v (i32.const 0))
+        (loop $vectors
+          (local.set $x (v128.load (i32.add (local.get $p) (local.get $v))))
+          (local.set $signed (f32x4.add (f32x4.mul (local.get $x) (local.get $inv)) (local.get $zero)))
+          (local.set $s (f32x4.abs (local.get $signed)))
+          ;; (127 + b) << 23, b = clamp(exponent(s), 0, 2); the step is 2^(b−1).
+          (local.set $binadeBits
+            (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask)))
+          ;; t = s / step = s · 2^(1−b), exact; 2^(1−b) has bits (255 << 23) − binadeBits.
+          (local.set $t (f32x4.mul (local.get $s)
+            (i32x4.sub (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000) (local.get $binadeBits))))
+          (local.set $floor (f32x4.floor (local.get $t)))
+          (local.set $draw (v128.load (i32.add (local.get $random) (local.get $v))))
+          ;; Carry out of draw + floor(frac(t)·2^32): the unsigned sum wraps below draw. Masks are −1.
+          (local.set $up (i32x4.lt_u
+            (i32x4.add (local.get $draw)
+              (i32x4.trunc_sat_f32x4_u (f32x4.mul (f32x4.sub (local.get $t) (local.get $floor))
+                                                  (v128.const f32x4 4294967296 4294967296 4294967296 4294967296))))
+            (local.get $draw)))
+          (local.set $q (i32x4.sub (i32x4.trunc_sat_f32x4_u (local.get $floor)) (local.get $up)))
+          ;; q · step, clamped at 6, scaled back, signed; 2^(b−1) has bits binadeBits − (1 << 23).
+          (v128.store (i32.add (local.get $p) (local.get $v))
+            (v128.or
+              (f32x4.mul
+                (f32x4.min
+                  (f32x4.mul (f32x4.convert_i32x4_u (local.get $q))
+                             (i32x4.sub (local.get $binadeBits) (v128.const i32x4 0x00800000 0x00800000 0x00800000 0x00800000)))
+                  (local.get $six))
+                (local.get $scale))
+              (v128.and (local.get $signed) (local.get $signBit))))
+          (local.set $v (i32.add (local.get $v) (i32.const 16)))
+          (br_if $vectors (i32.lt_u (local.get $v) (i32.const 128))))
+        (if (i32.eq (local.get $byte) (i32.const 255))
+          (then (call $fillNaN (local.get $p))))
+        (local.set $p (i32.add (local.get $p) (i32.const 128)))
+        (local.set $random (i32.add (local.get $random) (i32.const 128)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop))))
 )

@@ -59,6 +59,23 @@ test('WebAssembly and TypeScript MXFP4 give identical bits and counts on random 
   }
 });
 
+test('stochastic rounding and the SR pre-scale give identical bits and leave the Rng at the same place', () => {
+  const input = nastyValues(64 * 1500 + 64 * 3, 21); // longer than one WebAssembly chunk
+  for (const [rounding, srPrescale] of [['stochastic', false], ['stochastic', true], ['nearest-even', true]] as const) {
+    const run = (backend: MxBackend): { faked: Float32Array; next: number } =>
+      withBackend(backend, () => {
+        const rng = new Rng(77);
+        const faked = input.slice();
+        fakeQuantMxfp4(faked, 64, { rounding, rng, srPrescale });
+        return { faked, next: rng.nextU32() };
+      });
+    const ts = run('ts');
+    const wasm = run('wasm');
+    assert.deepEqual(bitsOf(wasm.faked), bitsOf(ts.faked), `${rounding} prescale=${srPrescale}: bits`);
+    assert.equal(wasm.next, ts.next, `${rounding} prescale=${srPrescale}: Rng position afterwards`);
+  }
+});
+
 test('chunk boundaries do not matter: a long array equals its pieces quantized one by one', () => {
   const input = nastyValues(32 * 1000 + 32 * 7, 9);
   const whole = quantizeMxfp4(input, 32);
