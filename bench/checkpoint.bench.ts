@@ -133,13 +133,19 @@ async function main(): Promise<void> {
       [2, 'sqnr-all', 'full, SQNR all rows'],
     ];
     const raw = new Map<number, number>();
+    const histogram = new Map<number, Measurement>();
     for (const [index, mode, label] of plan) {
       const m = inChild(mode, files[index].path);
+      if (mode === 'histogram') histogram.set(index, m);
       const rate = m.bytes / m.seconds / 1e9;
       if (mode === 'read') raw.set(index, rate);
       const ratio = mode === 'read' ? '' : fmt(rate / raw.get(index)!, 2);
       console.log(`${files[index].label.padEnd(10)} ${label.padEnd(20)}${fmt(rate)}${fmt(m.seconds)}${fmt(m.bytes / m.cpuSeconds / 1e9)}${fmt(m.maxRssMiB, 0)}    ${ratio}`);
     }
+    const [big, quarter] = [histogram.get(0)!, histogram.get(1)!];
+    const bigRate = big.bytes / big.seconds / 1e9;
+    console.log(`\nhistogram pass on 1 GiB: ${bigRate.toFixed(2)} GB/s wall, ${(big.bytes / big.cpuSeconds / 1e9).toFixed(2)} GB/CPU-s (goal ≥ 1 GB/s: ${bigRate >= 1 ? 'met' : 'not met on this run'})`);
+    console.log(`peak RSS above idle, 1 GiB vs 0.25 GiB file: ${(big.maxRssMiB - idle.maxRssMiB).toFixed(0)} vs ${(quarter.maxRssMiB - idle.maxRssMiB).toFixed(0)} MiB (ratio ${((big.maxRssMiB - idle.maxRssMiB) / (quarter.maxRssMiB - idle.maxRssMiB)).toFixed(2)}; 4× the data)`);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
