@@ -19,9 +19,9 @@ const restore = (): void => work.set(source);
 
 const copyRate = N / bestSeconds(() => work.set(source), REPEATS * 2);
 console.log(`16 M float32, rows of ${ROW}; best of ${REPEATS}`);
-console.log(`${'operation'.padEnd(44)}   M elem/s   × copy`);
+console.log(`${'operation'.padEnd(48)}   M elem/s   × copy`);
 const report = (name: string, seconds: number): void =>
-  console.log(`${name.padEnd(44)}${fmt(N / seconds / 1e6, 0)}   ${fmt(N / seconds / copyRate, 3)}`);
+  console.log(`${name.padEnd(48)}${fmt(N / seconds / 1e6, 0)}   ${fmt(N / seconds / copyRate, 3)}`);
 report('copy: Float32Array.prototype.set (baseline)', N / copyRate);
 
 const { codes } = quantizeMxfp4(source, ROW);
@@ -32,12 +32,12 @@ for (const backend of ['wasm', 'ts'] as MxBackend[]) {
   report(`[${backend}] quantizeMxfp4 nearest-even`, bestSeconds(() => quantizeMxfp4(source, ROW), REPEATS));
   report(`[${backend}] fakeQuantMxfp4 nearest-even`, bestSeconds(() => fakeQuantMxfp4(work, ROW), REPEATS, restore));
   report(`[${backend}] fakeQuantMxfp4 nearest-even + stats`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { stats }), REPEATS, restore));
+  report(`[${backend}] fakeQuantMxfp4 stochastic`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng }), 3, restore));
+  report(`[${backend}] fakeQuantMxfp4 stochastic + 3/4 prescale`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng, srPrescale: true }), 3, restore));
 }
 setMxBackend('auto');
 // The paths below are TypeScript only.
 report('[ts] fakeQuantMxfp4 nearest-away', bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'nearest-away' }), 3, restore));
-report('[ts] fakeQuantMxfp4 stochastic', bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng }), 3, restore));
-report('[ts] fakeQuantMxfp4 stochastic + 3/4 prescale', bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng, srPrescale: true }), 3, restore));
 report('[ts] packFp4', bestSeconds(() => packFp4(codes), REPEATS));
 report('[ts] unpackFp4', bestSeconds(() => unpackFp4(packed, N), REPEATS));
 const rotation = new HadamardRotation({ blockSize: 32, mode: 'random', seed: 1 });
