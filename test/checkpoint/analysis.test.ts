@@ -1,13 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMxStats, fakeQuantMxfp4, hadamardInPlace, Rng } from '../../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, toScaleHistogram } from '../../src/checkpoint/analysis.js';
 import type { AnalysisOptions } from '../../src/checkpoint/report.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { writeSafetensors } from '../../src/checkpoint/safetensors.js';
+import { withTempDir } from './temp-dir.js';
 
 const ROWS = 48;
 const COLS = 128;
@@ -17,9 +16,8 @@ function heavyTailed(seed: number, length: number): Float32Array {
   return Float32Array.from({ length }, () => (rng.nextFloat() - 0.5) * 2 ** ((rng.nextU32() % 12) - 8));
 }
 
-async function analyse(weight: Float32Array, options: Partial<AnalysisOptions>) {
-  const dir = await mkdtemp(join(tmpdir(), 'mxscope-analysis-'));
-  try {
+function analyse(weight: Float32Array, options: Partial<AnalysisOptions>) {
+  return withTempDir(async (dir) => {
     const path = join(dir, 'w.safetensors');
     await writeSafetensors(path, [
       { name: 'layer.weight', dtype: 'F32', shape: [ROWS, COLS], data: weight },
@@ -31,9 +29,7 @@ async function analyse(weight: Float32Array, options: Partial<AnalysisOptions>) 
     } finally {
       await checkpoint.close();
     }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 const db = (stats: ReturnType<typeof createMxStats>) => 10 * Math.log10(stats.signalSq / stats.errorSq);

@@ -1,12 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Rng } from '../../src/mx/index.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { compareCheckpoints, earthMoversDistance } from '../../src/checkpoint/compare.js';
 import { writeSafetensors, type Float32Tensor } from '../../src/checkpoint/safetensors.js';
+import { withTempDir } from './temp-dir.js';
 
 const random = (seed: number, length: number) => {
   const rng = new Rng(seed);
@@ -14,9 +13,8 @@ const random = (seed: number, length: number) => {
 };
 const f32 = (name: string, shape: number[], data: Float32Array): Float32Tensor => ({ name, dtype: 'F32', shape, data });
 
-test('matches tensors by name, reports relative change and scale shift, largest first, and lists one-sided tensors', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'mxscope-compare-'));
-  try {
+test('matches tensors by name, reports relative change and scale shift, largest first, and lists one-sided tensors', () =>
+  withTempDir(async (dir) => {
     const base = random(1, 64 * 64);
     const nudge = random(2, 64 * 64);
     const nudged = base.map((x, i) => x + 0.01 * nudge[i]);
@@ -60,10 +58,7 @@ test('matches tensors by name, reports relative change and scale shift, largest 
 
     assert.equal(reshaped.relativeChange, null);
     assert.match(reshaped.note!, /shape differs: \[4, 8\] vs \[8, 4\]/);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
 test('earth mover\'s distance: 0 for the same distribution whatever the counts, spread changes count', () => {
   assert.equal(earthMoversDistance({ minExp: -3, counts: [1, 2, 1], nanBlocks: 0 }, { minExp: -3, counts: [10, 20, 10], nanBlocks: 5 }), 0);

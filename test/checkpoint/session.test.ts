@@ -2,12 +2,12 @@
 // block → a new report; a hostile file → an error message for the page, never a throw.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CheckpointHostMessage } from '../../src/checkpoint/webview-messages.js';
 import { CheckpointSession, type SessionTarget } from '../../src/host/checkpoints/session.js';
 import { writeSampleCheckpoint } from './page.js';
+import { withTempDir } from './temp-dir.js';
 
 function session(target: SessionTarget, largeBytes?: number) {
   const posted: CheckpointHostMessage[] = [];
@@ -20,9 +20,8 @@ function session(target: SessionTarget, largeBytes?: number) {
   return { s, posted, logged, settled };
 }
 
-test('analyses on ready, again with another Hadamard block, and resends the result to a reloaded page', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'mxscope-session-'));
-  try {
+test('analyses on ready, again with another Hadamard block, and resends the result to a reloaded page', () =>
+  withTempDir(async (dir) => {
     const path = join(dir, 'a.safetensors');
     await writeSampleCheckpoint(path);
     const { s, posted, settled } = session({ kind: 'analyse', path });
@@ -42,14 +41,10 @@ test('analyses on ready, again with another Hadamard block, and resends the resu
     s.onMessage({ type: 'ready' });
     assert.deepEqual(posted.slice(before), [second], 'a reloaded page gets the last result without a new analysis');
     s.dispose();
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
-test('a hostile file and an invalid webview message are reported, not thrown', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'mxscope-session-'));
-  try {
+test('a hostile file and an invalid webview message are reported, not thrown', () =>
+  withTempDir(async (dir) => {
     const path = join(dir, 'bad.safetensors');
     await writeFile(path, Buffer.from('not a checkpoint at all'));
     const { s, settled, logged } = session({ kind: 'analyse', path });
@@ -63,14 +58,10 @@ test('a hostile file and an invalid webview message are reported, not thrown', a
     const remote = session({ kind: 'unavailable', reason: 'vscode-vfs://x/y.safetensors is not a local file' });
     remote.s.onMessage({ type: 'ready' });
     assert.deepEqual(remote.posted, [{ type: 'error', title: 'Cannot open this checkpoint', message: 'vscode-vfs://x/y.safetensors is not a local file' }]);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
-test('a checkpoint above the large-file threshold opens with the histogram-only pass until the page asks for more', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'mxscope-session-'));
-  try {
+test('a checkpoint above the large-file threshold opens with the histogram-only pass until the page asks for more', () =>
+  withTempDir(async (dir) => {
     const path = join(dir, 'a.safetensors');
     await writeSampleCheckpoint(path);
     const { s, settled } = session({ kind: 'analyse', path }, 1024);
@@ -83,7 +74,4 @@ test('a checkpoint above the large-file threshold opens with the histogram-only 
     assert.ok(second.type === 'report');
     assert.equal(second.report.options.mode, 'full');
     s.dispose();
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-});
+  }));
