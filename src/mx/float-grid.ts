@@ -2,7 +2,7 @@
 import { pow2 } from './e8m0.js';
 
 /** 2^52: adding and subtracting it rounds a double in [0, 2^52) to an integer, ties to even. */
-export const RNE_MAGIC = 4503599627370496;
+const RNE_MAGIC = 4503599627370496;
 
 const f64 = new Float64Array(1);
 const words = new Int32Array(f64.buffer);

@@ -76,6 +76,22 @@ test('stochastic rounding and the SR pre-scale give identical bits and leave the
   }
 });
 
+test('views into a larger buffer (non-zero byteOffset) quantize like standalone arrays on both paths', () => {
+  const buffer = nastyValues(32 * 40, 5);
+  const view = buffer.subarray(32 * 3 + 1, 32 * 3 + 1 + 32 * 30);
+  for (const backend of ['ts', 'wasm'] as MxBackend[]) {
+    withBackend(backend, () => {
+      const expected = view.slice();
+      fakeQuantMxfp4(expected, 32);
+      const copy = buffer.slice();
+      fakeQuantMxfp4(copy.subarray(32 * 3 + 1, 32 * 3 + 1 + 32 * 30), 32);
+      assert.deepEqual(bitsOf(copy.subarray(32 * 3 + 1, 32 * 3 + 1 + 32 * 30)), bitsOf(expected), backend);
+      assert.deepEqual(bitsOf(copy.subarray(0, 32 * 3 + 1)), bitsOf(buffer.subarray(0, 32 * 3 + 1)), `${backend}: before the view`);
+      assert.deepEqual(quantizeMxfp4(view, 32), quantizeMxfp4(view.slice(), 32), `${backend}: quantize`);
+    });
+  }
+});
+
 test('chunk boundaries do not matter: a long array equals its pieces quantized one by one', () => {
   const input = nastyValues(32 * 1000 + 32 * 7, 9);
   const whole = quantizeMxfp4(input, 32);
