@@ -3,6 +3,9 @@
 import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
 import type { Dtype } from './dtypes.js';
 
+/** Rows per tensor SQNR is measured on by default (evenly spaced; smaller tensors in full). */
+export const SAMPLED_SQNR_ROWS = 256;
+
 export interface AnalysisOptions {
   /**
    * 'histogram': the exponent-only pass (scale histogram and outlier blocks), fast enough for

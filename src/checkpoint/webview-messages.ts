@@ -1,7 +1,7 @@
 // Messages between the extension host and the checkpoint webview (editor and compare panel).
 // Webview → host messages are validated on arrival: the page is never trusted.
 import { HADAMARD_BLOCKS, type HadamardBlock } from '../protocol/config.js';
-import { literal, object, union, type Schema } from '../protocol/validate.js';
+import { intIn, literal, object, union, type Schema } from '../protocol/validate.js';
 import type { CheckpointComparison, CheckpointReport } from './report.js';
 
 export type CheckpointHostMessage =
@@ -13,14 +13,22 @@ export type CheckpointHostMessage =
 
 export type CheckpointWebviewMessage =
   | { type: 'ready' }
-  /** Analyse again with another rotation block or pass. */
-  | { type: 'analyse'; hadamardBlock: HadamardBlock; mode: 'full' | 'histogram' };
+  /** Analyse again with another rotation block, pass or SQNR row sample (0: every row). */
+  | AnalyseRequest;
+
+export interface AnalyseRequest {
+  type: 'analyse';
+  hadamardBlock: HadamardBlock;
+  mode: 'full' | 'histogram';
+  sqnrRows: number;
+}
 
 export const checkpointWebviewMessageSchema: Schema<CheckpointWebviewMessage> = union<CheckpointWebviewMessage>({
   ready: object<{ type: 'ready' }>({ type: literal('ready') }),
-  analyse: object<{ type: 'analyse'; hadamardBlock: HadamardBlock; mode: 'full' | 'histogram' }>({
+  analyse: object<AnalyseRequest>({
     type: literal('analyse'),
     hadamardBlock: literal(...HADAMARD_BLOCKS),
     mode: literal('full', 'histogram'),
+    sqnrRows: intIn(0, 1 << 30),
   }),
 });

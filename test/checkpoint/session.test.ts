@@ -30,7 +30,7 @@ test('analyses on ready, again with another Hadamard block, and resends the resu
     assert.equal(posted[0].type, 'progress');
     assert.equal(first.type === 'report' && first.report.options.hadamardBlock, 32);
 
-    s.onMessage({ type: 'analyse', hadamardBlock: 64, mode: 'histogram' });
+    s.onMessage({ type: 'analyse', hadamardBlock: 64, mode: 'histogram', sqnrRows: 256 });
     const reports = await settled('report', 2);
     const second = reports[1];
     assert.ok(second.type === 'report');
@@ -48,7 +48,7 @@ test('a hostile file and an invalid webview message are reported, not thrown', (
     const path = join(dir, 'bad.safetensors');
     await writeFile(path, Buffer.from('not a checkpoint at all'));
     const { s, settled, logged } = session({ kind: 'analyse', path });
-    s.onMessage({ type: 'analyse', hadamardBlock: 48, mode: 'full' });
+    s.onMessage({ type: 'analyse', hadamardBlock: 48, mode: 'full', sqnrRows: 256 });
     assert.match(logged[0], /invalid message/);
     s.onMessage({ type: 'ready' });
     const [error] = await settled('error');
@@ -69,9 +69,11 @@ test('a checkpoint above the large-file threshold opens with the histogram-only 
     const [first] = await settled('report');
     assert.ok(first.type === 'report');
     assert.equal(first.report.options.mode, 'histogram');
-    s.onMessage({ type: 'analyse', hadamardBlock: 32, mode: 'full' });
+    s.onMessage({ type: 'analyse', hadamardBlock: 32, mode: 'full', sqnrRows: 0 });
     const [, second] = await settled('report', 2);
     assert.ok(second.type === 'report');
     assert.equal(second.report.options.mode, 'full');
+    const oProj = second.report.tensors.find((t) => t.name === 'model.layers.0.mlp.down_proj.weight')!.analysis!;
+    assert.equal(oProj.sqnr!.rowsUsed, oProj.rows, 'sqnrRows 0 measures every row');
     s.dispose();
   }));

@@ -60,9 +60,9 @@ test('shows every tensor, draws the scale sparklines, and details the clicked te
   assert.equal(bySize[0], 'lm_head.weight', 'clicking Size sorts largest first (ties keep name order)');
 
   const before = host.received.length;
-  await host.page.click('vscode-checkbox');
+  await host.page.click('vscode-checkbox:has-text("Histogram only")');
   for (let tries = 0; host.received.length === before && tries < 50; tries++) await host.page.waitForTimeout(20);
-  assert.deepEqual(host.received.at(-1), { type: 'analyse', hadamardBlock: 32, mode: 'histogram' });
+  assert.deepEqual(host.received.at(-1), { type: 'analyse', hadamardBlock: 32, mode: 'histogram', sqnrRows: 32 });
   assert.deepEqual(host.errors, []);
 });
 

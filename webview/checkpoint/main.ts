@@ -3,7 +3,7 @@
 // checkpoint. Rotation block and pass are chosen here and analysed by the host.
 import './checkpoint.css';
 import { formatBytes } from '../../src/checkpoint/format.js';
-import type { CheckpointComparison, CheckpointReport } from '../../src/checkpoint/report.js';
+import { SAMPLED_SQNR_ROWS, type CheckpointComparison, type CheckpointReport } from '../../src/checkpoint/report.js';
 import type { CheckpointHostMessage, CheckpointWebviewMessage } from '../../src/checkpoint/webview-messages.js';
 import { HADAMARD_BLOCKS, type HadamardBlock } from '../../src/protocol/config.js';
 import { element } from '../dashboard/context.js';
@@ -68,9 +68,9 @@ class CheckpointPage {
   }
 
   /** Asks the host to analyse again with one setting changed from those of the report on screen. */
-  private reanalyse(options: CheckpointReport['options'], change: Partial<Pick<CheckpointReport['options'], 'hadamardBlock' | 'mode'>>): void {
+  private reanalyse(options: CheckpointReport['options'], change: Partial<Pick<CheckpointReport['options'], 'hadamardBlock' | 'mode' | 'sqnrRows'>>): void {
     const next = { ...options, ...change };
-    this.vscode.postMessage({ type: 'analyse', hadamardBlock: next.hadamardBlock, mode: next.mode });
+    this.vscode.postMessage({ type: 'analyse', hadamardBlock: next.hadamardBlock, mode: next.mode, sqnrRows: next.sqnrRows });
   }
 
   /** The controls show what the shown report was computed with (the host may pick the fast pass for a huge file). */
@@ -88,9 +88,11 @@ class CheckpointPage {
     );
     const fast = checkbox('Histogram only (fast)', options.mode === 'histogram', (on) => this.reanalyse(options, { mode: on ? 'histogram' : 'full' }));
     fast.title = 'Only the exponent pass: scale histograms and outlier blocks, no saturation, flush or SQNR';
+    const everyRow = checkbox('SQNR on every row', options.sqnrRows === 0, (on) => this.reanalyse(options, { sqnrRows: on ? 0 : SAMPLED_SQNR_ROWS, mode: 'full' }));
+    everyRow.title = `Exact SQNR over every row (slow on large tensors) instead of ${SAMPLED_SQNR_ROWS} evenly spaced rows per tensor`;
     const filter = textField(this.state.filter, 'Filter tensors', (value) => this.update({ filter: value }, { keepHeader: true }));
     filter.classList.add('filter');
-    row.append(block, fast, filter);
+    row.append(block, fast, everyRow, filter);
     return row;
   }
 

@@ -45,7 +45,7 @@ export class CheckpointSession {
       if (this.latest && this.latest.type !== 'progress') this.post(this.latest);
       else if (!this.running) void this.start();
     } else if (this.target.kind === 'analyse') {
-      this.options = { ...this.options, hadamardBlock: message.hadamardBlock, mode: message.mode };
+      this.options = { ...this.options, hadamardBlock: message.hadamardBlock, mode: message.mode, sqnrRows: message.sqnrRows };
       this.chosen = true;
       void this.start();
     }
