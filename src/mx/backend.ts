@@ -4,6 +4,8 @@
  */
 import { setGemmKernel, type GemmKernel } from './gemm.js';
 import { loadGemmWasm } from './gemm-wasm.js';
+import { setHadamardKernel, type HadamardKernel } from './hadamard.js';
+import { loadHadamardWasm } from './hadamard-wasm.js';
 import { setMxfp4Kernel, type MxKernel } from './mxfp4.js';
 import { loadMxfp4Wasm } from './mxfp4-wasm.js';
 
@@ -12,6 +14,7 @@ export type MxBackend = 'auto' | 'ts' | 'wasm';
 interface WasmKernels {
   gemm: GemmKernel;
   mxfp4: MxKernel;
+  hadamard: HadamardKernel;
 }
 let wasm: WasmKernels | undefined | null = null;
 
@@ -19,7 +22,8 @@ function loadWasm(): WasmKernels | undefined {
   if (wasm === null) {
     const gemm = loadGemmWasm();
     const mxfp4 = loadMxfp4Wasm();
-    wasm = gemm && mxfp4 ? { gemm, mxfp4 } : undefined;
+    const hadamard = loadHadamardWasm();
+    wasm = gemm && mxfp4 && hadamard ? { gemm, mxfp4, hadamard } : undefined;
   }
   return wasm;
 }
@@ -30,5 +34,6 @@ export function setMxBackend(backend: MxBackend): boolean {
   if (!kernels && backend === 'wasm') throw new Error('setMxBackend: WebAssembly SIMD is not available in this runtime');
   setGemmKernel(kernels?.gemm);
   setMxfp4Kernel(kernels?.mxfp4);
+  setHadamardKernel(kernels?.hadamard);
   return kernels !== undefined;
 }

@@ -1,6 +1,6 @@
 /**
  * Block Walsh–Hadamard rotation. Every length-n segment v along the chosen axis becomes
- * (v ∘ signs_segment) · H / √n with H the Sylvester Hadamard matrix (symmetric, H·H = n·I), so the
+ * (v ∘ signs_segment) · H / √n (with 1/√n rounded to float32) with H the Sylvester Hadamard matrix (symmetric, H·H = n·I), so the
  * transform is orthonormal. Applying the same signs to both GEMM operands along their reduction
  * axis leaves the product unchanged: (A·D·H)(Hᵀ·D·B) = A·B for D = diag(signs).
  */
@@ -8,6 +8,17 @@ import { Rng } from './rng.js';
 
 export type HadamardSize = 16 | 32 | 64 | 128 | 256;
 const SIZES: readonly number[] = [16, 32, 64, 128, 256];
+
+/** An accelerated transform for already-checked arguments, or false to leave it to TypeScript. */
+export type HadamardKernel = (
+  values: Float32Array, rows: number, cols: number, axis: 0 | 1, n: number, signs: Float32Array | undefined, norm: number,
+) => boolean;
+let fastKernel: HadamardKernel | undefined;
+
+/** Installs (or with undefined removes) the accelerated kernel; the TS loops stay the reference. */
+export function setHadamardKernel(kernel: HadamardKernel | undefined): void {
+  fastKernel = kernel;
+}
 
 export function hadamardInPlace(
   values: Float32Array,
@@ -29,7 +40,9 @@ export function hadamardInPlace(
   if (signs && signs.length !== axisLength) {
     throw new Error(`hadamardInPlace: signs.length ${signs.length} must equal the size of axis ${axis} (${axisLength})`);
   }
-  const norm = 1 / Math.sqrt(blockSize);
+  // 1/√n rounded to float32 once, so every kernel multiplies by the same number.
+  const norm = Math.fround(1 / Math.sqrt(blockSize));
+  if (fastKernel && fastKernel(values, rows, cols, axis, blockSize, signs, norm)) return;
   if (axis === 1) hadamardRows(values, rows, cols, blockSize, norm, signs);
   else hadamardColumns(values, cols, rows, blockSize, norm, signs);
 }

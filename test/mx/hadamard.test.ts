@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gemmTs, hadamardInPlace, HadamardRotation, Rng, type HadamardSize } from '../../src/mx/index.js';
+import { gemmTs, hadamardInPlace, HadamardRotation, Rng, setMxBackend, type HadamardSize, type MxBackend } from '../../src/mx/index.js';
 
 const SIZES: HadamardSize[] = [16, 32, 64, 128, 256];
 
@@ -71,6 +71,27 @@ test('deterministic rotations repeat; random ones differ per call and reproduce 
   assert.deepEqual(random2.signs(64), a1);
   assert.deepEqual(random2.signs(64), a2);
   assert.notDeepEqual(new HadamardRotation({ blockSize: 16, mode: 'random', seed: 2 }).signs(64), a1);
+});
+
+test('the WebAssembly and TypeScript transforms give identical bits, both axes, every size', () => {
+  const run = (backend: MxBackend, rows: number, cols: number, axis: 0 | 1, n: HadamardSize, signs?: Float32Array): Uint32Array => {
+    setMxBackend(backend);
+    try {
+      const x = random(rows * cols, rows + cols + n);
+      hadamardInPlace(x, rows, cols, axis, n, signs);
+      return new Uint32Array(x.buffer);
+    } finally {
+      setMxBackend('auto');
+    }
+  };
+  for (const n of SIZES) {
+    for (const [rows, cols, axis] of [[3, 2 * n, 1], [300, n, 1], [2 * n, 12, 0], [n, 6, 0]] as const) {
+      const signs = new HadamardRotation({ blockSize: n, mode: 'random', seed: n }).signs(axis === 1 ? cols : rows);
+      for (const s of [undefined, signs]) {
+        assert.deepEqual(run('wasm', rows, cols, axis, n, s), run('ts', rows, cols, axis, n, s), `n=${n} ${rows}×${cols} axis ${axis} signed=${!!s}`);
+      }
+    }
+  }
 });
 
 test('bad shapes are rejected with the parameter named', () => {
