@@ -114,7 +114,7 @@ export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: '
   }
 }
 
-/** values[i] := FP8(values[i]·scale)/scale over [start, end); the sign goes on as a bit, without a branch. */
+/** values[i] := FP8(values[i]·scale)/scale over [start, end). */
 function roundRange(values: Float32Array, start: number, end: number, scale: number, spec: Fp8Spec, format: Fp8Format): void {
   const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
   for (let i = start; i < end; i++) {
@@ -123,8 +123,7 @@ function roundRange(values: Float32Array, start: number, end: number, scale: num
       values[i] = roundFp8(values[i], spec, format);
       continue;
     }
-    const sign = bits[i] & 0x80000000;
-    values[i] = roundToGrid(scaled, spec) / scale;
-    bits[i] |= sign;
+    const sign = 1 - ((bits[i] >>> 30) & 2); // ±1 from the sign bit: exact, and no branch to mispredict
+    values[i] = (roundToGrid(scaled, spec) / scale) * sign;
   }
 }
