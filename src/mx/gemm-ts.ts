@@ -1,12 +1,8 @@
-/** Pure TypeScript GEMM: the fallback and the reference the WebAssembly kernel is tested against. */
+/** Pure TypeScript GEMM: the fallback where WebAssembly is unavailable (accumulates in double per row). */
+import type { GemmKernel } from './gemm.js';
 
 /** C[M×N] (+)= op(A)[M×K] · op(B)[K×N], row-major; A is stored [K×M] when transA, B [N×K] when transB. */
-export function gemmTs(
-  M: number, N: number, K: number,
-  a: Float32Array, transA: boolean,
-  b: Float32Array, transB: boolean,
-  c: Float32Array, accumulate: boolean,
-): void {
+export const gemmTs: GemmKernel = (M, N, K, a, transA, b, transB, c, accumulate) => {
   if (!accumulate) c.fill(0, 0, M * N);
   const row = new Float64Array(N);
   for (let i = 0; i < M; i++) {
@@ -18,4 +14,4 @@ export function gemmTs(
     }
     for (let j = 0; j < N; j++) c[i * N + j] += row[j];
   }
-}
+};

@@ -58,42 +58,43 @@ export function loadMxfp4Wasm(): MxKernel | undefined {
   };
 }
 
+/** Copies `values` chunk by chunk to DATA and calls `each` with the chunk's offset, length and block count. */
+function forEachChunk(arena: WasmArena<MxExports>, values: Float32Array, each: (offset: number, length: number, blocks: number) => void): void {
+  for (let offset = 0; offset < values.length; offset += CHUNK) {
+    const length = Math.min(CHUNK, values.length - offset);
+    arena.f32.set(values.subarray(offset, offset + length), DATA >> 2);
+    each(offset, length, length / MX_BLOCK_SIZE);
+  }
+}
+
 function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
   const { values, stats, prescale } = job;
   const rng = job.rounding === 'stochastic' ? (job.rng as Rng) : undefined;
-  const memory = arena.f32;
+  const kernels = arena.exports;
   const words = new Uint32Array(arena.buffer, RNG_STATE, 4);
   if (stats) arena.u8.fill(0, 0, STATS_BYTES);
   if (rng) words.set(rng.saveState());
-  for (let offset = 0; offset < values.length; offset += CHUNK) {
-    const length = Math.min(CHUNK, values.length - offset);
-    const blocks = length / MX_BLOCK_SIZE;
-    memory.set(values.subarray(offset, offset + length), DATA >> 2);
-    if (prescale) arena.exports.scale_in_place(DATA, length, PRESCALE);
+  forEachChunk(arena, values, (offset, length, blocks) => {
+    if (prescale) kernels.scale_in_place(DATA, length, PRESCALE);
     if (rng) {
-      arena.exports.fill_random(RANDOM, length, RNG_STATE);
-      arena.exports.fake_quant_sr(DATA, blocks, RANDOM);
+      kernels.fill_random(RANDOM, length, RNG_STATE);
+      kernels.fake_quant_sr(DATA, blocks, RANDOM);
     } else {
-      arena.exports.fake_quant(DATA, blocks, stats ? 1 : 0);
+      kernels.fake_quant(DATA, blocks, stats ? 1 : 0);
     }
-    if (prescale) arena.exports.scale_in_place(DATA, length, UNSCALE);
-    values.set(memory.subarray(DATA >> 2, (DATA >> 2) + length), offset);
-  }
+    if (prescale) kernels.scale_in_place(DATA, length, UNSCALE);
+    values.set(arena.f32.subarray(DATA >> 2, (DATA >> 2) + length), offset);
+  });
   if (rng) rng.restoreState(Array.from(words));
   if (stats) addStats(arena, stats, values.length);
 }
 
 function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint8Array, scales: Uint8Array): void {
-  const memory = arena.f32;
-  const bytes = arena.u8;
-  for (let offset = 0; offset < values.length; offset += CHUNK) {
-    const length = Math.min(CHUNK, values.length - offset);
-    const blocks = length / MX_BLOCK_SIZE;
-    memory.set(values.subarray(offset, offset + length), DATA >> 2);
+  forEachChunk(arena, values, (offset, length, blocks) => {
     arena.exports.quantize(DATA, blocks, CODES, SCALES);
-    codes.set(bytes.subarray(CODES, CODES + length), offset);
-    scales.set(bytes.subarray(SCALES, SCALES + blocks), offset / MX_BLOCK_SIZE);
-  }
+    codes.set(arena.u8.subarray(CODES, CODES + length), offset);
+    scales.set(arena.u8.subarray(SCALES, SCALES + blocks), offset / MX_BLOCK_SIZE);
+  });
 }
 
 function addStats(arena: WasmArena<MxExports>, stats: MxStats, elements: number): void {
