@@ -5,6 +5,7 @@ micro-batches and data-parallel ranks; the record fields are derived from the su
 from __future__ import annotations
 
 import math
+import sys
 from typing import List, Optional
 
 import torch
@@ -83,9 +84,18 @@ def wgrad_vector(err: torch.Tensor, grad: torch.Tensor, prev: Optional[torch.Ten
     return torch.cat([scalars, e[sketch].to(torch.float64), sk_prev.to(torch.float64)])
 
 
+def _norm(sum_of_squares: float) -> float:
+    # The record's norms are not nullable: non-finite ones become the largest double, as in src/trainer/stats.ts.
+    return math.sqrt(sum_of_squares) if math.isfinite(sum_of_squares) and sum_of_squares >= 0 else sys.float_info.max
+
+
+def _sketch(values: List[float]) -> List[float]:
+    return [float(s) if math.isfinite(s) else 0.0 for s in values]
+
+
 def wgrad_error(v: List[float], sketch_size: int) -> dict:
     gg, ee, eg = v[GG], v[EE], v[EG]
-    grad_norm, err_norm = math.sqrt(max(gg, 0.0)), math.sqrt(max(ee, 0.0))
+    grad_norm, err_norm = _norm(gg), _norm(ee)
     has_prev = v[HAS_PREV] > 0
     prev_norm = math.sqrt(max(v[PP], 0.0))
     sketch = v[WGRAD_SCALARS:WGRAD_SCALARS + sketch_size]
@@ -98,6 +108,6 @@ def wgrad_error(v: List[float], sketch_size: int) -> dict:
         "alignment": ratio(gg + eg, gg),
         "gradToErr": ratio(grad_norm, err_norm),
         "lag1Cos": ratio(v[EP], err_norm * prev_norm) if has_prev else None,
-        "sketch": [float(s) for s in sketch],
-        "sketchPrev": [float(s) for s in prev] if has_prev else None,
+        "sketch": _sketch(sketch),
+        "sketchPrev": _sketch(prev) if has_prev else None,
     }

@@ -2,6 +2,7 @@
 the Wgrad error with lag-1 correlation, the run log, and hooks and emulation agreeing."""
 import math
 import os
+import sys
 import tempfile
 import unittest
 
@@ -88,6 +89,28 @@ class Hooks(unittest.TestCase):
         source = rotate(seen["x"], make_rotation("hadamard", 32, 64, torch.device("cpu")))
         noise = ((source - q.values) ** 2).sum().item()
         self.assertAlmostEqual(x_stats["sqnrDb"], 10 * math.log10((source ** 2).sum().item() / noise), places=4)
+
+    def test_non_finite_inputs_still_give_valid_records(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 32))
+        bridge = bridge_for(model, self.out)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        bridge.begin_step(0)
+        x = torch.randn(32, 64)  # 32 tokens: wgrad's reduction dim must fit the Hadamard block
+        x[3, 5] = float("nan")
+        model(x).sum().backward()
+        bridge.end_step(loss=float("nan"))
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        records = read_log(run_dir)
+        self.assertIsNone(next(r for r in records if r["type"] == "step")["loss"])
+        stats = {r["gemm"]: r for r in records if r["type"] == "layerStats"}
+        self.assertEqual(stats["fprop"]["operands"][0]["histogram"]["nanBlocks"], 1)
+        self.assertIsNone(stats["fprop"]["operands"][0]["sqnrDb"])
+        error = stats["wgrad"]["wgradError"]
+        self.assertEqual(error["gradNorm"], sys.float_info.max)
+        self.assertTrue(all(math.isfinite(v) for v in error["sketch"]))
 
     def test_fp32_gemms_have_no_wgrad_error(self):
         torch.manual_seed(0)
