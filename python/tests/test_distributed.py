@@ -1,4 +1,4 @@
-"""Two gloo ranks on CPU: rank 0 publishes histograms that are the sums of the ranks' own, and the
+"""Two gloo ranks on CPU, model wrapped in DDP: rank 0 publishes histograms that are the sums of the ranks' own, and the
 Wgrad error of the whole data-parallel batch (E and ∇W averaged over ranks, like DDP's gradient)."""
 import os
 import socket
@@ -29,7 +29,7 @@ def worker(rank, port, out_dir):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.manual_seed(0)  # the same weights on every rank
-    model = TinyNet()
+    model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
     local = {}
     bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)))
     bridge.start_run()
@@ -40,7 +40,7 @@ def worker(rank, port, out_dir):
         loss = model(torch.randn(4, 16, 64, generator=generator)).pow(2).mean()
         loss.backward()
         bridge.end_step(loss=loss.item())
-        grads[step] = model.lm_head.weight.grad.clone()
+        grads[step] = model.module.lm_head.weight.grad.clone()
         model.zero_grad()
     run_dir = bridge.run_dir
     bridge.end_run()
@@ -57,9 +57,11 @@ class DataParallel(unittest.TestCase):
         cls.ranks = [torch.load(os.path.join(cls.out, f"rank{r}.pt")) for r in range(WORLD)]
         cls.records = read_log(cls.ranks[0]["run_dir"])
 
-    def test_only_rank_0_publishes(self):
+    def test_only_rank_0_publishes_with_layer_names_free_of_the_ddp_wrapper(self):
         self.assertIsNone(self.ranks[1]["run_dir"])
-        self.assertEqual(sum(r["type"] == "runStarted" for r in self.records), 1)
+        started = [r for r in self.records if r["type"] == "runStarted"]
+        self.assertEqual(len(started), 1)
+        self.assertEqual([layer["name"] for layer in started[0]["layers"]], ["blocks.0.up", "blocks.0.down", "blocks.1.up", "blocks.1.down", "lm_head"])
 
     def test_published_histograms_are_the_sum_of_the_ranks(self):
         published = {(r["step"], r["layer"], r["gemm"], o["operand"]): o for r in self.records if r["type"] == "layerStats" for o in r["operands"]}
