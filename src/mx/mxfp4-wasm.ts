@@ -14,8 +14,9 @@ import type { MxStats } from './stats.js';
 import { tryLoad, type WasmArena } from './wasm-arena.js';
 
 interface MxExports {
-  fake_quant(p: number, blocks: number, withStats: number): void;
-  fake_quant_sr(p: number, blocks: number, random: number): void;
+  scale_bytes(p: number, blocks: number, out: number): void;
+  fake_quant(p: number, blocks: number, scales: number, withStats: number): void;
+  fake_quant_sr(p: number, blocks: number, scales: number, random: number): void;
   fill_random(dst: number, count: number, state: number): void;
   scale_in_place(p: number, count: number, factor: number): void;
   quantize(p: number, blocks: number, codes: number, scales: number): void;
@@ -76,11 +77,12 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
   if (rng) words.set(rng.saveState());
   forEachChunk(arena, values, (offset, length, blocks) => {
     if (prescale) kernels.scale_in_place(DATA, length, PRESCALE);
+    kernels.scale_bytes(DATA, blocks, SCALES);
     if (rng) {
       kernels.fill_random(RANDOM, length, RNG_STATE);
-      kernels.fake_quant_sr(DATA, blocks, RANDOM);
+      kernels.fake_quant_sr(DATA, blocks, SCALES, RANDOM);
     } else {
-      kernels.fake_quant(DATA, blocks, stats ? 1 : 0);
+      kernels.fake_quant(DATA, blocks, SCALES, stats ? 1 : 0);
     }
     if (prescale) kernels.scale_in_place(DATA, length, UNSCALE);
     values.set(arena.f32.subarray(DATA >> 2, (DATA >> 2) + length), offset);
@@ -91,6 +93,7 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
 
 function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint8Array, scales: Uint8Array): void {
   forEachChunk(arena, values, (offset, length, blocks) => {
+    arena.exports.scale_bytes(DATA, blocks, SCALES);
     arena.exports.quantize(DATA, blocks, CODES, SCALES);
     codes.set(arena.u8.subarray(CODES, CODES + length), offset);
     scales.set(arena.u8.subarray(SCALES, SCALES + blocks), offset / MX_BLOCK_SIZE);

@@ -1,6 +1,6 @@
 ;; MXFP4 nearest-even kernels (OCP MX v1.0 §6.3, exact arithmetic), bit-identical to src/mx/mxfp4-ts.ts.
 ;; They work on whole blocks of 32 contiguous floats (the caller sends rows whose length is a multiple
-;; of 32, in cache-sized chunks). Per block:
+;; of 32, in cache-sized chunks), after scale_bytes has written the blocks' scale bytes. Per block:
 ;;   amax bits = max of |x| bits; field = amax >> 23; NaN/Inf (field 255) → scale byte 0xFF, all NaN.
 ;;   byte = max(field − 2, 0): floor(log2 amax) − 2 clamped at −127, read straight from the bits.
 ;;   p = x · 2^(127−byte) + 0 in float32: exact unless it underflows; adding +0 turns −0 into +0, so
@@ -20,28 +20,37 @@
   ;;   0..1023 histogram (u32 per scale byte), 1024 saturated, 1028 flushed, 1032 nonZero (u32),
   ;;   1040 Σx², 1048 Σ(x − q)² (f64).
 
-  ;; Scale byte of the 32 floats at $p (0xFF when the block holds NaN or ±Inf).
-  (func $scaleByte (param $p i32) (result i32)
-    (local $m v128) (local $field i32)
-    (local.set $m (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff))
-    (local.set $m
-      (i32x4.max_u
-        (i32x4.max_u
-          (i32x4.max_u (v128.and (v128.load (local.get $p)) (local.get $m))
-                       (v128.and (v128.load offset=16 (local.get $p)) (local.get $m)))
-          (i32x4.max_u (v128.and (v128.load offset=32 (local.get $p)) (local.get $m))
-                       (v128.and (v128.load offset=48 (local.get $p)) (local.get $m))))
-        (i32x4.max_u
-          (i32x4.max_u (v128.and (v128.load offset=64 (local.get $p)) (local.get $m))
-                       (v128.and (v128.load offset=80 (local.get $p)) (local.get $m)))
-          (i32x4.max_u (v128.and (v128.load offset=96 (local.get $p)) (local.get $m))
-                       (v128.and (v128.load offset=112 (local.get $p)) (local.get $m))))))
-    (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $m) (local.get $m))))
-    (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $m) (local.get $m))))
-    (local.set $field (i32.shr_u (i32x4.extract_lane 0 (local.get $m)) (i32.const 23)))
-    (if (result i32) (i32.eq (local.get $field) (i32.const 255))
-      (then (i32.const 255))
-      (else (select (i32.sub (local.get $field) (i32.const 2)) (i32.const 0) (i32.gt_u (local.get $field) (i32.const 2))))))
+  ;; One scale byte per block of 32 floats at $p, written to $out (0xFF when the block holds NaN or
+  ;; ±Inf). A separate pass, so the per-element kernels read the byte instead of calling per block.
+  (func (export "scale_bytes") (param $p i32) (param $blocks i32) (param $out i32)
+    (local $m v128) (local $field i32) (local $end i32)
+    (local.set $end (i32.add (local.get $out) (local.get $blocks)))
+    (block $done
+      (loop $blockLoop
+        (br_if $done (i32.ge_u (local.get $out) (local.get $end)))
+        (local.set $m (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff))
+        (local.set $m
+          (i32x4.max_u
+            (i32x4.max_u
+              (i32x4.max_u (v128.and (v128.load (local.get $p)) (local.get $m))
+                           (v128.and (v128.load offset=16 (local.get $p)) (local.get $m)))
+              (i32x4.max_u (v128.and (v128.load offset=32 (local.get $p)) (local.get $m))
+                           (v128.and (v128.load offset=48 (local.get $p)) (local.get $m))))
+            (i32x4.max_u
+              (i32x4.max_u (v128.and (v128.load offset=64 (local.get $p)) (local.get $m))
+                           (v128.and (v128.load offset=80 (local.get $p)) (local.get $m)))
+              (i32x4.max_u (v128.and (v128.load offset=96 (local.get $p)) (local.get $m))
+                           (v128.and (v128.load offset=112 (local.get $p)) (local.get $m))))))
+        (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $m) (local.get $m))))
+        (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $m) (local.get $m))))
+        (local.set $field (i32.shr_u (i32x4.extract_lane 0 (local.get $m)) (i32.const 23)))
+        (i32.store8 (local.get $out)
+          (if (result i32) (i32.eq (local.get $field) (i32.const 255))
+            (then (i32.const 255))
+            (else (select (i32.sub (local.get $field) (i32.const 2)) (i32.const 0) (i32.gt_u (local.get $field) (i32.const 2))))))
+        (local.set $p (i32.add (local.get $p) (i32.const 128)))
+        (local.set $out (i32.add (local.get $out) (i32.const 1)))
+        (br $blockLoop))))
 
   ;; A NaN-scale block dequantizes to NaN (the canonical quiet NaN, as TypedArray.fill(NaN) writes).
   (func $fillNaN (param $p i32)
@@ -56,14 +65,8 @@
     (v128.store offset=96 (local.get $p) (local.get $nan))
     (v128.store offset=112 (local.get $p) (local.get $nan)))
 
-  ;; 2^(127 − byte) and 2^(byte − 127) as float32 splats (byte 0 → 2^−127 is the subnormal 0x00400000).
-  (func $inverseScale (param $byte i32) (result v128)
-    (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
-  (func $scale (param $byte i32) (result v128)
-    (i32x4.splat (select (i32.shl (local.get $byte) (i32.const 23)) (i32.const 0x00400000) (local.get $byte))))
-
   ;; In place: x := dequantize(quantize(x)) for `blocks` blocks of 32 floats at $p.
-  (func (export "fake_quant") (param $p i32) (param $blocks i32) (param $withStats i32)
+  (func (export "fake_quant") (param $p i32) (param $blocks i32) (param $scales i32) (param $withStats i32)
     (local $byte i32) (local $v i32) (local $addr i32)
     (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $out v128) (local $d v128)
     (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128)
@@ -78,7 +81,7 @@
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
-        (local.set $byte (call $scaleByte (local.get $p)))
+        (local.set $byte (i32.load8_u (local.get $scales)))
         (if (local.get $withStats)
           (then (i32.store (i32.shl (local.get $byte) (i32.const 2))
                   (i32.add (i32.load (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))))
@@ -86,8 +89,8 @@
           (then
             (call $fillNaN (local.get $p)))
           (else
-            (local.set $inv (call $inverseScale (local.get $byte)))
-            (local.set $scale (call $scale (local.get $byte)))
+            (local.set $inv (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
+            (local.set $scale (i32x4.splat (select (i32.shl (local.get $byte) (i32.const 23)) (i32.const 0x00400000) (local.get $byte))))
             (local.set $v (i32.const 0))
             (loop $vectors
               (local.set $addr (i32.add (local.get $p) (local.get $v)))
@@ -129,6 +132,7 @@
                 (local.set $signal (v128.const i32x4 0 0 0 0))
                 (local.set $error (v128.const i32x4 0 0 0 0))))))
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
+        (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
     (if (local.get $withStats)
@@ -149,7 +153,7 @@
       (i32.add (i32x4.extract_lane 0 (local.get $v)) (i32x4.extract_lane 1 (local.get $v)))
       (i32.add (i32x4.extract_lane 2 (local.get $v)) (i32x4.extract_lane 3 (local.get $v)))))
 
-  ;; One scale byte per block at $scales and one code byte per element at $codes. s + magic lies in
+  ;; One code byte per element at $codes, from the scale bytes at $scales. s + magic lies in
   ;; magic's binade, where consecutive float32 bit patterns are consecutive grid points, so the
   ;; integer bits(s + magic) − bits(magic) is the rounded multiple q of the step, and the grid index
   ;; is q + 2b with 2b = (bits(magic) >> 22) − 298, saturated at 7; plus 8 for the sign.
@@ -168,14 +172,13 @@
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
-        (local.set $byte (call $scaleByte (local.get $p)))
-        (i32.store8 (local.get $scales) (local.get $byte))
+        (local.set $byte (i32.load8_u (local.get $scales)))
         (if (i32.eq (local.get $byte) (i32.const 255))
           (then
             (v128.store (local.get $codes) (v128.const i32x4 0 0 0 0))
             (v128.store offset=16 (local.get $codes) (v128.const i32x4 0 0 0 0)))
           (else
-            (local.set $inv (call $inverseScale (local.get $byte)))
+            (local.set $inv (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
             (local.set $v (i32.const 0))
             (loop $vectors
               (local.set $x (v128.load (i32.add (local.get $p) (i32.shl (local.get $v) (i32.const 2)))))
@@ -246,7 +249,7 @@
 
   ;; In place, stochastic rounding: x := dequantize(quantize(x)) with the random u32 at $random
   ;; (one per element, consumed by NaN blocks too).
-  (func (export "fake_quant_sr") (param $p i32) (param $blocks i32) (param $random i32)
+  (func (export "fake_quant_sr") (param $p i32) (param $blocks i32) (param $scales i32) (param $random i32)
     (local $byte i32) (local $v i32) (local $inv v128) (local $scale v128) (local $x v128) (local $signed v128)
     (local $s v128) (local $binadeBits v128) (local $t v128) (local $floor v128) (local $draw v128) (local $up v128)
     (local $q v128) (local $zero v128)
@@ -259,9 +262,9 @@
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
-        (local.set $byte (call $scaleByte (local.get $p)))
-        (local.set $inv (call $inverseScale (local.get $byte)))
-        (local.set $scale (call $scale (local.get $byte)))
+        (local.set $byte (i32.load8_u (local.get $scales)))
+        (local.set $inv (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
+        (local.set $scale (i32x4.splat (select (i32.shl (local.get $byte) (i32.const 23)) (i32.const 0x00400000) (local.get $byte))))
         (local.set $v (i32.const 0))
         (loop $vectors
           (local.set $x (v128.load (i32.add (local.get $p) (local.get $v))))
@@ -297,6 +300,7 @@
         (if (i32.eq (local.get $byte) (i32.const 255))
           (then (call $fillNaN (local.get $p))))
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
+        (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $random (i32.add (local.get $random) (i32.const 128)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop))))
