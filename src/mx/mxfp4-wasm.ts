@@ -15,7 +15,8 @@ import { tryLoad, type WasmArena } from './wasm-arena.js';
 
 interface MxExports {
   scale_bytes(p: number, blocks: number, out: number): void;
-  fake_quant(p: number, blocks: number, scales: number, withStats: number): void;
+  fake_quant(p: number, blocks: number, scales: number): void;
+  stats(p: number, blocks: number, scales: number): void;
   fake_quant_sr(p: number, blocks: number, scales: number, random: number): void;
   fill_random(dst: number, count: number, state: number): void;
   scale_in_place(p: number, count: number, factor: number): void;
@@ -82,7 +83,8 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
       kernels.fill_random(RANDOM, length, RNG_STATE);
       kernels.fake_quant_sr(DATA, blocks, SCALES, RANDOM);
     } else {
-      kernels.fake_quant(DATA, blocks, SCALES, stats ? 1 : 0);
+      if (stats) kernels.stats(DATA, blocks, SCALES);
+      kernels.fake_quant(DATA, blocks, SCALES);
     }
     if (prescale) kernels.scale_in_place(DATA, length, UNSCALE);
     values.set(arena.f32.subarray(DATA >> 2, (DATA >> 2) + length), offset);

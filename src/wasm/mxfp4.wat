@@ -16,7 +16,7 @@
 (module
   (import "env" "memory" (memory 1))
 
-  ;; Statistics area, added to by fake_quant when asked:
+  ;; Statistics area, added to by `stats`:
   ;;   0..1023 histogram (u32 per scale byte), 1024 saturated, 1028 flushed, 1032 nonZero (u32),
   ;;   1040 Σx², 1048 Σ(x − q)² (f64).
 
@@ -66,11 +66,9 @@
     (v128.store offset=112 (local.get $p) (local.get $nan)))
 
   ;; In place: x := dequantize(quantize(x)) for `blocks` blocks of 32 floats at $p.
-  (func (export "fake_quant") (param $p i32) (param $blocks i32) (param $scales i32) (param $withStats i32)
-    (local $byte i32) (local $v i32) (local $addr i32)
-    (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $out v128) (local $d v128)
-    (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128)
-    (local $nz v128) (local $magic v128) (local $signed v128) (local $zero v128) (local $signalSum f64) (local $errorSum f64) (local $unscale f64)
+  (func (export "fake_quant") (param $p i32) (param $blocks i32) (param $scales i32)
+    (local $byte i32) (local $addr i32) (local $blockEnd i32)
+    (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $magic v128) (local $signed v128) (local $zero v128)
     (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128) (local $signBit v128)
     (local.set $one (v128.const f32x4 1 1 1 1))
     (local.set $four (v128.const f32x4 4 4 4 4))
@@ -82,18 +80,15 @@
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
         (local.set $byte (i32.load8_u (local.get $scales)))
-        (if (local.get $withStats)
-          (then (i32.store (i32.shl (local.get $byte) (i32.const 2))
-                  (i32.add (i32.load (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))))
         (if (i32.eq (local.get $byte) (i32.const 255))
           (then
             (call $fillNaN (local.get $p)))
           (else
             (local.set $inv (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
             (local.set $scale (i32x4.splat (select (i32.shl (local.get $byte) (i32.const 23)) (i32.const 0x00400000) (local.get $byte))))
-            (local.set $v (i32.const 0))
+            (local.set $addr (local.get $p))
+            (local.set $blockEnd (i32.add (local.get $p) (i32.const 128)))
             (loop $vectors
-              (local.set $addr (i32.add (local.get $p) (local.get $v)))
               (local.set $x (v128.load (local.get $addr)))
               (local.set $signed (f32x4.add (f32x4.mul (local.get $x) (local.get $inv)) (local.get $zero)))
               (local.set $s (f32x4.abs (local.get $signed)))
@@ -101,47 +96,79 @@
               (local.set $magic (i32x4.add
                 (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
                 (local.get $plus22)))
-              (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)))
-              (local.set $out
+              (v128.store (local.get $addr)
                 (v128.or
-                  (f32x4.mul (f32x4.min (local.get $r) (local.get $six)) (local.get $scale))
+                  (f32x4.mul
+                    (f32x4.min (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)) (local.get $six))
+                    (local.get $scale))
                   (v128.and (local.get $signed) (local.get $signBit))))
-              (v128.store (local.get $addr) (local.get $out))
-              (if (local.get $withStats)
-                (then
-                  ;; Comparison masks are −1 per true lane, so subtracting them counts.
-                  (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.gt (local.get $r) (local.get $six))))
-                  (local.set $nz (f32x4.ne (local.get $x) (v128.const i32x4 0 0 0 0)))
-                  (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
-                  (local.set $flushed (i32x4.sub (local.get $flushed)
-                    (v128.and (local.get $nz) (f32x4.eq (local.get $r) (v128.const i32x4 0 0 0 0)))))
-                  ;; Squares of the scaled values (< 64, so float32 cannot overflow); |x − q| = |s − min(r, 6)|·2^shared.
-                  (local.set $signal (f32x4.add (local.get $signal) (f32x4.mul (local.get $s) (local.get $s))))
-                  (local.set $d (f32x4.sub (local.get $s) (f32x4.min (local.get $r) (local.get $six))))
-                  (local.set $error (f32x4.add (local.get $error) (f32x4.mul (local.get $d) (local.get $d))))))
-              (local.set $v (i32.add (local.get $v) (i32.const 16)))
-              (br_if $vectors (i32.lt_u (local.get $v) (i32.const 128))))
-            (if (local.get $withStats)
-              (then
-                ;; Back to x units: × 2^(2·shared), exact in double.
-                (local.set $unscale (f64.reinterpret_i64 (i64.shl
-                  (i64.extend_i32_u (i32.add (i32.const 769) (i32.shl (local.get $byte) (i32.const 1))))
-                  (i64.const 52))))
-                (local.set $signalSum (f64.add (local.get $signalSum) (f64.mul (call $laneSum (local.get $signal)) (local.get $unscale))))
-                (local.set $errorSum (f64.add (local.get $errorSum) (f64.mul (call $laneSum (local.get $error)) (local.get $unscale))))
-                (local.set $signal (v128.const i32x4 0 0 0 0))
-                (local.set $error (v128.const i32x4 0 0 0 0))))))
+              (local.set $addr (i32.add (local.get $addr) (i32.const 16)))
+              (br_if $vectors (i32.lt_u (local.get $addr) (local.get $blockEnd))))))
+        (local.set $p (i32.add (local.get $p) (i32.const 128)))
+        (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
+        (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
+        (br $blockLoop))))
+
+  ;; Adds the statistics of quantizing the `blocks` blocks at $p (not yet fake-quantized) to the
+  ;; statistics area; a pass of its own so the fake-quant loop carries no statistics branch.
+  (func (export "stats") (param $p i32) (param $blocks i32) (param $scales i32)
+    (local $byte i32) (local $addr i32) (local $blockEnd i32)
+    (local $inv v128) (local $x v128) (local $s v128) (local $r v128) (local $d v128) (local $magic v128) (local $zero v128)
+    (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128) (local $nz v128)
+    (local $signalSum f64) (local $errorSum f64) (local $unscale f64)
+    (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128)
+    (local.set $one (v128.const f32x4 1 1 1 1))
+    (local.set $four (v128.const f32x4 4 4 4 4))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+    (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
+    (local.set $six (v128.const f32x4 6 6 6 6))
+    (block $done
+      (loop $blockLoop
+        (br_if $done (i32.eqz (local.get $blocks)))
+        (local.set $byte (i32.load8_u (local.get $scales)))
+        (i32.store (i32.shl (local.get $byte) (i32.const 2))
+          (i32.add (i32.load (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))
+        (if (i32.ne (local.get $byte) (i32.const 255))
+          (then
+            (local.set $inv (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
+            (local.set $signal (local.get $zero))
+            (local.set $error (local.get $zero))
+            (local.set $addr (local.get $p))
+            (local.set $blockEnd (i32.add (local.get $p) (i32.const 128)))
+            (loop $vectors
+              (local.set $x (v128.load (local.get $addr)))
+              (local.set $s (f32x4.abs (f32x4.mul (local.get $x) (local.get $inv))))
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
+                (local.get $plus22)))
+              (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)))
+              ;; Comparison masks are −1 per true lane, so subtracting them counts.
+              (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.gt (local.get $r) (local.get $six))))
+              (local.set $nz (f32x4.ne (local.get $x) (local.get $zero)))
+              (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
+              (local.set $flushed (i32x4.sub (local.get $flushed)
+                (v128.and (local.get $nz) (f32x4.eq (local.get $r) (local.get $zero)))))
+              ;; Squares of the scaled values (< 64, so float32 cannot overflow); |x − q| = |s − min(r, 6)|·2^shared.
+              (local.set $signal (f32x4.add (local.get $signal) (f32x4.mul (local.get $s) (local.get $s))))
+              (local.set $d (f32x4.sub (local.get $s) (f32x4.min (local.get $r) (local.get $six))))
+              (local.set $error (f32x4.add (local.get $error) (f32x4.mul (local.get $d) (local.get $d))))
+              (local.set $addr (i32.add (local.get $addr) (i32.const 16)))
+              (br_if $vectors (i32.lt_u (local.get $addr) (local.get $blockEnd))))
+            ;; Back to x units: × 2^(2·shared), exact in double.
+            (local.set $unscale (f64.reinterpret_i64 (i64.shl
+              (i64.extend_i32_u (i32.add (i32.const 769) (i32.shl (local.get $byte) (i32.const 1))))
+              (i64.const 52))))
+            (local.set $signalSum (f64.add (local.get $signalSum) (f64.mul (call $laneSum (local.get $signal)) (local.get $unscale))))
+            (local.set $errorSum (f64.add (local.get $errorSum) (f64.mul (call $laneSum (local.get $error)) (local.get $unscale))))))
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
         (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
-    (if (local.get $withStats)
-      (then
-        (i32.store (i32.const 1024) (i32.add (i32.load (i32.const 1024)) (call $countSum (local.get $saturated))))
-        (i32.store (i32.const 1028) (i32.add (i32.load (i32.const 1028)) (call $countSum (local.get $flushed))))
-        (i32.store (i32.const 1032) (i32.add (i32.load (i32.const 1032)) (call $countSum (local.get $nonZero))))
-        (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (local.get $signalSum)))
-        (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (local.get $errorSum))))))
+    (i32.store (i32.const 1024) (i32.add (i32.load (i32.const 1024)) (call $countSum (local.get $saturated))))
+    (i32.store (i32.const 1028) (i32.add (i32.load (i32.const 1028)) (call $countSum (local.get $flushed))))
+    (i32.store (i32.const 1032) (i32.add (i32.load (i32.const 1032)) (call $countSum (local.get $nonZero))))
+    (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (local.get $signalSum)))
+    (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (local.get $errorSum))))
 
   (func $laneSum (param $v v128) (result f64)
     (f64.add
