@@ -1,5 +1,6 @@
 // Command-line flags of mxscope-train → a run (or ablation, or serve) request. Every rejection names
 // the flag, what it got and what it accepts.
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, ROTATIONS, ROUNDINGS, type GemmConfig, type GemmKind, type RunConfig } from '../protocol/config.js';
 import { ABLATION_DEFAULTS } from './ablation.js';
@@ -122,7 +123,8 @@ export function parseCliArgs(argv: string[]): CliCommand {
   const config = presetConfig(oneOf('preset', text('preset') ?? 'tiny', PRESET_NAMES) as PresetName);
   if (text('steps') !== undefined) config.steps = integer('steps', text('steps')!, 1, 100_000_000);
   if (text('seed') !== undefined) config.seed = integer('seed', text('seed')!, 0, 0xffffffff);
-  if (text('data') !== undefined) config.data = text('data')!;
+  // Absolute, so the run config names the file wherever the log is read or the run repeated.
+  if (text('data') !== undefined) config.data = resolve(text('data')!);
   if (text('stats-every') !== undefined) config.statsEvery = integer('stats-every', text('stats-every')!, 1, 1_000_000);
   if (text('eval-every') !== undefined) config.evalEvery = integer('eval-every', text('eval-every')!, 0);
   if (text('sketch-size') !== undefined) config.sketchSize = integer('sketch-size', text('sketch-size')!, 0, 4096);

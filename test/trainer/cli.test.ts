@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { CliError, parseCliArgs } from '../../src/trainer/cli-args.js';
 
 test('flags set the run config; per-GEMM flags override the shared ones', () => {
@@ -14,7 +15,7 @@ test('flags set the run config; per-GEMM flags override the shared ones', () => 
   assert.equal(config.steps, 12);
   assert.equal(config.seed, 5);
   assert.equal(config.statsEvery, 3);
-  assert.equal(config.data, 'x.txt');
+  assert.equal(config.data, join(process.cwd(), 'x.txt'));
   assert.equal(command.outDir, 'runs');
   assert.deepEqual(config.gemms.fprop, { precision: 'mxfp4', rotation: 'hadamard', hadamardBlock: 32, rounding: 'nearest-even', srPrescale: true });
   assert.equal(config.gemms.wgrad.precision, 'fp8');
