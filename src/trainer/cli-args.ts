@@ -52,7 +52,7 @@ Modes
                              loss halfway through its run)
   --serve                    serve protocol v1 over websocket and run trainings on request
   --host H  --port P         where to listen (default 127.0.0.1, port 0 = any free port)
-  --token T                  require this token from clients
+  --token T                  require this token from clients (or set MXSCOPE_TOKEN)
   --help                     this text
 `;
 
