@@ -1,4 +1,4 @@
-;; MXFP4 nearest-even kernels (OCP MX v1.0 §6.3, exact arithmetic), bit-identical to src/mx/mxfp4-ts.ts.
+;; MXFP4 kernels (OCP MX v1.0 §6.3, exact arithmetic), bit-identical to src/mx/mxfp4-ts.ts.
 ;; They work on whole blocks of 32 contiguous floats (the caller sends rows whose length is a multiple
 ;; of 32, in cache-sized chunks), after scale_bytes has written the blocks' scale bytes. Per block:
 ;;   amax bits = max of |x| bits; field = amax >> 23; NaN/Inf (field 255) → scale byte 0xFF, all NaN.
