@@ -32,7 +32,9 @@ export interface FloatGrid {
 export function roundToGrid(magnitude: number, grid: FloatGrid): number {
   if (magnitude === 0) return 0;
   if (magnitude >= 2 * grid.max) return grid.max;
-  const exponent = Math.max(floorLog2(magnitude), grid.minExponent) - grid.mantissaBits;
+  const belowNormal = floorLog2(magnitude) - grid.minExponent;
+  // max(floorLog2, minExponent) with a sign mask: V8 would branch, and mixed magnitudes mispredict.
+  const exponent = grid.minExponent + (belowNormal & ~(belowNormal >> 31)) - grid.mantissaBits;
   const rounded = (magnitude * pow2(-exponent) + RNE_MAGIC - RNE_MAGIC) * pow2(exponent);
   return rounded > grid.max ? grid.max : rounded;
 }
