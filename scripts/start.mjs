@@ -4,14 +4,18 @@
 // open the printed URL in a browser. Ctrl-C stops code-server, the extension host and the trainer.
 //
 // The opened workspace (.e2e/start/workspace) sets `mxscope.emulation.startOnOpen`, so the
-// extension starts an emulated run as soon as the window opens.
+// extension starts an emulated run and opens the dashboard as soon as the window opens.
+//
+// For the e2e suite, which runs `npm start` beside a user's: MXSCOPE_START_DIR (state folder),
+// MXSCOPE_START_MODE=code-server (even where `code` exists), MXSCOPE_START_VSIX (an already
+// packaged extension), MXSCOPE_PORT (a fixed port).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { groupAlive, installExtension, isolate, startCodeServer } from './e2e/code-server.mjs';
 import { ensureTools, REPO_ROOT } from './e2e/tools.mjs';
 
-const START_DIR = join(REPO_ROOT, '.e2e', 'start');
+const START_DIR = process.env.MXSCOPE_START_DIR ?? join(REPO_ROOT, '.e2e', 'start');
 const WORKSPACE = join(START_DIR, 'workspace');
 const PID_FILE = join(START_DIR, 'code-server.pid');
 
@@ -57,10 +61,11 @@ async function startDesktop() {
 
 async function startCodeServerMode() {
   const tools = ensureTools({ chromium: false });
-  npmRun('package');
+  const vsix = process.env.MXSCOPE_START_VSIX ?? join(REPO_ROOT, 'mxscope.vsix');
+  if (!process.env.MXSCOPE_START_VSIX) npmRun('package');
   stopLeftover();
   const isolation = isolate(join(START_DIR, 'code-server'));
-  installExtension(tools, isolation, join(REPO_ROOT, 'mxscope.vsix'));
+  installExtension(tools, isolation, vsix);
   const port = process.env.MXSCOPE_PORT ? Number(process.env.MXSCOPE_PORT) : undefined;
   const server = await startCodeServer(tools, isolation, { workspace: WORKSPACE, port });
   writeFileSync(PID_FILE, String(server.pid));
@@ -87,4 +92,5 @@ async function startCodeServerMode() {
 }
 
 prepareWorkspace();
-await (onPath('code') ? startDesktop() : startCodeServerMode());
+const desktop = process.env.MXSCOPE_START_MODE !== 'code-server' && onPath('code');
+await (desktop ? startDesktop() : startCodeServerMode());

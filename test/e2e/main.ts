@@ -4,7 +4,8 @@
 // Everything a run writes (logs, screenshots) lands in .e2e/runs/<time>/. Ends with "N passed, N failed".
 //
 // Flags: --vsix FILE (test this package instead of building one), --only slug,slug,
-// --no-integration, --docs-images (copy each scenario's screenshot to docs/images/e2e-<slug>.png).
+// --no-integration, --no-start (skip the `npm start` smoke test), --docs-images (copy every screenshot
+// of a passing run to docs/images/e2e-<name>.png).
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, createWriteStream, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { installExtension, isolate, startCodeServer } from '../../scripts/e2e/co
 import { ensureTools, REPO_ROOT } from '../../scripts/e2e/tools.mjs';
 import { launchChromium } from './harness/chromium.js';
 import { runIntegrationTests } from './harness/integration.js';
+import { smokeTestStart } from './harness/start-smoke.js';
 import type { ExtensionManifest, ScenarioContext } from './harness/scenario.js';
 import { Workbench } from './harness/workbench.js';
 import { prepareWorkspace, scenarios } from './scenarios/index.js';
@@ -23,6 +25,7 @@ const { values: flags } = parseArgs({
     vsix: { type: 'string' },
     only: { type: 'string' },
     'no-integration': { type: 'boolean', default: false },
+    'no-start': { type: 'boolean', default: false },
     'docs-images': { type: 'boolean', default: false },
   },
 });
@@ -41,7 +44,17 @@ function phase<T>(name: string, work: () => T): T {
 /** The message of an error without Playwright's call log, indented for the report. */
 function firstLines(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
-  return message.split('\nCall log:')[0].split('\n').slice(0, 8).join('\n     ');
+  const [head, callLog] = message.split('\nCall log:\n');
+  // The call log's first line names the locator that timed out.
+  const waitedFor = callLog?.split('\n')[0]?.replace(/\x1b\[[0-9;]*m/g, '').trim();
+  return [...head.split('\n').slice(0, 8), ...(waitedFor ? [waitedFor] : [])].join('\n     ');
+}
+
+/** "03-dashboard-loss.png" → docs/images/e2e-dashboard-loss.png. */
+function copyScreenshotsToDocs(shotDir: string): void {
+  const docsImages = join(REPO_ROOT, 'docs', 'images');
+  mkdirSync(docsImages, { recursive: true });
+  for (const name of readdirSync(shotDir)) copyFileSync(join(shotDir, name), join(docsImages, `e2e-${name.replace(/^\d+-/, '')}`));
 }
 
 function packageExtension(runDir: string): string {
@@ -94,8 +107,7 @@ async function runAll(runDir: string): Promise<void> {
       const started = Date.now();
       try {
         await scenario.run(ctx);
-        const shot = await wb.screenshot(scenario.slug);
-        if (flags['docs-images']) copyFileSync(shot, join(REPO_ROOT, 'docs', 'images', `e2e-${scenario.slug}.png`));
+        await wb.screenshot(scenario.slug);
         report(true, `${scenario.slug}: ${scenario.title} (${seconds(started)})`);
       } catch (error) {
         const shot = await wb.screenshot(`${scenario.slug}-FAILED`).catch(() => 'no screenshot');
@@ -119,6 +131,13 @@ async function runAll(runDir: string): Promise<void> {
       }
       log(`integration tests: ${seconds(started)}`);
     }
+    if (!flags['no-start']) {
+      const started = Date.now();
+      await smokeTestStart(browser, runDir, vsix, log).then(
+        () => report(true, `npm start: opens with a run streaming into the dashboard; Ctrl-C leaves no process (${seconds(started)})`),
+        (error: unknown) => report(false, `npm start: ${firstLines(error)}`),
+      );
+    }
   } finally {
     await browser.close();
   }
@@ -130,6 +149,7 @@ log(`run folder ${runDir}`);
 runAll(runDir)
   .catch((error: unknown) => report(false, `setup: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`))
   .finally(() => {
+    if (flags['docs-images'] && failed === 0) copyScreenshotsToDocs(join(runDir, 'screenshots'));
     log(`total ${seconds(startedAt)}; screenshots and logs in ${runDir}`);
     console.log(`${passed} passed, ${failed} failed`);
     process.exit(failed > 0 || passed === 0 ? 1 : 0);

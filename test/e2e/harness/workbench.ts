@@ -63,9 +63,14 @@ export class Workbench {
     return wb;
   }
 
-  /** Reloads the window (the extension host restarts) and waits until the workbench is back. */
+  /**
+   * Reloads the window the way a user does ("Developer: Reload Window"), so the workbench saves
+   * editor and webview state on shutdown; the extension host restarts. Waits until it is back.
+   */
   async reload(): Promise<void> {
-    await this.page.reload();
+    const navigated = this.page.waitForEvent('framenavigated', { predicate: (frame) => frame === this.page.mainFrame(), timeout: 60_000 });
+    await this.runCommand('Developer: Reload Window');
+    await navigated;
     await this.waitUntilReady();
   }
 
@@ -92,8 +97,9 @@ export class Workbench {
       `"${title}" in the command palette`,
       async () => {
         await this.openPalette(title);
-        const row = this.page.locator(PALETTE_ROW).filter({ has: this.page.locator('.label-name', { hasText: exactText(title) }) }).first();
-        const found = await row.waitFor({ state: 'visible', timeout: 3_000 }).then(
+        // Enter on the active row, not a click: the list may still re-render under the pointer.
+        const active = this.page.locator(`${PALETTE_ROW}.focused`).filter({ has: this.page.locator('.label-name', { hasText: exactText(title) }) });
+        const found = await active.waitFor({ state: 'visible', timeout: 3_000 }).then(
           () => true,
           () => false,
         );
@@ -101,7 +107,7 @@ export class Workbench {
           await this.closePalette();
           return undefined;
         }
-        await row.click();
+        await this.page.locator(PALETTE_INPUT).press('Enter');
         return true;
       },
       timeoutMs,
@@ -126,11 +132,28 @@ export class Workbench {
     return text;
   }
 
-  /** Answers an open quick pick (e.g. "which rotation?") by choosing the row whose label is `label`. */
-  async pick(label: string | RegExp, timeoutMs = 10_000): Promise<void> {
-    const row = this.page.locator(PALETTE_ROW).filter({ has: this.page.locator('.label-name', { hasText: label }) }).first();
+  /**
+   * Answers an open quick pick (e.g. "which rotation?") with the row labelled exactly `label`, from
+   * the keyboard: type the label, wait until that row is the active one, press Enter. (Clicking rows
+   * can land while the widget still animates or re-renders.)
+   */
+  async pick(label: string, timeoutMs = 10_000): Promise<void> {
+    const exact = exactText(label);
+    const row = this.page.locator(PALETTE_ROW).filter({ has: this.page.locator('.label-name', { hasText: exact }) }).first();
     await row.waitFor({ state: 'visible', timeout: timeoutMs });
-    await row.click();
+    const input = this.page.locator(PALETTE_INPUT);
+    await input.fill(label, { timeout: timeoutMs });
+    const focused = this.page.locator(`${PALETTE_ROW}.focused .label-name`, { hasText: exact });
+    await focused.waitFor({ state: 'visible', timeout: timeoutMs });
+    await input.press('Enter');
+  }
+
+  /** Accepts a multi-select quick pick as it stands, once `selected` rows are picked. */
+  async acceptPicks(selected: number, timeoutMs = 10_000): Promise<void> {
+    const widget = this.page.locator('.quick-input-widget');
+    await widget.getByText(new RegExp(`^${selected} Selected$`, 'i')).waitFor({ timeout: timeoutMs });
+    await this.page.locator(PALETTE_INPUT).press('Enter');
+    await widget.waitFor({ state: 'hidden', timeout: timeoutMs });
   }
 
   async statusBarTexts(): Promise<string[]> {
@@ -213,6 +236,14 @@ export class Workbench {
     const row = this.page.locator(PALETTE_ROW).filter({ hasText: relativePath.split('/').pop() }).first();
     await row.waitFor({ state: 'visible', timeout: 10_000 });
     await row.click();
+  }
+
+  /**
+   * Moves focus from a webview to the side bar. A quick pick closes when it loses focus, and a
+   * webview that had focus takes it back after each step of a multi-step pick.
+   */
+  async focusSideBar(): Promise<void> {
+    await this.page.locator('.monaco-workbench .part.sidebar .composite.title').first().click();
   }
 
   /** Closes the palette (or any quick pick) and waits until it is gone. */

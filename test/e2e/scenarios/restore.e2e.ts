@@ -11,10 +11,20 @@ export const restore: Scenario = {
   unsupported: ({ manifest }) => requireCommands(manifest, 'MX Scope: Open Dashboard'),
   async run({ wb, extensionsDir, log }) {
     await wb.runCommand('MX Scope: Open Dashboard');
-    await wb.webviewFrame().locator('nav.tabs button', { hasText: new RegExp(`^${TAB}$`, 'i') }).click();
+    // Right after the reveal, the editor that was active before may still be the visible webview:
+    // click until the dashboard itself reports the tab as selected.
+    const tabPattern = new RegExp(`^${TAB}$`, 'i');
+    await poll(
+      `the dashboard to select "${TAB}"`,
+      async () => {
+        const frame = wb.webviewFrame();
+        await frame.locator('nav.tabs button', { hasText: tabPattern }).click({ timeout: 2_000 }).catch(() => undefined);
+        const selected = await frame.locator('nav.tabs button.selected').innerText({ timeout: 1_000 }).catch(() => '');
+        return tabPattern.test(selected.trim()) ? true : undefined;
+      },
+      20_000,
+    );
     const before = trainerPids(extensionsDir);
-    // Give the webview a moment to store its UI state, then reload the whole window.
-    await new Promise((r) => setTimeout(r, 1_000));
     await wb.reload();
     const selected = await poll(
       'the restored dashboard',

@@ -14,17 +14,14 @@ export const rotation: Scenario = {
     const before = (await wb.waitForStatusBarText(/^MX Scope: /, 10_000)).input ?? '';
     assert.doesNotMatch(before, WGRAD_H16, 'the first run already uses the mode this scenario switches to');
 
+    await wb.focusSideBar();
     await wb.runCommand('MX Scope: Switch Rotation Mode…');
     await wb.pick('Deterministic Hadamard');
-    await wb.pick(/^16$/);
-    // Step 3 is a multi-select of GEMMs with Wgrad picked by default: accept it with OK once the
-    // pick is in (pressing Enter while the widget still fades in can go to the webview instead).
-    const widget = wb.page.locator('.quick-input-widget');
-    await widget.getByText('apply to which GEMMs?').waitFor({ timeout: 10_000 });
-    await widget.getByText(/^1 Selected$/i).waitFor({ timeout: 10_000 });
+    await wb.pick('16');
+    // Step 3 is a multi-select of GEMMs with Wgrad picked by default: accept it.
+    await wb.page.locator('.quick-input-widget').getByText('apply to which GEMMs?').waitFor({ timeout: 10_000 });
     await wb.screenshot('rotation-gemms');
-    await widget.getByRole('button', { name: 'OK' }).click();
-    await widget.waitFor({ state: 'hidden', timeout: 10_000 });
+    await wb.acceptPicks(1);
     // A live run keeps its config: the change is for the next run, which the idle status shows.
     if (await wb.waitForStatusBarText(STATUS_STEP, 1_000).catch(() => undefined)) await wb.runCommand('MX Scope: Stop Run');
     const idle = await wb.waitForStatusBarText(WGRAD_H16, 30_000);
