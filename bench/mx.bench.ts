@@ -35,6 +35,7 @@ for (const backend of ['wasm', 'ts'] as MxBackend[]) {
   report(`[${backend}] quantizeMxfp4 nearest-even`, bestSeconds(() => quantizeMxfp4(source, ROW), REPEATS));
   report(`[${backend}] fakeQuantMxfp4 nearest-even`, bestSeconds(() => fakeQuantMxfp4(work, ROW), REPEATS, restore));
   report(`[${backend}] fakeQuantMxfp4 nearest-even + stats`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { stats }), REPEATS, restore));
+  report(`[${backend}] fakeQuantFp8 e4m3 per-tensor`, bestSeconds(() => fakeQuantFp8(work, 'e4m3', 'tensor'), 3, restore));
   report(`[${backend}] fakeQuantMxfp4 stochastic`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng }), 3, restore));
   report(`[${backend}] fakeQuantMxfp4 stochastic + 3/4 prescale`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng, srPrescale: true }), 3, restore));
 }
@@ -43,6 +44,5 @@ setMxBackend('auto');
 report('[ts] fakeQuantMxfp4 nearest-away', bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'nearest-away' }), 3, restore));
 report('[ts] packFp4', bestSeconds(() => packFp4(codes), REPEATS));
 report('[ts] unpackFp4', bestSeconds(() => unpackFp4(packed, N), REPEATS));
-report('[ts] fakeQuantFp8 e4m3 per-tensor', bestSeconds(() => fakeQuantFp8(work, 'e4m3', 'tensor'), 3, restore));
 report('[ts] fakeQuantFp8 e4m3 MXFP8 blocks', bestSeconds(() => fakeQuantFp8(work, 'e4m3', 'mx', ROW), 3, restore));
 report('[ts] fakeQuantBf16', bestSeconds(() => fakeQuantBf16(work), REPEATS, restore));

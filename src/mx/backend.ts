@@ -4,6 +4,8 @@
  */
 import { setGemmKernel, type GemmKernel } from './gemm.js';
 import { loadGemmWasm } from './gemm-wasm.js';
+import { setFp8TensorKernel, type Fp8TensorKernel } from './fp8.js';
+import { loadFp8Wasm } from './fp8-wasm.js';
 import { setHadamardKernel, type HadamardKernel } from './hadamard.js';
 import { loadHadamardWasm } from './hadamard-wasm.js';
 import { setMxfp4Kernel, type MxKernel } from './mxfp4.js';
@@ -15,6 +17,7 @@ interface WasmKernels {
   gemm: GemmKernel;
   mxfp4: MxKernel;
   hadamard: HadamardKernel;
+  fp8: Fp8TensorKernel;
 }
 let wasm: WasmKernels | undefined | null = null;
 
@@ -23,7 +26,8 @@ function loadWasm(): WasmKernels | undefined {
     const gemm = loadGemmWasm();
     const mxfp4 = loadMxfp4Wasm();
     const hadamard = loadHadamardWasm();
-    wasm = gemm && mxfp4 && hadamard ? { gemm, mxfp4, hadamard } : undefined;
+    const fp8 = loadFp8Wasm();
+    wasm = gemm && mxfp4 && hadamard && fp8 ? { gemm, mxfp4, hadamard, fp8 } : undefined;
   }
   return wasm;
 }
@@ -35,5 +39,6 @@ export function setMxBackend(backend: MxBackend): boolean {
   setGemmKernel(kernels?.gemm);
   setMxfp4Kernel(kernels?.mxfp4);
   setHadamardKernel(kernels?.hadamard);
+  setFp8TensorKernel(kernels?.fp8);
   return kernels !== undefined;
 }

@@ -76,9 +76,28 @@ export function encodeFp8(x: number, format: Fp8Format): number {
   return sign | ((exponent + spec.bias) << spec.mantissaBits) | mantissa;
 }
 
+/** Accelerated halves of the per-tensor fake-quant: the finite amax, and the rounding given the scale. */
+export interface Fp8TensorKernel {
+  amax(values: Float32Array): number;
+  round(values: Float32Array, format: Fp8Format, scale: number): void;
+}
+let fastTensorKernel: Fp8TensorKernel | undefined;
+
+/** Installs (or with undefined removes) the accelerated kernel; the TS loop stays the reference. */
+export function setFp8TensorKernel(kernel: Fp8TensorKernel | undefined): void {
+  fastTensorKernel = kernel;
+}
+
+/** FP8 parameters a kernel needs: max, mantissa bits, smallest normal exponent, and whether ±Inf exists. */
+export function fp8Grid(format: Fp8Format): { max: number; mantissaBits: number; minExponent: number; hasInfinity: boolean } {
+  const spec = specOf(format, 'fp8Grid');
+  return { max: spec.max, mantissaBits: spec.mantissaBits, minExponent: spec.minExponent, hasInfinity: format === 'e5m2' };
+}
+
 /**
- * In place: round every value through FP8.
- * 'tensor': scale by max/amax (amax over finite values), round, unscale.
+ * In place: round every value through FP8, in float32 arithmetic like a hardware cast:
+ * y = float32(|x|·scale), rounded to FP8 (ties to even, saturating), then float32(q / scale), signed.
+ * 'tensor': scale = float32(max/amax) (amax over finite values).
  * 'mx': MXFP8, blocks of 32 along rows of `rowLength` with an E8M0 scale
  * floor(log2(amax)) − floor(log2(max)); a block holding NaN or ±Inf becomes NaN, like MXFP4.
  */
@@ -86,12 +105,10 @@ export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: '
   const spec = specOf(format, 'fakeQuantFp8');
   if (scaling === 'tensor') {
     if (values.length === 0) throw new Error('fakeQuantFp8: values is empty; pass at least one element');
-    let amax = 0;
-    for (let i = 0; i < values.length; i++) {
-      const a = Math.abs(values[i]);
-      if (a > amax && a !== Infinity) amax = a;
-    }
-    roundRange(values, 0, values.length, amax === 0 ? 1 : spec.max / amax, spec, format);
+    const amax = fastTensorKernel ? fastTensorKernel.amax(values) : finiteAmax(values);
+    const scale = amax === 0 ? 1 : Math.fround(spec.max / amax);
+    if (fastTensorKernel) fastTensorKernel.round(values, format, scale);
+    else roundRange(values, 0, values.length, scale, spec, format);
     return;
   }
   if (scaling !== 'mx') throw new Error(`fakeQuantFp8: scaling must be 'tensor' or 'mx', got '${String(scaling)}'`);
@@ -114,11 +131,20 @@ export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: '
   }
 }
 
+function finiteAmax(values: Float32Array): number {
+  let amax = 0;
+  for (let i = 0; i < values.length; i++) {
+    const a = Math.abs(values[i]);
+    if (a > amax && a !== Infinity) amax = a;
+  }
+  return amax;
+}
+
 /** values[i] := FP8(values[i]·scale)/scale over [start, end). */
 function roundRange(values: Float32Array, start: number, end: number, scale: number, spec: Fp8Spec, format: Fp8Format): void {
   const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
   for (let i = start; i < end; i++) {
-    const scaled = Math.abs(values[i]) * scale;
+    const scaled = Math.fround(Math.abs(values[i]) * scale);
     if (scaled === Infinity || scaled !== scaled) {
       values[i] = roundFp8(values[i], spec, format);
       continue;
