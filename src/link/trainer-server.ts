@@ -15,6 +15,7 @@ import {
   PROTOCOL_VERSION,
   type ClientMessage,
   type ErrorCode,
+  type NextRunConfig,
   type RunConfig,
   type ServerMessage,
   type TelemetryRecord,
@@ -53,6 +54,12 @@ export interface TrainerServerOptions {
   token?: string;
   baseConfig: RunConfig;
   launch: RunLauncher;
+  /**
+   * How a requested change becomes the next run's config. Default: `mergeRunConfig`. A publisher
+   * whose presets imply model shapes passes its own, so a preset change brings the preset's model.
+   * Throwing rejects the request with the error's message.
+   */
+  applyChange?: (base: RunConfig, change: NextRunConfig) => RunConfig;
   trainer?: { name: string; version: string };
   /** Telemetry bytes kept in memory for replay (default 256 MiB). */
   replayBytes?: number;
@@ -106,6 +113,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
   const maxBacklog = options.maxClientBacklogBytes ?? DEFAULT_BACKLOG_BYTES;
   const peers = new Set<Peer>();
   let nextRunConfig = options.baseConfig;
+  const applyChange = options.applyChange ?? mergeRunConfig;
   let lastSeq = 0;
   let active: { run: LaunchedRun; abort: AbortController } | undefined;
   /** Every run of this session: its records are seqs firstSeq… up to the next run's firstSeq. */
@@ -231,7 +239,11 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         await subscribe(peer, message.id, message.from);
         return REPLIED;
       case 'setNextRunConfig':
-        nextRunConfig = mergeRunConfig(nextRunConfig, message.change);
+        try {
+          nextRunConfig = applyChange(nextRunConfig, message.change);
+        } catch (error) {
+          throw new RequestError('invalid-message', error instanceof Error ? error.message : String(error));
+        }
         broadcastNextRunConfig();
         return 'applies at the next run start';
       case 'startRun':
