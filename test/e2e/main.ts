@@ -4,8 +4,8 @@
 // Everything a run writes (logs, screenshots) lands in .e2e/runs/<time>/. Ends with "N passed, N failed".
 //
 // Flags: --vsix FILE (test this package instead of building one), --only slug,slug,
-// --no-integration, --no-start (skip the `npm start` smoke test), --docs-images (copy every screenshot
-// of a passing run to docs/images/e2e-<name>.png).
+// --no-integration, --no-start (skip the `npm start` smoke test), --docs-images (copy the screenshots
+// worth showing of a passing run to docs/images/e2e-<name>.png).
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, createWriteStream, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -50,11 +50,17 @@ function firstLines(error: unknown): string {
   return [...head.split('\n').slice(0, 8), ...(waitedFor ? [waitedFor] : [])].join('\n     ');
 }
 
-/** "03-dashboard-loss.png" → docs/images/e2e-dashboard-loss.png. */
+/** The screenshots worth showing in docs/ (the others only prove a step). */
+const DOCS_SHOTS = ['palette', 'dashboard-loss', 'dashboard', 'checkpoint', 'restore', 'npm-start'];
+
+/** "03-dashboard-loss.png" → docs/images/e2e-dashboard-loss.png, for the shots in DOCS_SHOTS. */
 function copyScreenshotsToDocs(shotDir: string): void {
   const docsImages = join(REPO_ROOT, 'docs', 'images');
   mkdirSync(docsImages, { recursive: true });
-  for (const name of readdirSync(shotDir)) copyFileSync(join(shotDir, name), join(docsImages, `e2e-${name.replace(/^\d+-/, '')}`));
+  for (const name of readdirSync(shotDir)) {
+    const shot = name.replace(/^\d+-/, '').replace(/\.png$/, '');
+    if (DOCS_SHOTS.includes(shot)) copyFileSync(join(shotDir, name), join(docsImages, `e2e-${shot}.png`));
+  }
 }
 
 function packageExtension(runDir: string): string {
