@@ -25,7 +25,10 @@ export async function smokeTestStart(browser: BrowserContext, runDir: string, vs
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const pgid = child.pid!;
   try {
+    const extensionsDir = join(startDir, 'code-server', 'extensions');
     const url = await poll('npm start to print its URL', async () => output.match(/http:\/\/127\.0\.0\.1:\d+\/\S*/)?.[0], 120_000);
+    // Written before the URL is printed; npm start removes it when it stops.
+    const codeServer = Number(readFileSync(join(startDir, 'code-server.pid'), 'utf8'));
     const page = await browser.newPage();
     try {
       const wb = await Workbench.open(page, url, join(runDir, 'screenshots'));
@@ -34,13 +37,12 @@ export async function smokeTestStart(browser: BrowserContext, runDir: string, vs
       const frame = wb.webviewFrame();
       await poll('the dashboard\'s loss chart', async () => ((await wb.canvasInk(frame, '.chart-box canvas').then(isDrawn, () => false)) ? true : undefined), 60_000);
       await wb.screenshot('npm-start');
+      // Checked with the window still open: closing it ends its extension host, and the trainer with it.
+      if (trainerPids(extensionsDir).length === 0) throw new Error('no trainer process was running under npm start');
+      process.kill(-pgid, 'SIGINT');
     } finally {
       await page.close();
     }
-    const codeServer = Number(readFileSync(join(startDir, 'code-server.pid'), 'utf8'));
-    const extensionsDir = join(startDir, 'code-server', 'extensions');
-    if (trainerPids(extensionsDir).length === 0) throw new Error('no trainer process was running under npm start');
-    process.kill(-pgid, 'SIGINT');
     const code = await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000, 'timeout'))]);
     if (code !== 0) throw new Error(`npm start did not exit cleanly on Ctrl-C (${code}); output:\n${output.slice(-2000)}`);
     const left = [...(groupAlive(codeServer) ? [`code-server group ${codeServer}`] : []), ...trainerPids(extensionsDir).map((pid) => `trainer ${pid}`)];
