@@ -45,7 +45,7 @@ function missingDebianPackages(names) {
 }
 
 /** @param {string[]} names @param {(line: string) => void} log */
-function ensureDebianPackages(names, log) {
+export function ensureDebianPackages(names, log) {
   const missing = missingDebianPackages(names);
   if (missing.length === 0) return;
   if (process.getuid?.() !== 0) {
@@ -93,7 +93,10 @@ export function ensureTools({ log = console.log, chromium = true } = {}) {
   if (!isInstalled(codeServerDir, { [CODE_SERVER.name]: CODE_SERVER.version })) {
     ensureDebianPackages(BUILD_PACKAGES, log);
     // Build code-server's native modules for Node 24 (the user's ~/.npmrc may point nodedir elsewhere).
-    const env = { ...process.env, PATH: `${join(nodeHome, 'bin')}${delimiter}${process.env.PATH}`, npm_config_nodedir: nodeHome };
+    // Drop the npm_* variables an outer `npm run` exports: npm reads them back as config, and
+    // code-server's postinstall reads the Node version from npm_config_user_agent (it would say v20).
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_')));
+    const env = { ...inherited, PATH: `${join(nodeHome, 'bin')}${delimiter}${process.env.PATH}`, npm_config_nodedir: nodeHome };
     ensureNpmTool(codeServerDir, CODE_SERVER, env, log);
   }
   const codeServerEntry = join(codeServerDir, 'node_modules', CODE_SERVER.name, 'out', 'node', 'entry.js');
