@@ -173,7 +173,8 @@ class Bridge:
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
-            self.run_dir = os.path.join(self.out_dir, self.run_id)
+            self.run_dir = os.path.abspath(os.path.join(self.out_dir, self.run_id))
+            started["logDir"] = self.run_dir
             self._writer = RunLogWriter(self.run_dir, started)
         self._publish(started, logged=True)
         return config

@@ -33,6 +33,7 @@ class Hooks(unittest.TestCase):
         torch.manual_seed(0)
         _, records, run_dir = self.run_model(TinyNet())
         self.assertEqual(records[0]["type"], "runStarted")
+        self.assertEqual(records[0]["logDir"], os.path.abspath(run_dir), "the host reopens the run from here after a reload")
         self.assertEqual([layer["name"] for layer in records[0]["layers"]], LINEARS)
         self.assertEqual([r["step"] for r in records if r["type"] == "step"], list(range(11)))
         self.assertEqual(records[-1]["type"], "runEnded")

@@ -11,6 +11,7 @@ import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, st
 import { EmulationTrainer } from './emulation.js';
 import { LiveLink } from './live-link.js';
 import { openRunLog } from './open-run-log.js';
+import { restoreAndRememberRuns } from './remember-runs.js';
 import { createRunsView, runIdOf } from './runs-view.js';
 import type { HostServices } from './services.js';
 import { readSettings } from './settings.js';
@@ -71,6 +72,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   );
   registerDashboard(context, services);
   registerCheckpoints(context, services);
+  void restoreAndRememberRuns(context, services);
   // `npm start` opens a workspace that sets this, so a run streams into the dashboard as soon as the window is up.
   if (vscode.workspace.getConfiguration('mxscope').get<boolean>('emulation.startOnOpen', false)) {
     void vscode.commands.executeCommand('mxscope.startEmulatedRun').then(() => vscode.commands.executeCommand('mxscope.openDashboard'));

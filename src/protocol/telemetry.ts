@@ -42,6 +42,11 @@ export interface RunStartedRecord {
   layers: LayerInfo[];
   /** Present when the run restarted from a checkpoint. */
   resumedFrom?: { path: string; step: number };
+  /**
+   * Absolute path of the run-log directory on the trainer's machine, when the trainer writes one.
+   * A host that can read it (same machine, or over Remote-SSH) reopens the run after a window reload.
+   */
+  logDir?: string;
 }
 
 export interface StepRecord {
@@ -206,6 +211,7 @@ export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRec
     config: runConfigSchema,
     layers: arrayOf(layerInfoSchema, LIMITS.layers),
     resumedFrom: optional(object<{ path: string; step: number }>({ path: str(4096), step: nonNegInt })),
+    logDir: optional(str(4096)),
   }),
   step: object<StepRecord>({
     type: literal('step'),

@@ -52,6 +52,8 @@ export interface RunSummary {
   ended: RunEndedRecord | undefined;
   /** Run-log directory for loaded runs. */
   dir: string | undefined;
+  /** Where the trainer said it writes this run's log (runStarted.logDir), on its own machine. */
+  logDir: string | undefined;
 }
 
 export type SeriesKey = `${string}/${GemmKind}`;
@@ -103,7 +105,7 @@ class StoredRun implements RunView {
     private readonly limits: StoreLimits,
     dir: string | undefined,
   ) {
-    this.summary = { runId, name: runId, source, status: 'unknown', config: undefined, startedAt: undefined, lastStep: -1, lastTokens: 0, lastLoss: null, finalLoss: undefined, ended: undefined, dir };
+    this.summary = { runId, name: runId, source, status: 'unknown', config: undefined, startedAt: undefined, lastStep: -1, lastTokens: 0, lastLoss: null, finalLoss: undefined, ended: undefined, dir, logDir: undefined };
     this.stepSeries = new ThinningSeries(limits.stepsPerRun);
     this.validationSeries = new ThinningSeries(limits.validationPerRun);
     this.statsStepSeries = new ThinningSeries(limits.stepsPerRun);
@@ -116,6 +118,7 @@ class StoredRun implements RunView {
         summary.name = record.name;
         summary.config = record.config;
         summary.startedAt = record.startedAt;
+        summary.logDir = record.logDir;
         summary.status = summary.ended ? summary.ended.status : 'running';
         this.layers = record.layers;
         break;

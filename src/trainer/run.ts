@@ -1,7 +1,7 @@
 // One training run: model, data, optimizer, telemetry and the run log, driven step by step so the
 // event loop (a websocket server in the same process) stays responsive between steps.
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
+import { resolve } from 'node:path';
 import { check } from '../protocol/validate.js';
 import { describeGemm, runConfigSchema, type RunConfig } from '../protocol/config.js';
 import type { RunEndedRecord, RunStartedRecord, TelemetryRecord } from '../protocol/telemetry.js';
@@ -49,7 +49,7 @@ export function startRun(options: RunOptions): RunHandle {
   const config = check(runConfigSchema, options.config, 'config');
   const runId = newRunId();
   const trainer = new Trainer(config, runId);
-  const dir = join(options.outDir, runId);
+  const dir = resolve(options.outDir, runId);
   let ended: RunEndedRecord | undefined;
   let writer: RunLogWriter | undefined;
   const writes = new Set<Promise<unknown>>();
@@ -81,6 +81,7 @@ export function startRun(options: RunOptions): RunHandle {
       trainer: { ...TRAINER_INFO },
       config,
       layers: trainer.model.layerInfos(),
+      logDir: dir,
     };
     /** Ends the run once requested checkpoints are written, so they are logged before runEnded. */
     const end = async (status: RunEndedRecord['status'], step: number, reason: string): Promise<RunEndedRecord> => {

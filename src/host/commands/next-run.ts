@@ -15,13 +15,15 @@ import {
 import type { HostServices } from '../services.js';
 
 const LAST_GEMMS_KEY = 'mxscope.rotationGemms';
+// The multi-step pickers below stay open when focus moves (a click on the dashboard), so a half-made
+// choice is not dropped without a word; Escape still cancels.
 
 export async function switchRotationMode(services: HostServices, context: vscode.ExtensionContext): Promise<void> {
   const next = services.link.nextRunConfig();
   const current = next ? modeOf(next.gemms.wgrad) : undefined;
   const mode = await vscode.window.showQuickPick(
     ROTATION_MODES.map((m) => ({ label: m.label, detail: m.detail, description: m.id === current ? '(Wgrad now)' : '', mode: m })),
-    { title: 'MX Scope: rotation mode for the next run (1/3)', placeHolder: 'How MXFP4 operands are rotated and rounded' },
+    { title: 'MX Scope: rotation mode for the next run (1/3)', placeHolder: 'How MXFP4 operands are rotated and rounded', ignoreFocusOut: true },
   );
   if (!mode) return;
   const block = await pickBlock(mode.mode, next?.gemms.wgrad.hadamardBlock);
@@ -29,7 +31,7 @@ export async function switchRotationMode(services: HostServices, context: vscode
   const remembered = context.workspaceState.get<GemmKind[]>(LAST_GEMMS_KEY) ?? ['wgrad'];
   const gemms = await vscode.window.showQuickPick(
     GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], picked: remembered.includes(kind), gemm: kind })),
-    { title: 'MX Scope: apply to which GEMMs? (3/3)', canPickMany: true, placeHolder: 'They run in MXFP4 with this mode' },
+    { title: 'MX Scope: apply to which GEMMs? (3/3)', canPickMany: true, placeHolder: 'They run in MXFP4 with this mode', ignoreFocusOut: true },
   );
   if (!gemms || gemms.length === 0) return;
   const kinds = gemms.map((g) => g.gemm);
@@ -42,7 +44,7 @@ async function pickBlock(mode: RotationMode, current: HadamardBlock | undefined)
   if (!mode.needsBlock) return current ?? 32;
   const picked = await vscode.window.showQuickPick(
     BLOCK_CHOICES.map((block) => ({ label: String(block), description: block === current ? '(now)' : '', block })),
-    { title: 'MX Scope: Hadamard block size (2/3)', placeHolder: 'Rotation block along the reduction dimension' },
+    { title: 'MX Scope: Hadamard block size (2/3)', placeHolder: 'Rotation block along the reduction dimension', ignoreFocusOut: true },
   );
   return picked?.block;
 }
@@ -51,12 +53,12 @@ export async function setGemmPrecision(services: HostServices): Promise<void> {
   const next = services.link.nextRunConfig();
   const gemm = await vscode.window.showQuickPick(
     GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], description: next ? `now ${next.gemms[kind].precision}` : '', gemm: kind })),
-    { title: 'MX Scope: GEMM precision for the next run (1/2)' },
+    { title: 'MX Scope: GEMM precision for the next run (1/2)', ignoreFocusOut: true },
   );
   if (!gemm) return;
   const precision = await vscode.window.showQuickPick(
     PRECISION_CHOICES.map((p: Precision) => ({ label: p, description: p === next?.gemms[gemm.gemm].precision ? '(now)' : '', precision: p })),
-    { title: `MX Scope: precision of ${gemm.gemm} (2/2)` },
+    { title: `MX Scope: precision of ${gemm.gemm} (2/2)`, ignoreFocusOut: true },
   );
   if (!precision) return;
   const outcome = await services.link.changeNextRun(precisionChange(gemm.gemm, precision.precision));

@@ -7,7 +7,7 @@ const TAB = 'Layer overview';
 
 export const restore: Scenario = {
   slug: 'restore',
-  title: 'after a window reload the dashboard comes back (serializer) on the tab it showed, and the old trainer is gone',
+  title: 'after a window reload the dashboard comes back (serializer) on the tab it showed with the runs it held (from their run logs), and the old trainer is gone',
   unsupported: ({ manifest }) => requireCommands(manifest, 'MX Scope: Open Dashboard'),
   async run({ wb, extensionsDir, log }) {
     await wb.runCommand('MX Scope: Open Dashboard');
@@ -24,6 +24,9 @@ export const restore: Scenario = {
       },
       20_000,
     );
+    const runChips = async () => (await wb.webviewFrame().locator('.run-chips .run-chip').allInnerTexts().catch(() => [] as string[])).map((text) => text.replace(/●\s*live/, '').trim()).sort();
+    const runsBefore = await runChips();
+    assert.ok(runsBefore.length >= 1, "the earlier scenarios left no run in the dashboard to restore");
     const before = trainerPids(extensionsDir);
     await wb.reload();
     const selected = await poll(
@@ -32,8 +35,13 @@ export const restore: Scenario = {
       60_000,
     );
     assert.match(selected, new RegExp(`^${TAB}$`, 'i'), 'the restored dashboard shows another tab');
+    const runsAfter = await poll('the runs to come back from their run logs', async () => {
+      const chips = await runChips();
+      return chips.length >= runsBefore.length ? chips : undefined;
+    }, 30_000);
+    assert.deepEqual(runsAfter, runsBefore, 'the same runs, by name, after the reload');
     // Reloading restarts the extension host: the trainer the old one started must exit with it.
     await poll(`trainer processes ${before.join(' ')} to exit`, async () => (trainerPids(extensionsDir).some((pid) => before.includes(pid)) ? undefined : true), 30_000);
-    log(`restored on "${selected}"; trainers before reload ${before.length}, after ${trainerPids(extensionsDir).length}`);
+    log(`restored on "${selected}" with ${runsAfter.length} runs; trainers before reload ${before.length}, after ${trainerPids(extensionsDir).length}`);
   },
 };
