@@ -38,32 +38,31 @@ export function tryCheck<T>(schema: Schema<T>, value: unknown): { ok: true; valu
   }
 }
 
-export const num: Schema<number> = (v, p) => {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new ValidationError(p, 'a finite number', v);
-  return v;
-};
+const TEST = Symbol('test');
+/** A schema of one number also carries its test as a plain predicate (see arrayOf). */
+type NumberSchema = Schema<number> & { [TEST]: (v: unknown) => boolean };
 
-export const int: Schema<number> = (v, p) => {
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw new ValidationError(p, 'an integer', v);
-  return v;
-};
+function numberSchema(test: (v: unknown) => boolean, expected: string): NumberSchema {
+  const schema = ((v: unknown, p: string) => {
+    if (!test(v)) throw new ValidationError(p, expected, v);
+    return v as number;
+  }) as NumberSchema;
+  schema[TEST] = test;
+  return schema;
+}
+
+export const num = numberSchema((v) => typeof v === 'number' && Number.isFinite(v), 'a finite number');
+
+export const int = numberSchema((v) => typeof v === 'number' && Number.isInteger(v), 'an integer');
 
 export function intIn(min: number, max: number): Schema<number> {
-  return (v, p) => {
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-      throw new ValidationError(p, `an integer in [${min}, ${max}]`, v);
-    }
-    return v;
-  };
+  return numberSchema((v) => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max, `an integer in [${min}, ${max}]`);
 }
 
 export const nonNegInt = intIn(0, Number.MAX_SAFE_INTEGER);
 
 export function numIn(min: number, max: number): Schema<number> {
-  return (v, p) => {
-    if (typeof v !== 'number' || !(v >= min && v <= max)) throw new ValidationError(p, `a number in [${min}, ${max}]`, v);
-    return v;
-  };
+  return numberSchema((v) => typeof v === 'number' && v >= min && v <= max, `a number in [${min}, ${max}]`);
 }
 
 export function str(maxLength = 4096): Schema<string> {
@@ -92,10 +91,17 @@ export function nullable<T>(schema: Schema<T>): Schema<T | null> {
 }
 
 export function arrayOf<T>(item: Schema<T>, maxLength: number): Schema<T[]> {
+  // Histograms and sketches are long arrays of numbers: test them in a tight loop and build an
+  // item's path only for the item that fails (the schema then throws with it).
+  const test = (item as Partial<NumberSchema>)[TEST];
   return (v, p) => {
     if (!Array.isArray(v)) throw new ValidationError(p, 'an array', v);
     if (v.length > maxLength) throw new ValidationError(p, `an array of at most ${maxLength} items`, v);
-    for (let i = 0; i < v.length; i++) item(v[i], `${p}[${i}]`);
+    if (test) {
+      for (let i = 0; i < v.length; i++) if (!test(v[i])) item(v[i], `${p}[${i}]`);
+    } else {
+      for (let i = 0; i < v.length; i++) item(v[i], `${p}[${i}]`);
+    }
     return v as T[];
   };
 }
