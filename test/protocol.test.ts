@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { check, mergeRunConfig, nextRunConfigSchema, telemetryRecordSchema, tryCheck, ValidationError, type RunConfig } from '../src/protocol/index.js';
+import { check, float32Digits, mergeRunConfig, nextRunConfigSchema, telemetryRecordSchema, tryCheck, ValidationError, type RunConfig } from '../src/protocol/index.js';
 
 const gemm = { precision: 'mxfp4', rotation: 'none', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false } as const;
 const config: RunConfig = {
@@ -35,4 +35,17 @@ test('next-run config: unknown fields are named, merge keeps the rest', () => {
   assert.equal(merged.gemms.fprop.rotation, 'none');
   assert.equal(merged.seed, 7);
   assert.equal(config.gemms.wgrad.rotation, 'none', 'base config is not mutated');
+});
+
+test('float32Digits names every float32 exactly in at most 9 significant digits', () => {
+  const words = new Uint32Array(20_000);
+  for (let i = 0; i < words.length; i++) words[i] = (Math.random() * 2 ** 32) >>> 0;
+  const values = [...new Float32Array(words.buffer)].filter(Number.isFinite);
+  values.push(0, 2 ** -149, -(2 ** -149), 3.4028234663852886e38, 1.1754943508222875e-38, Math.fround(0.1));
+  for (const x of values) {
+    const sent = float32Digits(x);
+    assert.equal(Math.fround(Number(JSON.parse(JSON.stringify(sent)))), x, `${x} came back as ${sent}`);
+    const digits = sent.toExponential().split('e')[0]!.replace(/[-.]/g, '').length;
+    assert.ok(digits <= 9, `${x} sent as ${sent}: ${digits} significant digits`);
+  }
 });

@@ -249,3 +249,13 @@ export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRec
 export function finiteOrNull(value: number): number | null {
   return Number.isFinite(value) ? value : null;
 }
+
+/**
+ * A float32 value as publishers send it: 9 significant digits, which name every float32 exactly
+ * (Math.fround of the parsed number gives it back) in about half the characters of its float64
+ * text. Sketches are float32 and most of a wgrad layerStats frame; parsing their digits is most of
+ * what ingest costs a host.
+ */
+export function float32Digits(value: number): number {
+  return Number(value.toPrecision(9));
+}

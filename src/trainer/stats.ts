@@ -1,6 +1,6 @@
 // Turns src/mx's quantization counters and Wgrad tensors into the protocol's telemetry shapes.
 import type { MxStats } from '../mx/index.js';
-import { finiteOrNull, type Operand, type OperandStats, type ScaleHistogram, type WgradError } from '../protocol/telemetry.js';
+import { finiteOrNull, float32Digits, type Operand, type OperandStats, type ScaleHistogram, type WgradError } from '../protocol/telemetry.js';
 
 const E8M0_NAN = 255;
 const E8M0_BIAS = 127;
@@ -70,7 +70,7 @@ export function wgradError(exact: Float32Array, error: Float32Array, sketchIndic
     alignment: ratio(gradSq + errDotGrad, gradSq),
     gradToErr: ratio(gradNorm, errNorm),
     lag1Cos: previous === undefined ? null : cosine(error, previous),
-    sketch: sketchIndices.map((i) => finiteOrNull(error[i]!) ?? 0),
-    sketchPrev: previous === undefined ? null : sketchIndices.map((i) => finiteOrNull(previous[i]!) ?? 0),
+    sketch: sketchIndices.map((i) => float32Digits(finiteOrNull(error[i]!) ?? 0)),
+    sketchPrev: previous === undefined ? null : sketchIndices.map((i) => float32Digits(finiteOrNull(previous[i]!) ?? 0)),
   };
 }

@@ -2,7 +2,7 @@
 // layers, 3 GEMMs each), used by the store memory test and the ingest benchmark. Every record is a
 // fresh object with fresh arrays, as JSON.parse would produce, so memory measurements are honest.
 import type { GemmKind, LayerInfo, LayerStatsRecord, OperandStats, RunConfig, RunStartedRecord, StepRecord } from '../../src/protocol/index.js';
-import { GEMM_KINDS, GEMM_OPERANDS } from '../../src/protocol/index.js';
+import { float32Digits, GEMM_KINDS, GEMM_OPERANDS } from '../../src/protocol/index.js';
 
 export const LLAMA_8B = { blocks: 32, kinds: ['q', 'k', 'v', 'o', 'gate', 'up', 'down'], histogramBins: 32, sketchSize: 64 } as const;
 
@@ -41,7 +41,8 @@ function operand(name: OperandStats['operand'], seed: number): OperandStats {
 
 function sketch(seed: number): number[] {
   const values = new Array<number>(LLAMA_8B.sketchSize);
-  for (let i = 0; i < values.length; i++) values[i] = Math.sin(seed + i) * 1e-3;
+  // float32 values with 9 significant digits, as the trainer and the bridge send them
+  for (let i = 0; i < values.length; i++) values[i] = float32Digits(Math.fround(Math.sin(seed + i) * 1e-3));
   return values;
 }
 
