@@ -11,11 +11,13 @@
 //  - f = 0 (subnormal, value m · 2^(1 − bias − M)): scaled ≤ 0.25 iff m ≤ 2^(F + M − 5).
 // Blocks with F ≤ 2 have the scale clamped at 2^−127 and F = 0xFF is the NaN scale: those take the
 // element-by-element path below, as rare as they are.
+// The exponent-only pass goes to the WebAssembly SIMD kernel where the mx backend installs one
+// (src/wasm/scale-histogram.wat, same bytes); the TypeScript loops here stay the reference.
 import * as mx from '../mx/index.js';
 import type { MxStats } from '../mx/index.js';
 
 // Local bindings: a module namespace read in a hot loop can cost a getter call per access (CJS interop).
-const { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, mxfp4ScaleByte } = mx;
+const { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, fastScaleHistogram, mxfp4ScaleByte } = mx;
 const HALF_BLOCK = MX_BLOCK_SIZE / 2;
 
 /** Bit layout of a float format whose sign, 8 exponent bits and M mantissa bits fill one word. */
@@ -51,6 +53,19 @@ function countBlockSlowly(words: Uint16Array | Uint32Array, start: number, end: 
     if (scaled <= FLUSHES_UP_TO) stats.flushed++;
     else if (scaled >= SATURATES_FROM) stats.saturated++;
   }
+}
+
+/** Blocks (the last of each row partial) and elements of `rows` rows of `rowLength`. */
+function addShape(stats: MxStats, rows: number, rowLength: number): void {
+  stats.blocks += rows * Math.ceil(rowLength / MX_BLOCK_SIZE);
+  stats.elements += rows * rowLength;
+}
+
+/** The exponent-only pass on the accelerated kernel, if one is installed; false when it did not run. */
+function scanExponentsFast(words: Uint16Array | Uint32Array, rows: number, rowLength: number, stats: MxStats): boolean {
+  if (!fastScaleHistogram(words, rows, rowLength, stats.expCounts)) return false;
+  addShape(stats, rows, rowLength);
+  return true;
 }
 
 /**
@@ -101,9 +116,7 @@ function scan(words: Uint16Array | Uint32Array, rows: number, rowLength: number,
       }
     }
   }
-  const blocks = rows * Math.ceil(rowLength / MX_BLOCK_SIZE);
-  stats.blocks += blocks;
-  stats.elements += rows * rowLength;
+  addShape(stats, rows, rowLength);
   stats.saturated += saturated;
   stats.flushed += flushed;
   stats.nonZero += nonZero;
@@ -201,6 +214,7 @@ function countBf16Paired(words: Uint32Array, blocks: number, stats: MxStats): vo
  * `exponentsOnly` only the scale histogram is counted, at memory-bandwidth speed where rows are whole blocks.
  */
 export function scanBf16(words: Uint16Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
+  if (exponentsOnly && scanExponentsFast(words, rows, rowLength, stats)) return;
   if (rowLength % MX_BLOCK_SIZE === 0 && words.byteOffset % 4 === 0) {
     const pairs = new Uint32Array(words.buffer, words.byteOffset, words.length / 2);
     const blocks = (rows * rowLength) / MX_BLOCK_SIZE;
@@ -213,5 +227,7 @@ export function scanBf16(words: Uint16Array, rows: number, rowLength: number, st
 
 /** `values` are float32 (any decoded dtype). */
 export function scanF32(values: Float32Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
-  scan(new Uint32Array(values.buffer, values.byteOffset, values.length), rows, rowLength, F32_LAYOUT, stats, exponentsOnly);
+  const words = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  if (exponentsOnly && scanExponentsFast(words, rows, rowLength, stats)) return;
+  scan(words, rows, rowLength, F32_LAYOUT, stats, exponentsOnly);
 }

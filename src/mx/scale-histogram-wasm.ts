@@ -1,0 +1,48 @@
+/**
+ * Drives the WebAssembly SIMD scale histogram (src/wasm/scale-histogram.wat). The caller's words are
+ * copied into the module's memory in pieces of at most PIECE_BYTES (whole rows, or whole-block
+ * stretches of a longer row), so memory stays fixed whatever the tensor size and each piece is
+ * still in cache when the kernel reads it.
+ */
+import { WASM_BASE64 } from '../wasm/generated/scale-histogram.js';
+import { MX_BLOCK_SIZE } from './layout.js';
+import type { ScaleHistogramKernel } from './scale-histogram.js';
+import { tryLoad } from './wasm-arena.js';
+
+interface ScaleHistogramExports {
+  scale_histogram(p: number, rows: number, rowLength: number, wide: number): void;
+}
+
+const COUNTS = 0; // u32 per scale byte
+const DATA = 1024;
+const PIECE_BYTES = 64 << 10;
+
+export function loadScaleHistogramWasm(): ScaleHistogramKernel | undefined {
+  const arena = tryLoad<ScaleHistogramExports>(WASM_BASE64);
+  if (!arena) return undefined;
+  arena.ensure(DATA + PIECE_BYTES);
+  const counts = new Uint32Array(arena.buffer, COUNTS, 256);
+  const pieces = { 2: new Uint16Array(arena.buffer, DATA, PIECE_BYTES / 2), 4: new Uint32Array(arena.buffer, DATA, PIECE_BYTES / 4) };
+  return (words, rows, rowLength, histogram) => {
+    const piece = pieces[words.BYTES_PER_ELEMENT as 2 | 4];
+    const wide = words.BYTES_PER_ELEMENT === 4 ? 1 : 0;
+    // Rows made of whole blocks are one long row to the kernel: no per-row step.
+    const scan = (start: number, pieceRows: number, length: number): void => {
+      piece.set(words.subarray(start, start + pieceRows * length));
+      if (length % MX_BLOCK_SIZE === 0) arena.exports.scale_histogram(DATA, 1, pieceRows * length, wide);
+      else arena.exports.scale_histogram(DATA, pieceRows, length, wide);
+    };
+    if (rowLength <= piece.length) {
+      const rowsPerPiece = Math.floor(piece.length / rowLength);
+      for (let row = 0; row < rows; row += rowsPerPiece) scan(row * rowLength, Math.min(rowsPerPiece, rows - row), rowLength);
+    } else {
+      // A row longer than a piece goes in whole-block stretches (piece.length is a multiple of 32); the last holds its partial block.
+      for (let row = 0; row < rows; row++) {
+        for (let offset = 0; offset < rowLength; offset += piece.length) scan(row * rowLength + offset, 1, Math.min(piece.length, rowLength - offset));
+      }
+    }
+    for (let byte = 0; byte < 256; byte++) histogram[byte] += counts[byte];
+    counts.fill(0);
+    return true;
+  };
+}
