@@ -1,7 +1,8 @@
 // Regenerates the user guide's dashboard screenshots from real run logs (not a test):
 //   npm run build && node --import tsx test/browser/docs-screenshots.ts RUN_DIR RUN_DIR [RUN_DIR…]
-// Dark: the Loss tab with every run. Light: block scales of the last two runs side by side.
-// Writes docs/images/dashboard-{dark,light}.png.
+// Dark: the Loss and Token overhead tabs with every run, and the Wgrad error correlation of the last
+// two runs side by side. Light: block scales of the last two runs side by side.
+// Writes docs/images/dashboard-{dark,overhead,correlation,light}.png.
 import { mkdirSync } from 'node:fs';
 import { readRunLog } from '../../src/runlog/index.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
@@ -28,6 +29,8 @@ async function main(dirs: string[]): Promise<void> {
       await host.page.close();
     };
     await shoot('dark', 'Loss', 'docs/images/dashboard-dark.png', false);
+    await shoot('dark', 'Token overhead', 'docs/images/dashboard-overhead.png', false);
+    await shoot('dark', 'Wgrad error correlation', 'docs/images/dashboard-correlation.png', true);
     await shoot('light', 'Block scales', 'docs/images/dashboard-light.png', true);
   } finally {
     await browser.close();
