@@ -34,7 +34,7 @@ from .config import GEMM_KINDS, run_config
 from .layers import layer_info, observed_modules
 from .link import RequestError, TrainerServer
 from .rotation import DeviceGenerators
-from .runlog import RunLogWriter, checkpoint_path
+from .runlog import RunLogWriter, checkpoint_path, compact
 
 TRAINER = {"name": "mxscope-bridge", "version": __version__}
 REQUEST_TIMEOUT_S = 60.0
@@ -275,34 +275,38 @@ class Bridge:
 
     def _stats_records(self, capture: StepCapture, step: int) -> List[dict]:
         keys = [(info["name"], gemm) for info in self._layer_infos for gemm in GEMM_KINDS if (info["name"], gemm) in capture.operands]
-        flat = []
-        for key in keys:
-            precision, by_operand = capture.operands[key]
-            flat.extend(by_operand[op] for op in GEMM_OPERANDS[key[1]])
-        operand_part = torch.stack(flat) if flat else torch.zeros(0, stats.OPERAND_LEN, dtype=torch.float64)
+        rows = [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]]
+        operand_part = stats.operand_vectors([capture.operands[(layer, gemm)][1][op] for layer, gemm, op in rows])
         if self._on_local_stats is not None:
-            self._on_local_stats(step, [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]], operand_part.to("cpu", copy=True))
+            self._on_local_stats(step, rows, operand_part.to("cpu", copy=True))
         if self.world > 1:
             torch.distributed.all_reduce(operand_part, group=self.group)
         if self.rank != 0:
             return []
-        k = self.config["sketchSize"]
         wgrad_layers = [info["name"] for info in self._layer_infos if info["name"] in capture.wgrad]
-        wgrad_part = [stats.wgrad_vector(capture.wgrad[n][0], capture.wgrad[n][1],
-                                         self._prev_err.get(n) if self._prev_step == step - 1 else None, self._sketch_index(n, capture.wgrad[n][0].device))
-                      for n in wgrad_layers]
-        operand_rows = operand_part.cpu().tolist()
-        wgrad_rows = dict(zip(wgrad_layers, torch.stack(wgrad_part).cpu().tolist() if wgrad_part else []))
+        wgrad_rows = self._wgrad_rows(capture, step, wgrad_layers)
+        operands = iter(stats.operand_records([op for _, _, op in rows], operand_part))
         records = []
-        for i, (layer, gemm) in enumerate(keys):
-            precision, _ = capture.operands[(layer, gemm)]
-            ops = GEMM_OPERANDS[gemm]
-            record = {"type": "layerStats", "runId": self.run_id, "step": step, "layer": layer, "gemm": gemm, "precision": precision,
-                      "operands": [stats.operand_stats(op, operand_rows[2 * i + j]) for j, op in enumerate(ops)]}
+        for layer, gemm in keys:
+            record = {"type": "layerStats", "runId": self.run_id, "step": step, "layer": layer, "gemm": gemm, "precision": capture.operands[(layer, gemm)][0],
+                      "operands": [next(operands) for _ in GEMM_OPERANDS[gemm]]}
             if gemm == "wgrad" and layer in wgrad_rows:
-                record["wgradError"] = stats.wgrad_error(wgrad_rows[layer], k)
+                record["wgradError"] = wgrad_rows[layer]
             records.append(record)
         return records
+
+    def _wgrad_rows(self, capture: StepCapture, step: int, layers: List[str]) -> Dict[str, dict]:
+        """Each layer's WgradError, from one concatenated vector that reaches the host in one transfer."""
+        k = self.config["sketchSize"]
+        prev = {n: self._prev_err.get(n) if self._prev_step == step - 1 else None for n in layers}
+        parts = [stats.wgrad_vector(*capture.wgrad[n], prev[n], self._sketch_index(n, capture.wgrad[n][0].device)) for n in layers]
+        flat = torch.cat(parts).cpu().tolist() if parts else []
+        errors, offset = {}, 0
+        for n in layers:
+            length = stats.wgrad_length(k, prev[n] is not None)
+            errors[n] = stats.wgrad_error(flat[offset:offset + length], k, prev[n] is not None)
+            offset += length
+        return errors
 
     def _sketch_index(self, name: str, device) -> torch.Tensor:
         if name not in self._sketch:
@@ -318,14 +322,14 @@ class Bridge:
         if self.server:
             self.server.publish(record)
         elif self._writer and not logged:
-            self._write_record(record)
+            self._write_record(record, compact(record))
 
-    def _write_record(self, record: dict) -> None:
+    def _write_record(self, record: dict, line: str) -> None:
         # Called by the server's pump thread (or directly without a server), in seq order.
         writer = self._writer
         if writer is None or record["type"] == "runStarted":
             return
-        writer.append(record)
+        writer.append_line(line)
         if record["type"] in ("step", "runEnded", "checkpointSaved"):
             writer.flush()
 

@@ -1,13 +1,13 @@
 """What one training step contributes to telemetry, gathered from hooks or the emulated GEMMs.
 
-A step is either a stats step (operand stats and the Wgrad error E) or the step just before one
-(only E, kept so the stats step can report lag-1 correlation). Contributions from several
-micro-batches add up.
+A step is either a stats step (operand stats and the Wgrad error E with the exact ∇W) or the step
+just before one (only E, kept so the stats step can report lag-1 correlation). Contributions from
+several micro-batches add up.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -35,21 +35,23 @@ class StepCapture:
     def __init__(self, with_stats: bool, generators: DeviceGenerators):
         self.with_stats = with_stats
         self.generators = generators
-        #: (layer, gemm) -> (precision, {operand: vector})
-        self.operands: Dict[Tuple[str, str], Tuple[str, Dict[str, torch.Tensor]]] = {}
-        #: layer -> [E, ∇W] summed over micro-batches
-        self.wgrad: Dict[str, list] = {}
+        #: (layer, gemm) -> (precision, {operand: sums})
+        self.operands: Dict[Tuple[str, str], Tuple[str, Dict[str, stats.OperandSums]]] = {}
+        #: layer -> [E, ∇W] (stats step) or [E] (the step before), summed over micro-batches
+        self.wgrad: Dict[str, List[torch.Tensor]] = {}
 
-    def add_operand(self, layer: str, gemm: str, precision: str, operand: str, vector: torch.Tensor) -> None:
+    def add_operand(self, layer: str, gemm: str, precision: str, operand: str, sums: stats.OperandSums) -> None:
         _, by_operand = self.operands.setdefault((layer, gemm), (precision, {}))
-        by_operand[operand] = by_operand[operand] + vector if operand in by_operand else vector
+        by_operand[operand] = by_operand[operand].merged(sums) if operand in by_operand else sums
 
     def add_wgrad(self, layer: str, err: torch.Tensor, grad: torch.Tensor) -> None:
+        # Only the stats step reads ∇W: the step before keeps (and, on several ranks, reduces) E alone.
+        parts = [err, grad] if self.with_stats else [err]
         if layer in self.wgrad:
-            self.wgrad[layer][0] += err
-            self.wgrad[layer][1] += grad
+            for total, part in zip(self.wgrad[layer], parts):
+                total += part
         else:
-            self.wgrad[layer] = [err, grad]
+            self.wgrad[layer] = parts
 
     def observe_operands(self, layer: str, gemm_name: str, gemm: dict, a: Optional[torch.Tensor], b: Optional[torch.Tensor],
                          quantized: Tuple = (None, None)) -> None:
@@ -66,7 +68,7 @@ class StepCapture:
                 if r is None and gemm["rotation"] != "none":
                     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, self.generators(x.device))
                 q = mxfp4.quantize(rotate(x, r, f"{layer} {gemm_name} {name}"), gemm["rounding"], gemm["srPrescale"], self.generators(x.device))
-            self.add_operand(layer, gemm_name, gemm["precision"], name, stats.operand_vector(q))
+            self.add_operand(layer, gemm_name, gemm["precision"], name, stats.operand_sums(q))
 
 
 def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator], capture: Optional[StepCapture]):

@@ -17,6 +17,7 @@ from collections import deque
 from typing import Callable, Dict, List, Optional
 
 from .config import ConfigError, check_next_run_config, merge_run_config
+from .runlog import compact
 from .wsserver import Connection, Request, WebSocketServer
 
 PROTOCOL_VERSION = {"major": 1, "minor": 0}
@@ -56,8 +57,9 @@ class ReplayBuffer:
         return list(self.frames)[max(0, start - self.oldest_seq):]
 
 
-def telemetry_frame(record: dict, seq: int) -> str:
-    return '{"seq":%d,%s' % (seq, json.dumps(record, separators=(",", ":"), allow_nan=False)[1:])
+def telemetry_frame(line: str, seq: int) -> str:
+    """The frame of a record whose compact JSON is `line`: seq goes first."""
+    return '{"seq":%d,%s' % (seq, line[1:])
 
 
 class _Peer:
@@ -69,7 +71,7 @@ class _Peer:
 class TrainerServer:
     def __init__(self, base_config: dict, *, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
                  trainer: Optional[dict] = None, replay_bytes: int = 256 << 20, max_client_backlog_bytes: int = 64 << 20,
-                 max_queued_stats: int = 20000, on_record_written: Optional[Callable[[dict], None]] = None,
+                 max_queued_stats: int = 20000, on_record_written: Optional[Callable[[dict, str], None]] = None,
                  log: Callable[[str], None] = lambda line: None):
         if not is_loopback(host) and not token:
             raise ValueError(f"binding to {host} (not loopback) needs a token: pass token=... or token='generate'")
@@ -151,7 +153,10 @@ class TrainerServer:
         while True:
             record = self._queue.get()
             try:
-                frame = telemetry_frame(record, self.last_seq + 1)
+                # Encoded once for the socket and the run log: a stats step's records hold the GIL
+                # while they encode, which the training thread waits for.
+                line = compact(record)
+                frame = telemetry_frame(line, self.last_seq + 1)
                 with self._lock:
                     self.last_seq += 1
                     self._replay.push(frame)
@@ -160,7 +165,7 @@ class TrainerServer:
                             self.log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
                             self._peers.remove(peer)
                 if self._on_record_written is not None:
-                    self._on_record_written(record)
+                    self._on_record_written(record, line)
             except Exception as error:  # a bad record must not kill the pump
                 self.log(f"could not publish a {record.get('type')} record: {error}")
             finally:

@@ -32,7 +32,11 @@ class RunLogWriter:
         self.flush()
 
     def append(self, record: dict) -> None:
-        self._pending.append(compact(record) + "\n")
+        self.append_line(compact(record))
+
+    def append_line(self, line: str) -> None:
+        """Append a record already encoded with `compact`."""
+        self._pending.append(line + "\n")
 
     def flush(self) -> None:
         if self._pending:

@@ -1,12 +1,18 @@
-"""Telemetry math on the tensors' own device, as fixed-length float64 vectors so that a whole step's
-stats move to the host (and across ranks) in one transfer: counts and energies add up across
-micro-batches and data-parallel ranks; the record fields are derived from the sums at the end.
+"""Telemetry math on the tensors' own device.
+
+The stats step runs this for every operand of every layer. Each tensor op costs the training thread
+a few microseconds of launch overhead whatever its size, and each byte costs the GPU, so an operand
+is summarized in a few kernels with compact intermediates and no device synchronization
+(`operand_sums`). The step's contributions become fixed-length float64 vectors in a few batched
+kernels at the end (`operand_vectors`), which move to the host (and across ranks) in one transfer:
+counts and energies add up across micro-batches and data-parallel ranks; the record fields are
+derived from the sums.
 """
 from __future__ import annotations
 
 import math
 import sys
-from typing import List, Optional
+from typing import List, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -17,20 +23,79 @@ ELEMENTS, NONZERO, SATURATED, FLUSHED, SIGNAL, NOISE = range(6)
 OPERAND_SCALARS = 6
 OPERAND_LEN = OPERAND_SCALARS + mxfp4.HIST_BINS + 1
 
+#: The histogram's code for a NaN-scale block: E8M0 0xFF, one past the largest exponent.
+NAN_EXP = mxfp4.SCALE_MAX_EXP + 1
+# OperandSums.counts, over the zero-padded blocks.
+_ZERO_INPUTS, _ZERO_CODES, _SATURATED = range(3)
 
-def operand_vector(q: mxfp4.Quantized) -> torch.Tensor:
-    """Sums describing how the quantizer's input (rotated, reduction dim last) quantized as `q`."""
-    blocks, deq, device = q.blocks, q.deq_blocks, q.blocks.device
-    nonzero = blocks != 0
-    # Few kernels and no device synchronization (no bincount, no host-to-device copies): the stats
-    # step runs this for every operand of every layer. histc with fixed bounds counts in shared
-    # memory; a scatter_add into 256 global bins serializes on atomics.
-    counts = torch.stack([nonzero, q.grid > mxfp4.E2M1_MAX, nonzero & (q.grid == 0)]).sum(dim=(1, 2), dtype=torch.float64)
-    energies = torch.stack([blocks, blocks - deq]).square().sum(dim=(1, 2), dtype=torch.float64)
-    scalars = torch.cat([torch.full((1,), float(q.elements), device=device, dtype=torch.float64), counts, energies])
-    bins = torch.where(q.nan_block, torch.full_like(q.shared_exp, mxfp4.NAN_BIN), q.shared_exp - mxfp4.SCALE_MIN_EXP)
-    hist = torch.histc(bins.to(torch.float32), bins=mxfp4.HIST_BINS + 1, min=0, max=mxfp4.HIST_BINS + 1).to(torch.float64)
-    return torch.cat([scalars, hist])
+
+class OperandSums(NamedTuple):
+    """What one operand contributed to a step: element counts (host ints) and device tensors."""
+
+    #: real elements, and elements including the zero padding of a partial last block
+    elements: int
+    padded: int
+    #: float64 [zero inputs, zero codes, saturated codes] over the padded blocks
+    counts: torch.Tensor
+    #: float64 [signal, noise]: float32 squares of the input and of its quantization error, summed in float64
+    energies: torch.Tensor
+    #: [HIST_BINS + 1] block counts per exponent -127..127, then NaN-scale blocks
+    hist: torch.Tensor
+
+    def merged(self, other: "OperandSums") -> "OperandSums":
+        """The sum with another micro-batch's contribution; the histogram goes to float64 so that
+        counts stay exact past 2**24."""
+        return OperandSums(self.elements + other.elements, self.padded + other.padded, self.counts + other.counts,
+                           self.energies + other.energies, self.hist.to(torch.float64) + other.hist)
+
+
+def operand_sums(q: mxfp4.Quantized) -> OperandSums:
+    """How the quantizer's input (rotated, reduction dim last) quantized as `q`.
+
+    A zero input always gets code 0, so nonzero = padded − zero inputs and flushed (a non-zero input
+    rounded to code 0) = zero codes − zero inputs.
+    """
+    return OperandSums(q.elements, q.blocks.numel(), _code_counts(q), _energies(q), _exponent_histogram(q))
+
+
+def _code_counts(q: mxfp4.Quantized) -> torch.Tensor:
+    flags = torch.empty((3,) + q.blocks.shape, dtype=torch.bool, device=q.blocks.device)
+    zero_inputs, zero_codes, saturated = flags.unbind(0)
+    torch.eq(q.blocks, 0, out=zero_inputs)
+    torch.eq(q.grid, 0, out=zero_codes)
+    torch.gt(q.grid, mxfp4.E2M1_MAX, out=saturated)
+    # A float64 sum first copies its input to float64: counting each block (at most 32) in uint8
+    # first makes that copy one value per block instead of one per element.
+    return flags.view(torch.uint8).sum(dim=2, dtype=torch.uint8).sum(dim=1, dtype=torch.float64)
+
+
+def _energies(q: mxfp4.Quantized) -> torch.Tensor:
+    squares = q.blocks.new_empty((2,) + q.blocks.shape)
+    signal, noise = squares.unbind(0)
+    torch.mul(q.blocks, q.blocks, out=signal)
+    torch.sub(q.blocks, q.deq_blocks, out=noise).square_()
+    return squares.sum(dim=(1, 2), dtype=torch.float64)
+
+
+def _exponent_histogram(q: mxfp4.Quantized) -> torch.Tensor:
+    # histc with fixed bounds counts in shared memory without a sync (bincount syncs, and a
+    # scatter_add into 256 global bins serializes on atomics); it counts floats only, so the codes
+    # are a float copy (never q's own exponents) with NaN-scale blocks marked in place.
+    codes = q.shared_exp.to(torch.float32, copy=True).masked_fill_(q.nan_block, NAN_EXP)
+    return torch.histc(codes, bins=mxfp4.HIST_BINS + 1, min=mxfp4.SCALE_MIN_EXP, max=NAN_EXP + 1)
+
+
+def operand_vectors(contributions: Sequence[OperandSums]) -> torch.Tensor:
+    """[rows, OPERAND_LEN] float64 operand vectors, in a fixed number of kernels for the whole step."""
+    if not contributions:
+        return torch.zeros(0, OPERAND_LEN, dtype=torch.float64)
+    counts = torch.stack([c.counts for c in contributions])
+    energies = torch.stack([c.energies for c in contributions])
+    # From pageable memory this copy is staged by the host; it does not wait for the device.
+    sizes = torch.tensor([[c.elements, c.padded] for c in contributions], dtype=torch.float64).to(counts.device, non_blocking=True)
+    zero_inputs = counts[:, _ZERO_INPUTS]
+    scalars = torch.stack([sizes[:, 0], sizes[:, 1] - zero_inputs, counts[:, _SATURATED], counts[:, _ZERO_CODES] - zero_inputs], dim=1)
+    return torch.cat([scalars, energies, torch.stack([c.hist for c in contributions]).to(torch.float64)], dim=1)
 
 
 def finite_or_none(value: float) -> Optional[float]:
@@ -41,19 +106,30 @@ def ratio(num: float, den: float) -> Optional[float]:
     return finite_or_none(num / den) if den != 0 else None
 
 
-def operand_stats(operand: str, v: List[float]) -> dict:
-    """An OperandStats record from a (possibly rank-summed) operand vector."""
-    counts = [int(c) for c in v[OPERAND_SCALARS:OPERAND_SCALARS + mxfp4.HIST_BINS]]
-    nan_blocks = int(v[OPERAND_SCALARS + mxfp4.HIST_BINS])
-    used = [i for i, c in enumerate(counts) if c]
-    histogram = {"minExp": used[0] + mxfp4.SCALE_MIN_EXP, "counts": counts[used[0]:used[-1] + 1]} if used else {"minExp": 0, "counts": []}
-    histogram["nanBlocks"] = nan_blocks
+def operand_records(operands: Sequence[str], vectors: torch.Tensor) -> List[dict]:
+    """OperandStats records from (possibly rank-summed) operand vectors, one per row of `vectors`.
+    The histograms are trimmed with tensor ops: a stats step has about a thousand rows of 256 bins."""
+    vectors = vectors.to("cpu", torch.float64)
+    counts = vectors[:, OPERAND_SCALARS:OPERAND_SCALARS + mxfp4.HIST_BINS].to(torch.int64)
+    used = counts != 0
+    bins = torch.arange(mxfp4.HIST_BINS)
+    first = torch.where(used, bins, mxfp4.HIST_BINS).amin(dim=1).tolist()
+    last = torch.where(used, bins, -1).amax(dim=1).tolist()
+    blocks = counts.sum(dim=1).tolist()
+    nan_blocks = vectors[:, OPERAND_SCALARS + mxfp4.NAN_BIN].to(torch.int64).tolist()
+    scalars = vectors[:, :OPERAND_SCALARS].tolist()
+    return [_operand_record(operand, v, counts[row, first[row]:last[row] + 1].tolist(), first[row], blocks[row], nan_blocks[row])
+            for row, (operand, v) in enumerate(zip(operands, scalars))]
+
+
+def _operand_record(operand: str, v: List[float], counts: List[int], first: int, blocks: int, nan_blocks: int) -> dict:
+    histogram = {"minExp": first + mxfp4.SCALE_MIN_EXP if counts else 0, "counts": counts, "nanBlocks": nan_blocks}
     elements = v[ELEMENTS]
     signal, noise = v[SIGNAL], v[NOISE]
     sqnr = 10 * math.log10(signal / noise) if math.isfinite(signal) and math.isfinite(noise) and signal > 0 and noise > 0 else None
     return {
         "operand": operand,
-        "blocks": sum(counts) + nan_blocks,
+        "blocks": blocks + nan_blocks,
         "elements": int(elements),
         "histogram": histogram,
         "saturatedFrac": v[SATURATED] / elements if elements else 0.0,
@@ -62,26 +138,34 @@ def operand_stats(operand: str, v: List[float]) -> dict:
     }
 
 
-# Wgrad vector: these sums, then the sketch of E_t, then the sketch of E_{t-1}.
-GG, EE, EG, EP, PP, HAS_PREV = range(6)
-WGRAD_SCALARS = 6
+def operand_stats(operand: str, v: Sequence[float]) -> dict:
+    """An OperandStats record from one (possibly rank-summed) operand vector."""
+    return operand_records([operand], torch.tensor([list(v)], dtype=torch.float64))[0]
+
+
+# Wgrad vector: float64 sums of float32 products, then the sketch of E_t, and with E_{t−1} present,
+# two more sums and its sketch: [gg, ee, eg, (pp, ep,) E_t[sketch], (E_{t−1}[sketch])].
+GG, EE, EG, PP, EP = range(5)
+
+
+def _wgrad_sums(has_prev: bool) -> int:
+    return 5 if has_prev else 3
+
+
+def wgrad_length(sketch_size: int, has_prev: bool) -> int:
+    return _wgrad_sums(has_prev) + sketch_size * (2 if has_prev else 1)
 
 
 def wgrad_vector(err: torch.Tensor, grad: torch.Tensor, prev: Optional[torch.Tensor], sketch: torch.Tensor) -> torch.Tensor:
-    """Sums of E = ∇Ŵ − ∇W, ∇W and E_{t−1} (all already reduced over ranks) plus both sketches."""
-    e = err.reshape(-1)
-    g = grad.reshape(-1)
-    dot = lambda a, b: torch.sum(a * b, dtype=torch.float64)  # noqa: E731
-    zero = torch.zeros((), device=e.device, dtype=torch.float64)
-    p = prev.reshape(-1) if prev is not None else None
-    scalars = torch.stack([
-        dot(g, g), dot(e, e), dot(e, g),
-        dot(e, p) if p is not None else zero,
-        dot(p, p) if p is not None else zero,
-        torch.ones((), device=e.device, dtype=torch.float64) if p is not None else zero,
-    ])
-    sk_prev = p[sketch] if p is not None else torch.zeros(sketch.shape, device=e.device)
-    return torch.cat([scalars, e[sketch].to(torch.float64), sk_prev.to(torch.float64)])
+    """Sums of E = ∇Ŵ − ∇W, ∇W and E_{t−1} (all already reduced over ranks) plus their sketches."""
+    e, g = err.reshape(-1), grad.reshape(-1)
+    pairs = [(g, g), (e, e), (e, g)] + ([(prev.reshape(-1),) * 2, (e, prev.reshape(-1))] if prev is not None else [])
+    # One buffer and one float64 reduction for all products instead of a product and a sum each.
+    products = e.new_empty(len(pairs), e.numel())
+    for row, (a, b) in enumerate(pairs):
+        torch.mul(a, b, out=products[row])
+    sketches = [e[sketch]] + ([prev.reshape(-1)[sketch]] if prev is not None else [])
+    return torch.cat([products.sum(dim=1, dtype=torch.float64)] + sketches)
 
 
 def _norm(sum_of_squares: float) -> float:
@@ -93,13 +177,12 @@ def _sketch(values: List[float]) -> List[float]:
     return [float(s) if math.isfinite(s) else 0.0 for s in values]
 
 
-def wgrad_error(v: List[float], sketch_size: int) -> dict:
+def wgrad_error(v: List[float], sketch_size: int, has_prev: bool) -> dict:
     gg, ee, eg = v[GG], v[EE], v[EG]
     grad_norm, err_norm = _norm(gg), _norm(ee)
-    has_prev = v[HAS_PREV] > 0
-    prev_norm = math.sqrt(max(v[PP], 0.0))
-    sketch = v[WGRAD_SCALARS:WGRAD_SCALARS + sketch_size]
-    prev = v[WGRAD_SCALARS + sketch_size:WGRAD_SCALARS + 2 * sketch_size]
+    sums = _wgrad_sums(has_prev)
+    sketch = v[sums:sums + sketch_size]
+    prev = v[sums + sketch_size:sums + 2 * sketch_size]
     return {
         "gradNorm": grad_norm,
         "errNorm": err_norm,
@@ -107,7 +190,7 @@ def wgrad_error(v: List[float], sketch_size: int) -> dict:
         "cosErrGrad": ratio(eg, err_norm * grad_norm),
         "alignment": ratio(gg + eg, gg),
         "gradToErr": ratio(grad_norm, err_norm),
-        "lag1Cos": ratio(v[EP], err_norm * prev_norm) if has_prev else None,
+        "lag1Cos": ratio(v[EP], err_norm * math.sqrt(max(v[PP], 0.0))) if has_prev else None,
         "sketch": _sketch(sketch),
         "sketchPrev": _sketch(prev) if has_prev else None,
     }

@@ -110,7 +110,7 @@ class Overflow(unittest.TestCase):
         gate = threading.Event()
         written = []
 
-        def slow_sink(record):
+        def slow_sink(record, line):
             gate.wait(10)
             written.append(record)
 
