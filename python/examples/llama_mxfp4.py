@@ -5,6 +5,7 @@ Measures the bridge's cost by alternating blocks of steps with and without it in
 
     python3 examples/llama_mxfp4.py --rotation hadamard --steps 200            # one GPU
     torchrun --nproc_per_node=2 examples/llama_mxfp4.py --ddp --check-reduction  # data parallel
+    torchrun --nproc_per_node=2 examples/llama_mxfp4.py --fsdp --check-reduction # sharded (FSDP2)
     python3 examples/llama_mxfp4.py --tiny --steps 4 --device cpu                 # smoke test
 
 Uses transformers' LlamaForCausalLM when it is installed, else the small Llama below.
@@ -136,11 +137,13 @@ def main():
     parser.add_argument("--results", default=None, help="write the measured figures to this JSON file")
     parser.add_argument("--no-transformers", action="store_true")
     parser.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel (run under torchrun)")
+    parser.add_argument("--fsdp", action="store_true", help="shard every decoder layer and the root with FSDP2 fully_shard (run under torchrun)")
     parser.add_argument("--check-reduction", action="store_true", help="verify published histograms = sum of the ranks' own")
     args = parser.parse_args()
 
     rank, world = 0, 1
-    if args.ddp:
+    distributed = args.ddp or args.fsdp
+    if distributed:
         torch.distributed.init_process_group("nccl" if args.device == "cuda" else "gloo")
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if args.device == "cuda" else args.device)
@@ -155,8 +158,7 @@ def main():
     gemm = gemm_config("mxfp4", args.rotation, args.hadamard_block, args.rounding, args.rounding == "stochastic")
     gemms = default_gemms(gemm)
     emulate(model, gemms, seed=rank)
-    if args.ddp:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    model = data_parallel(model, args, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
 
     local_sums = {}
@@ -176,9 +178,9 @@ def main():
     loop_started = time.perf_counter()
     steps_run = 0
     for step in range(args.steps):
-        if args.time_budget and step % (2 * args.block) == 0 and step > 0 and _agree_to_stop(time.perf_counter() - loop_started > args.time_budget, args.ddp):
+        if args.time_budget and step > 0 and _bridge_block_starts(step, args.block) and _agree_to_stop(time.perf_counter() - loop_started > args.time_budget, distributed):
             break
-        with_bridge = (step // args.block) % 2 == 0
+        with_bridge = _with_bridge(step, args.block)
         tokens = torch.randint(0, shape["vocab"], (args.batch, args.seq + 1), generator=generator).to(device)
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -192,7 +194,7 @@ def main():
             logits = logits_of(model, tokens[:, :-1])
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        grad_norm = _full(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
         if with_bridge:
             bridge.end_step(loss=loss.item(), lr=args.lr, grad_norm=grad_norm.item())
         optimizer.step()
@@ -214,15 +216,16 @@ def main():
     if args.check_reduction and world > 1:
         check_reduction(local_sums, run_dir, rank, world)
     if rank != 0:
-        torch.distributed.destroy_process_group() if args.ddp else None
+        torch.distributed.destroy_process_group() if distributed else None
         return
     log_bytes = os.path.getsize(os.path.join(run_dir, "telemetry.ndjson"))
-    bridge_steps = sum(1 for s in range(steps_run) if (s // args.block) % 2 == 0)
+    bridge_steps = sum(1 for s in range(steps_run) if _with_bridge(s, args.block))
     mean = {k: sum(v) / len(v) if v else float("nan") for k, v in times.items()}
     results = {
         "model": model_kind, "params": params, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": steps_run,
         "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
+        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none",
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,
@@ -231,8 +234,26 @@ def main():
     if args.results:
         with open(args.results, "w") as f:
             json.dump(results, f, indent=2)
-    if args.ddp:
+    if distributed:
         torch.distributed.destroy_process_group()
+
+
+def data_parallel(model, args, device):
+    """DDP wraps the model; FSDP2 shards each decoder layer and then the root in place, so layer names
+    stay as they are. Both come after emulate(), whose patched forwards they then call."""
+    if args.ddp:
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if args.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+    return model
+
+
+def _full(tensor):
+    """A DTensor (FSDP2's gradient norm) as a plain tensor."""
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
 
 
 class _no_context:
@@ -241,6 +262,16 @@ class _no_context:
 
     def __exit__(self, *exc):
         return False
+
+
+def _with_bridge(step: int, block: int) -> bool:
+    """Blocks with the bridge start one step early: with `block` a multiple of statsEvery, each then
+    holds the step before each of its stats steps, which computes E for lag-1 and costs too."""
+    return ((step + 1) // block) % 2 == 0
+
+
+def _bridge_block_starts(step: int, block: int) -> bool:
+    return (step + 1) % (2 * block) == 0
 
 
 def _agree_to_stop(mine: bool, distributed: bool) -> bool:
