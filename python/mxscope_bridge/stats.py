@@ -174,7 +174,9 @@ def _norm(sum_of_squares: float) -> float:
 
 
 def _sketch(values: List[float]) -> List[float]:
-    return [float(s) if math.isfinite(s) else 0.0 for s in values]
+    # Sketch entries are float32: 9 significant digits name each exactly in half the characters of
+    # its float64 repr (docs/protocol.md), and parsing them is most of what ingest costs the host.
+    return [float(f"{s:.9g}") if math.isfinite(s) else 0.0 for s in values]
 
 
 def wgrad_error(v: List[float], sketch_size: int, has_prev: bool) -> dict:

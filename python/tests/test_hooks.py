@@ -67,6 +67,9 @@ class Hooks(unittest.TestCase):
             self.assertTrue(-1 <= e["lag1Cos"] <= 1)
             self.assertEqual(len(e["sketch"]), 16)
             self.assertEqual(len(e["sketchPrev"]), 16)
+            for value in e["sketch"] + e["sketchPrev"]:
+                self.assertEqual(value, float(f"{value:.9g}"), "sketch entries travel with at most 9 significant digits")
+                self.assertNotEqual(value, 0.0)
             self.assertAlmostEqual(e["relErr"], e["errNorm"] / e["gradNorm"])
             self.assertAlmostEqual(e["gradToErr"], 1 / e["relErr"])
             self.assertTrue(0.01 < e["relErr"] < 1)
