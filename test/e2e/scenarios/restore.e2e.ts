@@ -24,7 +24,10 @@ export const restore: Scenario = {
       },
       20_000,
     );
-    const runChips = async () => (await wb.webviewFrame().locator('.run-chips .run-chip').allInnerTexts().catch(() => [] as string[])).map((text) => text.replace(/●\s*live/, '').trim()).sort();
+    // A chip is a swatch, the run's name (a text node) and its status, which the reload changes
+    // (the live run ends as stopped with the old trainer): compare the names.
+    const runChips = async () =>
+      (await wb.webviewFrame().locator('.run-chips .run-chip').evaluateAll((chips) => chips.map((chip) => [...chip.childNodes].filter((node) => node.nodeType === 3 /* a text node */).map((node) => node.textContent).join('').trim())).catch(() => [] as string[])).sort();
     const runsBefore = await runChips();
     assert.ok(runsBefore.length >= 1, "the earlier scenarios left no run in the dashboard to restore");
     const before = trainerPids(extensionsDir);
