@@ -2,13 +2,12 @@
 // link), registers commands, the status bar and the Runs view, and hands the services to the
 // dashboard and checkpoint parts. The only code that imports `vscode` lives under src/host/.
 import * as vscode from 'vscode';
-import { presetConfig } from '../trainer/presets.js';
 import { RunStore } from '../store/run-store.js';
 import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
 import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
-import { EmulationTrainer } from './emulation.js';
+import { emulationBaseConfig, EmulationTrainer } from './emulation.js';
 import { LiveLink } from './live-link.js';
 import { openRunLog } from './open-run-log.js';
 import { restoreAndRememberRuns } from './remember-runs.js';
@@ -24,7 +23,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   const log = (line: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${line}`);
   const settings = readSettings();
   const store = new RunStore(settings.history);
-  const link = new LiveLink(store, log, { ...presetConfig(settings.preset), statsEvery: settings.statsEvery });
+  const link = new LiveLink(store, log, emulationBaseConfig(settings));
   const services: HostServices = { store, output, link, settings: readSettings, log };
   // A crashed emulation trainer will not come back: stop reconnecting to it.
   emulation = new EmulationTrainer(context, log, (url) => {
@@ -64,8 +63,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     command('mxscope.quickActions', () => showQuickActions(services)),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration('mxscope.emulation')) {
-        const next = readSettings();
-        link.setLocalBase({ ...presetConfig(next.preset), statsEvery: next.statsEvery });
+        link.setLocalBase(emulationBaseConfig(readSettings()));
       }
       if (event.affectsConfiguration('mxscope.history')) log('history limits apply to runs after the window reloads');
     }),

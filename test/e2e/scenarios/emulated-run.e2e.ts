@@ -5,7 +5,7 @@ import { trainerPids } from './trainer-processes.js';
 
 export const emulatedRun: Scenario = {
   slug: 'emulated-run',
-  title: '"Start Emulated Run" starts the embedded trainer and the status bar shows steps advancing',
+  title: '"Start Emulated Run" starts the embedded trainer in MXFP4 and the status bar shows steps advancing',
   unsupported: ({ manifest }) => requireCommands(manifest, 'MX Scope: Start Emulated Run'),
   async run({ wb, extensionsDir, log }) {
     await wb.closePalette();
@@ -15,6 +15,7 @@ export const emulatedRun: Scenario = {
     const second = Number(later[1]);
     log(`status bar step ${first} → ${second}: ${later.input}`);
     assert.ok(second > first, `the status bar step did not advance (${first} → ${second})`);
+    assert.match(later.input ?? '', /F,D,W mxfp4/, 'an emulated run starts with every GEMM in MXFP4');
     assert.ok(trainerPids(extensionsDir).length > 0, 'no trainer process is running from the installed extension');
   },
 };
