@@ -3,7 +3,7 @@
 // requests against whatever launches runs (the emulation trainer, or a test's fake).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
   CAPABILITIES,
@@ -87,7 +87,21 @@ const DEFAULT_BACKLOG_BYTES = 64 * 1024 * 1024;
 
 interface Peer {
   socket: WebSocket;
+  /** The TCP connection under `socket` (the upgrade request's socket). */
+  tcp: Socket;
   subscribed: boolean;
+}
+
+/**
+ * Holds back what is written to `tcp` until the current tick ends, so the frames sent in one tick
+ * leave in one write. A trainer publishes a stats step's hundreds of records in one go: one TCP
+ * segment each made the client pay its stream and event overhead once per record (bench/ingest:
+ * host CPU at a paced 20,000 records/s went from 56–64% of a core to 45–51%).
+ */
+function coalesceUntilNextTick(tcp: Socket): void {
+  if (tcp.writableCorked > 0) return;
+  tcp.cork();
+  process.nextTick(() => tcp.uncork());
 }
 
 /** Returned by a handler that already sent its own reply. */
@@ -156,6 +170,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         peers.delete(peer);
         continue;
       }
+      coalesceUntilNextTick(peer.tcp);
       peer.socket.send(frame);
     }
   }
@@ -175,6 +190,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     }
     if (peer.socket.readyState !== peer.socket.OPEN) return;
     // Replay the rest and go live in one synchronous pass, so no record can fall between the two.
+    coalesceUntilNextTick(peer.tcp);
     for (const frame of replay.from(cursor)) peer.socket.send(frame);
     peer.subscribed = true;
     const start = from ?? lastSeq + 1;
@@ -258,8 +274,8 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     }
   }
 
-  wss.on('connection', (socket) => {
-    const peer: Peer = { socket, subscribed: false };
+  wss.on('connection', (socket, request) => {
+    const peer: Peer = { socket, tcp: request.socket, subscribed: false };
     peers.add(peer);
     send(peer, { type: 'hello', seq: lastSeq, protocol: PROTOCOL_VERSION, trainer, sessionId, capabilities: [...CAPABILITIES], lastSeq });
     socket.on('message', (data, isBinary) => {
