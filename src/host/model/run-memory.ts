@@ -8,7 +8,7 @@ import { loadRunLog } from '../../store/load-run-log.js';
 import type { Disposable, RunStore } from '../../store/run-store.js';
 
 /** The run-log directories of the store's runs, oldest first, without duplicates. */
-export function runLogDirsOf(store: RunStore): string[] {
+function runLogDirsOf(store: RunStore): string[] {
   return [...new Set(store.list().flatMap((summary) => summary.dir ?? summary.logDir ?? []))];
 }
 
