@@ -33,10 +33,18 @@ function passedFailedCounts(output) {
   return last ? { passed: Number(last[1]), failed: Number(last[2]) } : undefined;
 }
 
+// A hung suite (a deadlocked child process) must fail CI in minutes, not use up its 90.
+const SUITE_TIMEOUT_MS = 20 * 60 * 1000;
+
 /** Runs a command, echoing its output live while keeping a copy to read the summary from. */
 function runEchoing(command, args) {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group, so a timeout ends the suite's children too.
+    const child = spawn(command, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const timer = setTimeout(() => {
+      process.stderr.write(`[test-all] ${command} ${args.join(' ')} ran past ${SUITE_TIMEOUT_MS / 60000} minutes: stopping it\n`);
+      process.kill(-child.pid, 'SIGKILL');
+    }, SUITE_TIMEOUT_MS);
     let output = '';
     child.stdout.on('data', (chunk) => {
       output += chunk;
@@ -44,7 +52,10 @@ function runEchoing(command, args) {
     });
     child.stderr.on('data', (chunk) => process.stderr.write(chunk));
     child.on('error', (error) => resolve({ status: 1, output: `${output}\n${error.message}` }));
-    child.on('close', (status) => resolve({ status: status ?? 1, output }));
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status: status ?? 1, output });
+    });
   });
 }
 
