@@ -5,7 +5,7 @@
  */
 import { pow2 } from './e8m0.js';
 import { floorLog2, roundToGrid, type FloatGrid } from './float-grid.js';
-import { checkRows, MX_BLOCK_SIZE } from './layout.js';
+import { fakeQuantMxfp8 } from './mxfp8.js';
 
 export type Fp8Format = 'e4m3' | 'e5m2';
 
@@ -98,8 +98,7 @@ export function fp8Grid(format: Fp8Format): { max: number; mantissaBits: number;
  * In place: round every value through FP8, in float32 arithmetic like a hardware cast:
  * y = float32(|x|·scale), rounded to FP8 (ties to even, saturating), then float32(q / scale), signed.
  * 'tensor': scale = float32(max/amax) (amax over finite values).
- * 'mx': MXFP8, blocks of 32 along rows of `rowLength` with an E8M0 scale
- * floor(log2(amax)) − floor(log2(max)); a block holding NaN or ±Inf becomes NaN, like MXFP4.
+ * 'mx': MXFP8 with the floor scale rule (src/mx/mxfp8.ts has the scale rules and the codes).
  */
 export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: 'tensor' | 'mx', rowLength?: number): void {
   const spec = specOf(format, 'fakeQuantFp8');
@@ -113,22 +112,7 @@ export function fakeQuantFp8(values: Float32Array, format: Fp8Format, scaling: '
   }
   if (scaling !== 'mx') throw new Error(`fakeQuantFp8: scaling must be 'tensor' or 'mx', got '${String(scaling)}'`);
   if (rowLength === undefined) throw new Error("fakeQuantFp8: scaling 'mx' needs rowLength");
-  const rows = checkRows(values.length, rowLength, 'fakeQuantFp8');
-  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
-  for (let row = 0; row < rows; row++) {
-    const rowEnd = (row + 1) * rowLength;
-    for (let start = row * rowLength; start < rowEnd; start += MX_BLOCK_SIZE) {
-      const end = Math.min(start + MX_BLOCK_SIZE, rowEnd);
-      let amaxBits = 0;
-      for (let i = start; i < end; i++) amaxBits = Math.max(amaxBits, bits[i] & 0x7fffffff);
-      const field = amaxBits >>> 23;
-      if (field === 0xff) {
-        values.fill(NaN, start, end);
-        continue;
-      }
-      roundRange(values, start, end, pow2(-Math.max(field - 127 - spec.maxExponent, -127)), spec, format);
-    }
-  }
+  fakeQuantMxfp8(values, rowLength, format);
 }
 
 function finiteAmax(values: Float32Array): number {

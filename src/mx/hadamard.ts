@@ -91,48 +91,67 @@ function hadamardColumns(x: Float32Array, cols: number, rows: number, n: number,
   }
 }
 
+/**
+ * TransformerEngine's fixed 16-entry sign vector for the Wgrad operands of its NVFP4 recipe
+ * (`get_wgrad_sign_vector` in transformer_engine/pytorch/tensor/nvfp4_tensor.py and in its
+ * reference quantizer, transformer_engine/pytorch/custom_recipes/quantization_nvfp4.py): random
+ * signs, hard-coded, the same on every call. Bit i of 0xD7E8 is set where entry i is −1.
+ */
+export const TE_WGRAD_SIGNS_16: readonly number[] = Array.from({ length: 16 }, (_, i) => ((0xd7e8 >> i) & 1 ? -1 : 1));
+
+/**
+ * 'deterministic': plain H every call. 'fixed-sign': H with ±1 signs fixed once (one vector of the
+ * block size, tiled along the axis; for block 16 TransformerEngine's vector unless `seededSigns`).
+ * 'random': fresh signs along the whole axis on every call.
+ */
+export type HadamardMode = 'deterministic' | 'fixed-sign' | 'random';
+
 export interface HadamardRotationOptions {
   blockSize: HadamardSize;
-  /** 'deterministic': the same rotation every call; 'random': fresh signs every call. */
-  mode: 'deterministic' | 'random';
+  mode: HadamardMode;
   seed: number;
-  /** Deterministic only: use ±1 signs fixed once from the seed instead of none. */
-  signed?: boolean;
+  /** 'fixed-sign' with block 16: draw the vector from the seed instead of using TransformerEngine's. */
+  seededSigns?: boolean;
 }
 
 export class HadamardRotation {
   readonly blockSize: HadamardSize;
-  readonly mode: 'deterministic' | 'random';
-  private readonly seed: number;
-  private readonly signed: boolean;
+  readonly mode: HadamardMode;
+  /** The fixed sign vector of one block ('fixed-sign' only). */
+  readonly blockSigns: Float32Array | undefined;
   private readonly stream: Rng;
-  private readonly fixed = new Map<number, Float32Array>();
+  private readonly tiled = new Map<number, Float32Array>();
 
   constructor(options: HadamardRotationOptions) {
     if (!SIZES.includes(options.blockSize)) {
       throw new Error(`HadamardRotation: blockSize must be one of ${SIZES.join(', ')}, got ${options.blockSize}`);
     }
-    if (options.mode !== 'deterministic' && options.mode !== 'random') {
-      throw new Error(`HadamardRotation: mode must be 'deterministic' or 'random', got '${String(options.mode)}'`);
+    if (options.mode !== 'deterministic' && options.mode !== 'fixed-sign' && options.mode !== 'random') {
+      throw new Error(`HadamardRotation: mode must be 'deterministic', 'fixed-sign' or 'random', got '${String(options.mode)}'`);
     }
     this.blockSize = options.blockSize;
     this.mode = options.mode;
-    this.seed = options.seed;
-    this.signed = options.signed ?? false;
     this.stream = new Rng(options.seed);
+    if (this.mode === 'fixed-sign') {
+      this.blockSigns = this.blockSize === 16 && !options.seededSigns
+        ? Float32Array.from(TE_WGRAD_SIGNS_16)
+        : drawSigns(new Rng(options.seed), this.blockSize);
+    }
   }
 
   /**
-   * Signs for an axis of `length`: undefined for an unsigned deterministic rotation, the same array
-   * every call for a signed one, and fresh draws from the seeded stream for a random one.
+   * Signs for an axis of `length`: undefined for a plain deterministic rotation, the fixed block
+   * vector tiled along the axis (the same array every call) for 'fixed-sign', and fresh draws from
+   * the seeded stream for 'random'.
    */
   signs(length: number): Float32Array | undefined {
     if (this.mode === 'random') return drawSigns(this.stream, length);
-    if (!this.signed) return undefined;
-    let signs = this.fixed.get(length);
+    if (this.mode === 'deterministic' || !this.blockSigns) return undefined;
+    let signs = this.tiled.get(length);
     if (!signs) {
-      signs = drawSigns(new Rng(this.seed), length);
-      this.fixed.set(length, signs);
+      signs = new Float32Array(length);
+      for (let i = 0; i < length; i++) signs[i] = this.blockSigns[i % this.blockSize]!;
+      this.tiled.set(length, signs);
     }
     return signs;
   }

@@ -16,6 +16,7 @@ import { decodeE2m1, type MxRounding } from './e2m1.js';
 import { E8M0_BIAS, E8M0_NAN, mxfp4ScaleByte, pow2 } from './e8m0.js';
 import { MX_BLOCK_SIZE } from './layout.js';
 import type { Rng } from './rng.js';
+import { E2M1_ELEMENT, mxScaleByte, type ScaleRule } from './scale-rule.js';
 import type { MxStats } from './stats.js';
 
 export interface MxKernelJob {
@@ -26,6 +27,8 @@ export interface MxKernelJob {
   rng: Rng | undefined;
   /** Quantize 3/4·x; the fake-quant output is scaled back by 4/3. */
   prescale: boolean;
+  /** How the shared exponent is chosen (src/mx/scale-rule.ts); only `floor` has a WebAssembly kernel. */
+  scaleRule: ScaleRule;
   /** Where to write codes and scale bytes (quantize), or null. */
   codes: Uint8Array | null;
   scales: Uint8Array | null;
@@ -44,7 +47,7 @@ const AWAY = 1;
 const STOCHASTIC = 2;
 
 export function runMxfp4Ts(job: MxKernelJob): void {
-  const { values, rows, rowLength, rng, prescale, codes, scales, writeBack, stats } = job;
+  const { values, rows, rowLength, rng, prescale, codes, scales, writeBack, stats, scaleRule } = job;
   const mode = job.rounding === 'nearest-even' ? EVEN : job.rounding === 'nearest-away' ? AWAY : STOCHASTIC;
   // Int32 views and >> shifts keep every intermediate a small integer, which V8 compiles to int32 math.
   const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
@@ -73,7 +76,7 @@ export function runMxfp4Ts(job: MxKernelJob): void {
         const below = amaxBits - (source[i - base] & 0x7fffffff);
         amaxBits -= below & (below >> 31); // max
       }
-      const byte = mxfp4ScaleByte(amaxBits);
+      const byte = scaleRule === 'floor' ? mxfp4ScaleByte(amaxBits) : mxScaleByte(amaxBits, scaleRule, E2M1_ELEMENT);
       if (scales) scales[block] = byte;
       if (stats) stats.expCounts[byte]++;
       if (byte === E8M0_NAN) {

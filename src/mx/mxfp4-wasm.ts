@@ -45,7 +45,7 @@ export function loadMxfp4Wasm(): MxKernel | undefined {
   if (!arena) return undefined;
   arena.ensure(END);
   return (job) => {
-    if (job.rowLength % MX_BLOCK_SIZE !== 0 || job.rounding === 'nearest-away') return false;
+    if (job.rowLength % MX_BLOCK_SIZE !== 0 || job.rounding === 'nearest-away' || job.scaleRule !== 'floor') return false;
     // The kernels count statistics only for plain nearest-even fake-quant.
     const statsOk = !job.stats || (job.rounding === 'nearest-even' && !job.prescale);
     if (job.writeBack && !job.codes && statsOk) {

@@ -4,6 +4,7 @@ import { decodeE8m0 } from './e8m0.js';
 import { blocksPerRow, checkRows, MX_BLOCK_SIZE } from './layout.js';
 import { runMxfp4Ts, type MxKernelJob } from './mxfp4-ts.js';
 import type { Rng } from './rng.js';
+import { checkScaleRule, type ScaleRule } from './scale-rule.js';
 import type { MxStats } from './stats.js';
 
 export interface MxQuantizeOptions {
@@ -13,6 +14,8 @@ export interface MxQuantizeOptions {
   rng?: Rng;
   /** Quantize 3/4·x so that stochastic rounding never clips at ±6 (see docs/numerics.md). */
   srPrescale?: boolean;
+  /** Shared-exponent rule; default 'floor' (OCP). */
+  scaleRule?: ScaleRule;
 }
 
 export interface MxQuantized {
@@ -57,6 +60,7 @@ function makeJob(
     rounding,
     rng: options?.rng,
     prescale: options?.srPrescale ?? false,
+    scaleRule: checkScaleRule(options?.scaleRule ?? 'floor', caller),
     codes: null,
     scales: null,
     writeBack: false,

@@ -1,21 +1,46 @@
 // Run configuration as every publisher reports it and every client may request it.
-import { bool, intIn, literal, nonNegInt, num, object, recordOf, str, ValidationError, type Schema } from './validate.js';
+import { bool, intIn, literal, nonNegInt, num, object, optional, recordOf, str, ValidationError, type Schema } from './validate.js';
 
 export const GEMM_KINDS = ['fprop', 'dgrad', 'wgrad'] as const;
 /** Fprop: Y = X·Wᵀ. Dgrad: ∇X = ∇Y·W. Wgrad: ∇W = ∇Yᵀ·X (reduction over tokens). */
 export type GemmKind = (typeof GEMM_KINDS)[number];
 
-export const PRECISIONS = ['fp32', 'bf16', 'fp8', 'mxfp4'] as const;
-/** `fp8`: E4M3 for forward operands (X, W), E5M2 for gradients (∇Y). */
+export const PRECISIONS = ['fp32', 'bf16', 'fp8', 'mxfp4', 'nvfp4', 'mxfp8'] as const;
+/**
+ * `fp8`: E4M3 for forward operands (X, W), E5M2 for gradients (∇Y), one scale per tensor.
+ * `mxfp4`: E2M1 in blocks of 32 with an E8M0 scale. `nvfp4`: E2M1 in blocks of 16 with an E4M3 scale
+ * and an FP32 per-tensor scale. `mxfp8`: blocks of 32 with an E8M0 scale, E4M3 elements for X and W,
+ * E5M2 for ∇Y. See docs/numerics.md.
+ */
 export type Precision = (typeof PRECISIONS)[number];
 
-export const ROTATIONS = ['none', 'hadamard', 'random-hadamard'] as const;
+/** Precisions quantized in blocks along the reduction dimension, where rotations and scale rules act. */
+export const BLOCK_PRECISIONS = ['mxfp4', 'nvfp4', 'mxfp8'] as const;
+export type BlockPrecision = (typeof BLOCK_PRECISIONS)[number];
+
+export function isBlockPrecision(precision: Precision): precision is BlockPrecision {
+  return precision === 'mxfp4' || precision === 'nvfp4' || precision === 'mxfp8';
+}
+
+/** Elements per scale block along the reduction dimension. */
+export const FORMAT_BLOCK: Record<BlockPrecision, number> = { mxfp4: 32, nvfp4: 16, mxfp8: 32 };
+
+export const ROTATIONS = ['none', 'hadamard', 'fixed-sign-hadamard', 'random-hadamard'] as const;
 /**
  * Applied along the GEMM's reduction dimension to both operands, so the exact product is unchanged.
- * `hadamard`: deterministic (fixed H, the same every step). `random-hadamard`: fresh random ±1 signs
- * every step.
+ * `hadamard`: deterministic (fixed H, no signs, the same every step). `fixed-sign-hadamard`: H with
+ * random ±1 signs drawn once per run and the same every step (block 16: TransformerEngine's fixed
+ * sign vector). `random-hadamard`: fresh random ±1 signs every step.
  */
 export type Rotation = (typeof ROTATIONS)[number];
+
+export const SCALE_RULES = ['floor', 'rceil', 'even'] as const;
+/**
+ * How an MX format (E8M0 scale) picks a block's shared exponent from its amax (docs/numerics.md):
+ * `floor` floor(log2 amax) − emax (OCP, the default), `rceil` log2 of amax/max rounded up (no
+ * element saturates), `even` amax first rounded to the element's precision, then floor.
+ */
+export type ScaleRule = (typeof SCALE_RULES)[number];
 
 export const HADAMARD_BLOCKS = [16, 32, 64, 128] as const;
 export type HadamardBlock = (typeof HADAMARD_BLOCKS)[number];
@@ -23,7 +48,10 @@ export type HadamardBlock = (typeof HADAMARD_BLOCKS)[number];
 export const ROUNDINGS = ['nearest-even', 'stochastic'] as const;
 export type Rounding = (typeof ROUNDINGS)[number];
 
-/** How one GEMM's operands are quantized. Rotation and rounding matter only for `mxfp4`. */
+/**
+ * How one GEMM's operands are quantized. Rotation, rounding and scale rule act on the block
+ * precisions (mxfp4, nvfp4, mxfp8); layer stats of other precisions measure MXFP4 under them.
+ */
 export interface GemmConfig {
   precision: Precision;
   rotation: Rotation;
@@ -31,6 +59,43 @@ export interface GemmConfig {
   rounding: Rounding;
   /** Multiply by 3/4 before stochastic rounding so SR never clips (the random-Hadamard + SR recipe). */
   srPrescale: boolean;
+  /** MX formats' shared-exponent rule; absent means `floor` (protocol 1.0 publishers send none). */
+  scaleRule?: ScaleRule;
+  /** NVFP4 only: the weight operand in 16×16 tiles (one scale per tile) instead of 1×16 blocks. */
+  nvfp4Weight2d?: boolean;
+}
+
+export function scaleRuleOf(config: GemmConfig): ScaleRule {
+  return config.scaleRule ?? 'floor';
+}
+
+/**
+ * What is wrong with a GEMM recipe as configured, each problem naming what to change; empty when
+ * it can run. `reductions` names the GEMM's reduction dimensions (e.g. { dim: 64 }) when known.
+ */
+export function gemmRecipeProblems(kind: GemmKind, config: GemmConfig, reductions: Record<string, number> = {}): string[] {
+  const problems: string[] = [];
+  const { precision } = config;
+  if (precision === 'nvfp4' && scaleRuleOf(config) !== 'floor') {
+    problems.push(`${kind}: scale rule '${config.scaleRule}' is for MX formats (E8M0 scales); NVFP4's E4M3 block scales follow NVIDIA's definition — set scaleRule to floor or precision to mxfp4/mxfp8`);
+  }
+  if (config.nvfp4Weight2d && precision !== 'nvfp4') {
+    problems.push(`${kind}: nvfp4Weight2d needs precision nvfp4 (it is ${precision}); turn it off or set precision to nvfp4`);
+  }
+  if ((precision === 'nvfp4' || precision === 'mxfp8') && config.rounding === 'stochastic') {
+    problems.push(`${kind}: stochastic rounding is implemented for mxfp4 only; set rounding to nearest-even or precision to mxfp4`);
+  }
+  const formatBlock = isBlockPrecision(precision) ? FORMAT_BLOCK[precision] : FORMAT_BLOCK.mxfp4;
+  for (const [name, length] of Object.entries(reductions)) {
+    if (length % formatBlock !== 0) {
+      problems.push(`${kind}: reduction dimension ${name} = ${length} is not a multiple of the ${isBlockPrecision(precision) ? precision : 'MXFP4 stats'} block ${formatBlock}; change the model shape or the precision`);
+    }
+    if (config.rotation !== 'none' && length % config.hadamardBlock !== 0) {
+      const fits = HADAMARD_BLOCKS.filter((block) => length % block === 0);
+      problems.push(`${kind}: Hadamard block ${config.hadamardBlock} does not divide the reduction dimension ${name} = ${length}; choose hadamardBlock ${fits.length ? fits.join(' or ') : '(none fits)'} or rotation none`);
+    }
+  }
+  return problems;
 }
 
 export type GemmConfigs = Record<GemmKind, GemmConfig>;
@@ -76,6 +141,8 @@ export const gemmConfigSchema: Schema<GemmConfig> = object<GemmConfig>({
   hadamardBlock: literal(...HADAMARD_BLOCKS),
   rounding: literal(...ROUNDINGS),
   srPrescale: bool,
+  scaleRule: optional(literal(...SCALE_RULES)),
+  nvfp4Weight2d: optional(bool),
 });
 
 export const gemmConfigsSchema: Schema<GemmConfigs> = object<GemmConfigs>({
@@ -117,6 +184,8 @@ const partialGemmConfig = partialOf<GemmConfig>(
     hadamardBlock: literal(...HADAMARD_BLOCKS),
     rounding: literal(...ROUNDINGS),
     srPrescale: bool,
+    scaleRule: literal(...SCALE_RULES),
+    nvfp4Weight2d: bool,
   },
   'a GEMM config',
 );
@@ -152,11 +221,18 @@ export function mergeRunConfig(base: RunConfig, change: NextRunConfig): RunConfi
   };
 }
 
-/** A short human label for a GEMM config, e.g. "mxfp4 · H16" or "mxfp4 · RHT+SR". */
+const ROTATION_LABELS: Record<Rotation, string> = { none: '', hadamard: 'H', 'fixed-sign-hadamard': 'FSH', 'random-hadamard': 'RHT' };
+
+/**
+ * A short human label for a GEMM config, e.g. "mxfp4 · H16", "mxfp4 · RHT16+SR", "nvfp4 · FSH16 · 2D"
+ * or "mxfp8 · rceil" (the scale rule shows when it is not the default floor).
+ */
 export function describeGemm(config: GemmConfig): string {
-  if (config.precision !== 'mxfp4') return config.precision;
-  const rotation = config.rotation === 'hadamard' ? `H${config.hadamardBlock}` : config.rotation === 'random-hadamard' ? `RHT${config.hadamardBlock}` : '';
+  if (!isBlockPrecision(config.precision)) return config.precision;
+  const rotation = config.rotation === 'none' ? '' : `${ROTATION_LABELS[config.rotation]}${config.hadamardBlock}`;
   const rounding = config.rounding === 'stochastic' ? (config.srPrescale ? 'SR¾' : 'SR') : '';
-  const parts = [rotation, rounding].filter((part) => part !== '').join('+');
-  return parts ? `mxfp4 · ${parts}` : 'mxfp4';
+  const recipe = [rotation, rounding].filter((part) => part !== '').join('+');
+  const rule = config.precision !== 'nvfp4' && scaleRuleOf(config) !== 'floor' ? scaleRuleOf(config) : '';
+  const tiles = config.precision === 'nvfp4' && config.nvfp4Weight2d ? '2D' : '';
+  return [config.precision, recipe, rule, tiles].filter((part) => part !== '').join(' · ');
 }

@@ -1,7 +1,7 @@
 // Telemetry records: what a trainer (the TypeScript emulation or a native bridge) publishes, what a
 // run log stores one per line (NDJSON), and what the extension draws. Every record names its run.
 import { runConfigSchema, GEMM_KINDS, PRECISIONS, type GemmKind, type Precision, type RunConfig } from './config.js';
-import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, numIn, object, optional, str, union, type Schema } from './validate.js';
+import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, numIn, object, optional, str, union, ValidationError, type Schema } from './validate.js';
 
 export const OPERANDS = ['x', 'w', 'dy'] as const;
 /** `x`: the layer input (activations), `w`: the weight, `dy`: the gradient of the layer output. */
@@ -62,24 +62,44 @@ export interface StepRecord {
   stepMs: number;
 }
 
-/** Exact E8M0 block-scale exponent histogram: no rebinning. */
+export const SCALE_KINDS = ['e8m0', 'e4m3'] as const;
+/** The code a block scale is stored as: E8M0 (MX formats) or E4M3 (NVFP4's block scale). */
+export type ScaleKind = (typeof SCALE_KINDS)[number];
+
+/**
+ * Exact histogram of the block-scale codes actually stored: no rebinning.
+ * `e8m0` (the default when `kind` is absent): bin i counts blocks whose unbiased shared exponent is
+ * minExp + i (range −127..127). `e4m3`: bin i counts blocks whose E4M3 scale code is minExp + i,
+ * codes 0..126 (sign 0; the value is decodeFp8(code, 'e4m3'), 0 to 448), so `minExp` there is a code.
+ */
 export interface ScaleHistogram {
-  /** Unbiased exponent of counts[0]. */
+  kind?: ScaleKind;
+  /** Unbiased exponent (e8m0) or E4M3 code (e4m3) of counts[0]. */
   minExp: number;
-  /** counts[i] = blocks whose unbiased shared exponent is minExp + i (E8M0 range −127..127). */
   counts: number[];
-  /** Blocks with the NaN scale (0xFF): the block held NaN or ±Inf. */
+  /** Blocks with the NaN scale (E8M0 0xFF, E4M3 0x7F): the block held NaN or ±Inf. */
   nanBlocks: number;
 }
 
-/** How one operand of one GEMM quantizes to MXFP4 (with that GEMM's rotation), blocks along the reduction dim. */
+export const STATS_FORMATS = ['mxfp4', 'nvfp4', 'mxfp8-e4m3', 'mxfp8-e5m2'] as const;
+/** The block format an operand's stats measure. */
+export type StatsFormat = (typeof STATS_FORMATS)[number];
+
+/**
+ * How one operand of one GEMM quantizes to a block format (with that GEMM's rotation), blocks along
+ * the reduction dim: the GEMM's own format when it runs in one, otherwise MXFP4.
+ */
 export interface OperandStats {
   operand: Operand;
-  /** Number of 32-element blocks; equals sum(histogram.counts) + histogram.nanBlocks. */
+  /** Absent means `mxfp4` (protocol 1.0). Must agree with histogram.kind and blockSize. */
+  format?: StatsFormat;
+  /** Elements per stored scale: 32 (MX), 16 (NVFP4 1×16) or 256 (NVFP4 16×16 weight tiles); absent means 32. */
+  blockSize?: number;
+  /** Number of scale blocks; equals sum(histogram.counts) + histogram.nanBlocks. */
   blocks: number;
   elements: number;
   histogram: ScaleHistogram;
-  /** Fraction of elements clamped to ±6 (scaled magnitude ≥ 6 before rounding, i.e. above the top code's value). */
+  /** Fraction of elements clamped to the element format's largest value (±6 for E2M1) because they rounded past it. */
   saturatedFrac: number;
   /** Fraction of non-zero inputs that quantized to zero. */
   flushedFrac: number;
@@ -173,14 +193,28 @@ export const layerInfoSchema = object<LayerInfo>({
   sketchIndices: arrayOf(nonNegInt, LIMITS.sketch),
 });
 
-const histogramSchema = object<ScaleHistogram>({
+const histogramFields = object<ScaleHistogram>({
+  kind: optional(literal(...SCALE_KINDS)),
   minExp: intIn(-127, 127),
   counts: arrayOf(nonNegInt, LIMITS.histogramBins),
   nanBlocks: nonNegInt,
 });
 
-const operandStatsSchema = object<OperandStats>({
+/** The bins must lie inside the scale code's range: −127..127 for E8M0, codes 0..126 for E4M3. */
+const histogramSchema: Schema<ScaleHistogram> = (v, p) => {
+  const histogram = histogramFields(v, p);
+  const [lo, hi] = histogram.kind === 'e4m3' ? [0, 126] : [-127, 127];
+  if (histogram.minExp < lo) throw new ValidationError(`${p}.minExp`, `an ${histogram.kind ?? 'e8m0'} bin in [${lo}, ${hi}]`, histogram.minExp);
+  if (histogram.counts.length > 0 && histogram.minExp + histogram.counts.length - 1 > hi) {
+    throw new ValidationError(`${p}.counts`, `at most ${hi - histogram.minExp + 1} bins from minExp ${histogram.minExp} (${histogram.kind ?? 'e8m0'} codes end at ${hi})`, histogram.counts);
+  }
+  return histogram;
+};
+
+const operandStatsFields = object<OperandStats>({
   operand: literal(...OPERANDS),
+  format: optional(literal(...STATS_FORMATS)),
+  blockSize: optional(literal(16, 32, 256)),
   blocks: nonNegInt,
   elements: nonNegInt,
   histogram: histogramSchema,
@@ -188,6 +222,25 @@ const operandStatsSchema = object<OperandStats>({
   flushedFrac: numIn(0, 1),
   sqnrDb: ratio,
 });
+
+/** The scale kind and block size each stats format declares (docs/protocol.md). */
+const FORMAT_SHAPES: Record<StatsFormat, { kind: ScaleKind; blockSizes: readonly number[] }> = {
+  mxfp4: { kind: 'e8m0', blockSizes: [32] },
+  'mxfp8-e4m3': { kind: 'e8m0', blockSizes: [32] },
+  'mxfp8-e5m2': { kind: 'e8m0', blockSizes: [32] },
+  nvfp4: { kind: 'e4m3', blockSizes: [16, 256] },
+};
+
+const operandStatsSchema: Schema<OperandStats> = (v, p) => {
+  const stats = operandStatsFields(v, p);
+  const format = stats.format ?? 'mxfp4';
+  const shape = FORMAT_SHAPES[format];
+  const kind = stats.histogram.kind ?? 'e8m0';
+  if (kind !== shape.kind) throw new ValidationError(`${p}.histogram.kind`, `'${shape.kind}' for format ${format}`, kind);
+  const blockSize = stats.blockSize ?? 32;
+  if (!shape.blockSizes.includes(blockSize)) throw new ValidationError(`${p}.blockSize`, `${shape.blockSizes.join(' or ')} for format ${format}`, blockSize);
+  return stats;
+};
 
 const wgradErrorSchema = object<WgradError>({
   gradNorm: numIn(0, Number.MAX_VALUE),

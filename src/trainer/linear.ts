@@ -1,9 +1,9 @@
 // A linear layer whose three GEMMs — Fprop Y = X·Wᵀ, Dgrad ∇X = ∇Y·W, Wgrad ∇W = ∇Yᵀ·X — each
 // run at their own precision, with MX blocks and rotations along each GEMM's reduction dimension.
 import { createMxStats, gemm, resetMxStats, type HadamardRotation, type MxStats, type Rng } from '../mx/index.js';
-import type { GemmConfig, GemmConfigs, GemmKind } from '../protocol/config.js';
+import { isBlockPrecision, type GemmConfig, type GemmConfigs, type GemmKind } from '../protocol/config.js';
 import type { LayerInfo, OperandStats, WgradError } from '../protocol/telemetry.js';
-import { OperandScratch, type OperandSource } from './operand.js';
+import { OperandScratch, statsFormatOf, type OperandSource } from './operand.js';
 import type { Param } from './params.js';
 import { operandStats, wgradError } from './stats.js';
 
@@ -13,7 +13,7 @@ export interface GemmStep {
   gemms: GemmConfigs;
   /** Randomness of the training computation (stochastic rounding). */
   rng: Rng;
-  /** Fresh signs for `random-hadamard`, one generator per GEMM kind. */
+  /** Signs for `random-hadamard` (fresh every call) and `fixed-sign-hadamard` (fixed for the run), one per GEMM kind. */
   rotations: Record<GemmKind, HadamardRotation>;
   /** Randomness of telemetry-only quantizations, kept apart so telemetry never changes training. */
   statsRng: Rng;
@@ -31,7 +31,8 @@ export interface GemmStats {
 }
 
 function signsFor(config: GemmConfig, rotation: HadamardRotation, length: number): Float32Array | undefined {
-  return config.precision === 'mxfp4' && config.rotation === 'random-hadamard' ? rotation.signs(length) : undefined;
+  const signed = config.rotation === 'random-hadamard' || config.rotation === 'fixed-sign-hadamard';
+  return isBlockPrecision(config.precision) && signed ? rotation.signs(length) : undefined;
 }
 
 export class Linear {
@@ -105,20 +106,24 @@ export class Linear {
     const slotB = this.slots[slot + 1]!;
     const rawA = slotA.raw(a);
     const rawB = slotB.raw(b);
-    const measured = config.precision === 'mxfp4' && step.collectStats;
+    const measured = isBlockPrecision(config.precision) && step.collectStats;
     if (measured) this.mxStats.forEach(resetMxStats);
     const qa = slotA.quantized(rawA, a, config, signs, step.rng, measured ? this.mxStats[0] : undefined);
     const qb = slotB.quantized(rawB, b, config, signs, step.rng, measured ? this.mxStats[1] : undefined);
     gemm(a.rows, b.rows, a.cols, qa, false, qb, true, c, accumulate);
     if (!step.collectStats) return;
+    const statsConfig: GemmConfig & { precision: 'mxfp4' | 'nvfp4' | 'mxfp8' } = isBlockPrecision(config.precision) ? { ...config, precision: config.precision } : { ...config, precision: 'mxfp4' };
     if (!measured) {
       this.mxStats.forEach(resetMxStats);
-      const statsConfig: GemmConfig = { ...config, precision: 'mxfp4' };
       const statsSigns = signsFor(statsConfig, step.statsRotations[kind], a.cols);
       slotA.measureMxfp4(rawA, a, statsConfig, statsSigns, step.statsRng, this.mxStats[0]);
       slotB.measureMxfp4(rawB, b, statsConfig, statsSigns, step.statsRng, this.mxStats[1]);
     }
-    this.stats.push({ gemm: kind, precision: config.precision, operands: [operandStats(a.role, this.mxStats[0]), operandStats(b.role, this.mxStats[1])] });
+    const operands: GemmStats['operands'] = [
+      operandStats(a.role, this.mxStats[0], statsFormatOf(a, statsConfig)),
+      operandStats(b.role, this.mxStats[1], statsFormatOf(b, statsConfig)),
+    ];
+    this.stats.push({ gemm: kind, precision: config.precision, operands });
   }
 
   /** E = ∇Ŵ − ∇W against the exact fp32 product; kept one step for lag-1 correlation. */

@@ -1,7 +1,7 @@
 // A Llama-style decoder with a hand-written backward pass: token embedding; per block RMSNorm →
 // causal attention with RoPE → residual, RMSNorm → SwiGLU MLP → residual; final RMSNorm; LM head.
 import { Rng } from '../mx/index.js';
-import { GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js';
+import { GEMM_KINDS, gemmRecipeProblems, type GemmKind, type RunConfig } from '../protocol/config.js';
 import type { LayerInfo } from '../protocol/telemetry.js';
 import { CausalAttention } from './attention.js';
 import { Linear, type GemmStep } from './linear.js';
@@ -18,7 +18,6 @@ export interface ModelShape {
   batch: number;
 }
 
-const MX_BLOCK = 32;
 const INIT_STD = 0.02;
 // Distinct streams derived from the run seed, so adding telemetry never shifts the weights' init.
 export const SEED_STREAMS = { init: 0x1, sketch: 0x2, train: 0x3, stats: 0x4, data: 0x5, eval: 0x6, rotation: 0x10 } as const;
@@ -44,16 +43,9 @@ export function modelShape(config: RunConfig): ModelShape {
     dgrad: { dim: shape.dim, hidden: shape.hidden, vocab: shape.vocab },
     wgrad: { 'batch·seqLen': tokens },
   };
-  for (const kind of GEMM_KINDS) {
-    const gemm = config.gemms[kind];
-    for (const [name, length] of Object.entries(reductions[kind])) {
-      if (length % MX_BLOCK !== 0) throw new Error(`config.model ${name} (${length}) must be a multiple of the MX block size ${MX_BLOCK}`);
-      // Checked at every precision: layer stats measure MXFP4 under the GEMM's rotation regardless.
-      if (gemm.rotation !== 'none' && length % gemm.hadamardBlock !== 0) {
-        throw new Error(`${kind} hadamard block ${gemm.hadamardBlock} does not divide its reduction dimension ${name} = ${length}; choose a smaller --hadamard-block or another preset`);
-      }
-    }
-  }
+  // Checked at every precision: layer stats measure MXFP4 (or the GEMM's block format) under the GEMM's rotation regardless.
+  const problems = GEMM_KINDS.flatMap((kind) => gemmRecipeProblems(kind, config.gemms[kind], reductions[kind]));
+  if (problems.length > 0) throw new Error(`config.gemms cannot run: ${problems.join('; ')}`);
   return shape;
 }
 

@@ -1,9 +1,9 @@
 // Prepares one GEMM operand: puts its reduction dimension last (transposing into scratch when
 // needed), then rotates and quantizes it at the GEMM's precision. Also measures how the operand
 // would quantize to MXFP4 under the GEMM's rotation, for telemetry, without touching the result.
-import { fakeQuantBf16, fakeQuantFp8, fakeQuantMxfp4, hadamardInPlace, type MxStats, type Rng } from '../mx/index.js';
-import type { GemmConfig } from '../protocol/config.js';
-import type { Operand } from '../protocol/telemetry.js';
+import { fakeQuantBf16, fakeQuantFp8, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace, type MxStats, type Rng } from '../mx/index.js';
+import { scaleRuleOf, type BlockPrecision, type GemmConfig } from '../protocol/config.js';
+import type { Operand, StatsFormat } from '../protocol/telemetry.js';
 import { transpose } from './ops.js';
 
 /** src is [rows, cols] with cols = the reduction length, or [cols, rows] when `transposed`. */
@@ -42,18 +42,37 @@ export class OperandScratch {
         fakeQuantFp8(out, source.role === 'dy' ? 'e5m2' : 'e4m3', 'tensor');
         break;
       case 'mxfp4':
-        quantizeMxfp4(out, source, config, signs, rng, stats);
+      case 'nvfp4':
+      case 'mxfp8':
+        quantizeBlocks(out, source, config, signs, rng, stats);
         break;
     }
     return out;
   }
 
-  /** Fills `stats` with how `raw` quantizes to MXFP4 under `config`'s rotation and rounding. */
+  /** Fills `stats` with how `raw` quantizes to MXFP4 under `config`'s rotation, rounding and scale rule. */
   measureMxfp4(raw: Float32Array, source: OperandSource, config: GemmConfig, signs: Float32Array | undefined, rng: Rng, stats: MxStats): void {
     this.statsBuffer = sized(this.statsBuffer, raw.length);
     this.statsBuffer.set(raw);
-    quantizeMxfp4(this.statsBuffer, source, config, signs, rng, stats);
+    quantizeBlocks(this.statsBuffer, source, { ...config, precision: 'mxfp4' }, signs, rng, stats);
   }
+}
+
+/** MXFP8's element format per operand: E4M3 for activations and weights, E5M2 for gradients (like `fp8`). */
+function mxfp8Element(source: OperandSource): 'e4m3' | 'e5m2' {
+  return source.role === 'dy' ? 'e5m2' : 'e4m3';
+}
+
+/** Whether this operand is quantized in NVFP4's 16×16 tiles (the weight, when the GEMM asks for them). */
+function usesTiles(source: OperandSource, config: GemmConfig): boolean {
+  return config.precision === 'nvfp4' && config.nvfp4Weight2d === true && source.role === 'w';
+}
+
+/** What the stats of a block-quantized operand declare: the format and the elements per scale. */
+export function statsFormatOf(source: OperandSource, config: GemmConfig & { precision: BlockPrecision }): { format: StatsFormat; blockSize: number } {
+  if (config.precision === 'nvfp4') return { format: 'nvfp4', blockSize: usesTiles(source, config) ? 256 : 16 };
+  if (config.precision === 'mxfp8') return { format: `mxfp8-${mxfp8Element(source)}`, blockSize: 32 };
+  return { format: 'mxfp4', blockSize: 32 };
 }
 
 /** Rotates `values` ([rows, cols], reduction last) along the reduction dimension per `config.rotation`. */
@@ -61,9 +80,11 @@ export function rotateOperand(values: Float32Array, source: OperandSource, confi
   if (config.rotation !== 'none') hadamardInPlace(values, source.rows, source.cols, 1, config.hadamardBlock, signs);
 }
 
-function quantizeMxfp4(values: Float32Array, source: OperandSource, config: GemmConfig, signs: Float32Array | undefined, rng: Rng, stats: MxStats | undefined): void {
+function quantizeBlocks(values: Float32Array, source: OperandSource, config: GemmConfig, signs: Float32Array | undefined, rng: Rng, stats: MxStats | undefined): void {
   rotateOperand(values, source, config, signs);
-  fakeQuantMxfp4(values, source.cols, { rounding: config.rounding, rng, srPrescale: config.srPrescale, stats });
+  if (config.precision === 'nvfp4') fakeQuantNvfp4(values, source.cols, { tile2d: usesTiles(source, config), stats });
+  else if (config.precision === 'mxfp8') fakeQuantMxfp8(values, source.cols, mxfp8Element(source), { scaleRule: scaleRuleOf(config), stats });
+  else fakeQuantMxfp4(values, source.cols, { rounding: config.rounding, rng, srPrescale: config.srPrescale, scaleRule: scaleRuleOf(config), stats });
 }
 
 function sized(buffer: Float32Array | undefined, length: number): Float32Array {

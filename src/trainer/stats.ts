@@ -1,29 +1,37 @@
 // Turns src/mx's quantization counters and Wgrad tensors into the protocol's telemetry shapes.
 import type { MxStats } from '../mx/index.js';
-import { finiteOrNull, float32Digits, type Operand, type OperandStats, type ScaleHistogram, type WgradError } from '../protocol/telemetry.js';
+import { finiteOrNull, float32Digits, type Operand, type OperandStats, type ScaleHistogram, type StatsFormat, type WgradError } from '../protocol/telemetry.js';
 
-const E8M0_NAN = 255;
+/** Bin 255 of MxStats.expCounts counts NaN-scale blocks, for E8M0 bytes and E4M3 codes alike. */
+const NAN_BIN = 255;
 const E8M0_BIAS = 127;
 
-/** The exact scale histogram, trimmed to the range of exponents that occurred. */
-export function scaleHistogram(expCounts: Uint32Array): ScaleHistogram {
+/**
+ * The exact scale histogram, trimmed to the range of codes that occurred: E8M0 bytes become
+ * unbiased exponents; NVFP4's E4M3 codes (0..126) stay codes.
+ */
+export function scaleHistogram(expCounts: Uint32Array, kind: 'e8m0' | 'e4m3' = 'e8m0'): ScaleHistogram {
   let first = -1;
   let last = -1;
-  for (let byte = 0; byte < E8M0_NAN; byte++) {
+  for (let byte = 0; byte < NAN_BIN; byte++) {
     if (expCounts[byte]! === 0) continue;
     if (first < 0) first = byte;
     last = byte;
   }
   const counts = first < 0 ? [] : Array.from(expCounts.subarray(first, last + 1));
-  return { minExp: first < 0 ? 0 : first - E8M0_BIAS, counts, nanBlocks: expCounts[E8M0_NAN]! };
+  const offset = kind === 'e4m3' ? 0 : E8M0_BIAS;
+  const histogram: ScaleHistogram = { minExp: first < 0 ? 0 : first - offset, counts, nanBlocks: expCounts[NAN_BIN]! };
+  return kind === 'e4m3' ? { kind, ...histogram } : histogram;
 }
 
-export function operandStats(operand: Operand, stats: MxStats): OperandStats {
+export function operandStats(operand: Operand, stats: MxStats, declared: { format: StatsFormat; blockSize: number } = { format: 'mxfp4', blockSize: 32 }): OperandStats {
   return {
     operand,
+    format: declared.format,
+    blockSize: declared.blockSize,
     blocks: stats.blocks,
     elements: stats.elements,
-    histogram: scaleHistogram(stats.expCounts),
+    histogram: scaleHistogram(stats.expCounts, declared.format === 'nvfp4' ? 'e4m3' : 'e8m0'),
     saturatedFrac: stats.elements === 0 ? 0 : stats.saturated / stats.elements,
     flushedFrac: stats.nonZero === 0 ? 0 : stats.flushed / stats.nonZero,
     sqnrDb: stats.signalSq === 0 ? null : finiteOrNull(10 * Math.log10(stats.signalSq / stats.errorSq)),

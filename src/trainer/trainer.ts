@@ -18,8 +18,18 @@ export interface StepOutcome {
   diverged?: string;
 }
 
+/**
+ * One rotation per GEMM kind. `fixed-sign-hadamard` signs come from the rotation stream's seed for
+ * training and telemetry alike (they are part of the recipe, fixed for the run); fresh random signs
+ * come from `seed`'s own stream.
+ */
 function rotations(config: RunConfig, seed: number): Record<GemmKind, HadamardRotation> {
-  const entries = GEMM_KINDS.map((kind, i) => [kind, new HadamardRotation({ blockSize: config.gemms[kind].hadamardBlock, mode: 'random', seed: streamSeed(seed, i) })]);
+  const fixedSeed = streamSeed(config.seed, SEED_STREAMS.rotation);
+  const entries = GEMM_KINDS.map((kind, i) => {
+    const { hadamardBlock, rotation } = config.gemms[kind];
+    const fixed = rotation === 'fixed-sign-hadamard';
+    return [kind, new HadamardRotation({ blockSize: hadamardBlock, mode: fixed ? 'fixed-sign' : 'random', seed: streamSeed(fixed ? fixedSeed : seed, i) })];
+  });
   return Object.fromEntries(entries) as Record<GemmKind, HadamardRotation>;
 }
 

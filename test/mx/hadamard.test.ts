@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gemmTs, hadamardInPlace, HadamardRotation, Rng, setMxBackend, type HadamardSize, type MxBackend } from '../../src/mx/index.js';
+import { gemmTs, hadamardInPlace, HadamardRotation, Rng, setMxBackend, TE_WGRAD_SIGNS_16, type HadamardSize, type MxBackend } from '../../src/mx/index.js';
 
 const SIZES: HadamardSize[] = [16, 32, 64, 128, 256];
 
@@ -58,10 +58,13 @@ test('rotating both GEMM operands along K with the same signs leaves A·B unchan
 
 test('deterministic rotations repeat; random ones differ per call and reproduce from the seed', () => {
   assert.equal(new HadamardRotation({ blockSize: 16, mode: 'deterministic', seed: 1 }).signs(64), undefined);
-  const signed = new HadamardRotation({ blockSize: 16, mode: 'deterministic', seed: 1, signed: true });
+  const signed = new HadamardRotation({ blockSize: 32, mode: 'fixed-sign', seed: 1 });
   const first = signed.signs(64);
-  assert.deepEqual(signed.signs(64), first);
+  assert.equal(signed.signs(64), first, 'the same array every call');
   assert.ok(first && first.some((s) => s === -1) && first.every((s) => s === 1 || s === -1));
+  assert.deepEqual(Array.from(first.subarray(32)), Array.from(first.subarray(0, 32)), 'one block vector tiled along the axis');
+  assert.deepEqual(new HadamardRotation({ blockSize: 32, mode: 'fixed-sign', seed: 1 }).signs(64), first, 'reproduced from the seed');
+  assert.notDeepEqual(new HadamardRotation({ blockSize: 32, mode: 'fixed-sign', seed: 2 }).signs(64), first, 'another seed, other signs');
 
   const random1 = new HadamardRotation({ blockSize: 16, mode: 'random', seed: 1 });
   const random2 = new HadamardRotation({ blockSize: 16, mode: 'random', seed: 1 });
@@ -71,6 +74,26 @@ test('deterministic rotations repeat; random ones differ per call and reproduce 
   assert.deepEqual(random2.signs(64), a1);
   assert.deepEqual(random2.signs(64), a2);
   assert.notDeepEqual(new HadamardRotation({ blockSize: 16, mode: 'random', seed: 2 }).signs(64), a1);
+});
+
+test("fixed-sign H16 uses TransformerEngine's hard-coded vector on every call unless asked to draw from the seed", () => {
+  const te = [1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1];
+  assert.deepEqual([...TE_WGRAD_SIGNS_16], te);
+  for (const seed of [1, 7]) {
+    const rotation = new HadamardRotation({ blockSize: 16, mode: 'fixed-sign', seed });
+    assert.deepEqual(Array.from(rotation.signs(48)!), [...te, ...te, ...te]);
+  }
+  const seeded = new HadamardRotation({ blockSize: 16, mode: 'fixed-sign', seed: 1, seededSigns: true });
+  assert.notDeepEqual(Array.from(seeded.signs(16)!), te);
+  // Rotating both operands with the fixed signs leaves their product unchanged.
+  const a = Float32Array.from({ length: 2 * 32 }, (_, i) => Math.sin(i + 1));
+  const b = Float32Array.from({ length: 3 * 32 }, (_, i) => Math.cos(i * 0.7));
+  const dot = (x: Float32Array, y: Float32Array, i: number, j: number) => { let s = 0; for (let k = 0; k < 32; k++) s += x[i * 32 + k]! * y[j * 32 + k]!; return s; };
+  const before = [dot(a, b, 0, 0), dot(a, b, 1, 2)];
+  const signs = new HadamardRotation({ blockSize: 16, mode: 'fixed-sign', seed: 3 }).signs(32);
+  hadamardInPlace(a, 2, 32, 1, 16, signs);
+  hadamardInPlace(b, 3, 32, 1, 16, signs);
+  assert.ok(Math.abs(dot(a, b, 0, 0) - before[0]!) < 1e-5 && Math.abs(dot(a, b, 1, 2) - before[1]!) < 1e-5);
 });
 
 test('the WebAssembly and TypeScript transforms give identical bits, both axes, every size', () => {

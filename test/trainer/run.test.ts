@@ -66,5 +66,5 @@ test('a checkpoint on request, then aborting, stops the run; a runaway loss ends
 
 test('a bad config is rejected before anything starts', () => {
   const config = microConfig({ wgrad: { precision: 'mxfp4', rotation: 'hadamard', hadamardBlock: 128 } });
-  assert.throws(() => startRun({ config, outDir: tmpdir() }), /wgrad hadamard block 128 does not divide its reduction dimension batch·seqLen = 32/);
+  assert.throws(() => startRun({ config, outDir: tmpdir() }), /wgrad: Hadamard block 128 does not divide the reduction dimension batch·seqLen = 32; choose hadamardBlock 16 or 32 or rotation none/);
 });

@@ -1,0 +1,126 @@
+/**
+ * MXFP8 (OCP MX v1.0): FP8 E4M3 or E5M2 elements in blocks of 32 along each row, one E8M0 shared
+ * exponent per block chosen by a scale rule (src/mx/scale-rule.ts). Elements are x / 2^shared
+ * rounded to the FP8 grid (nearest, ties to even, saturating at the format's max), in exact double
+ * arithmetic; a block holding NaN or ±Inf gets the NaN scale and fake-quantizes to NaN.
+ * The code's sign bit is x's sign bit (so −0 gives 0x80).
+ */
+import { E8M0_NAN, E8M0_BIAS, pow2 } from './e8m0.js';
+import { encodeFp8, fp8Grid, type Fp8Format } from './fp8.js';
+import { floorLog2, type FloatGrid } from './float-grid.js';
+import { blocksPerRow, checkRows, MX_BLOCK_SIZE } from './layout.js';
+import { checkScaleRule, mxScaleByte, type MxElement, type ScaleRule } from './scale-rule.js';
+import type { MxStats } from './stats.js';
+
+export interface Mxfp8Options {
+  /** Default 'floor'. */
+  scaleRule?: ScaleRule;
+}
+
+export interface Mxfp8Quantized {
+  /** E8M0 byte per block, ceil(rowLength/32) per row. */
+  scales: Uint8Array;
+  /** One FP8 code per element. */
+  codes: Uint8Array;
+}
+
+interface Format extends FloatGrid {
+  element: MxElement;
+}
+
+function formatOf(format: Fp8Format, caller: string): Format {
+  if (format !== 'e4m3' && format !== 'e5m2') throw new Error(`${caller}: unknown FP8 element format '${String(format)}'; use 'e4m3' or 'e5m2'`);
+  const grid = fp8Grid(format);
+  return { ...grid, element: { emax: floorLog2(grid.max), mantissaBits: grid.mantissaBits, max: grid.max } };
+}
+
+/** The FP8 grid value nearest to a finite magnitude (ties to even), without saturating. */
+function roundUnsaturated(magnitude: number, grid: FloatGrid): number {
+  if (magnitude === 0) return 0;
+  const exponent = Math.max(floorLog2(magnitude), grid.minExponent) - grid.mantissaBits;
+  const step = pow2(exponent);
+  const t = magnitude / step;
+  const floor = Math.floor(t);
+  const frac = t - floor;
+  const up = frac > 0.5 || (frac === 0.5 && floor % 2 === 1);
+  return (floor + (up ? 1 : 0)) * step;
+}
+
+interface Job {
+  values: Float32Array;
+  rowLength: number;
+  format: Fp8Format;
+  spec: Format;
+  rule: ScaleRule;
+  scales?: Uint8Array;
+  codes?: Uint8Array;
+  writeBack: boolean;
+  stats?: MxStats;
+}
+
+function run(job: Job, caller: string): void {
+  const { values, rowLength, spec, rule, scales, codes, writeBack, stats } = job;
+  const rows = checkRows(values.length, rowLength, caller);
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  let block = 0;
+  for (let row = 0; row < rows; row++) {
+    const rowEnd = (row + 1) * rowLength;
+    for (let start = row * rowLength; start < rowEnd; start += MX_BLOCK_SIZE, block++) {
+      const end = Math.min(start + MX_BLOCK_SIZE, rowEnd);
+      let amaxBits = 0;
+      for (let i = start; i < end; i++) amaxBits = Math.max(amaxBits, bits[i]! & 0x7fffffff);
+      const byte = mxScaleByte(amaxBits, rule, spec.element);
+      if (scales) scales[block] = byte;
+      if (stats) {
+        stats.expCounts[byte]!++;
+        stats.blocks++;
+        stats.elements += end - start;
+      }
+      if (byte === E8M0_NAN) {
+        if (codes) codes.fill(0x7f, start, end);
+        if (writeBack) values.fill(NaN, start, end);
+        continue;
+      }
+      const shared = byte - E8M0_BIAS;
+      const inverse = pow2(-shared);
+      const scale = pow2(shared);
+      for (let i = start; i < end; i++) {
+        const x = values[i]!;
+        const negative = bits[i]! >>> 31 === 1;
+        const rounded = roundUnsaturated(Math.abs(x) * inverse, spec);
+        const clamped = rounded > spec.max ? spec.max : rounded;
+        if (codes) codes[i] = encodeFp8(negative ? -clamped : clamped, job.format);
+        const out = Math.fround((negative ? -clamped : clamped) * scale);
+        if (stats) {
+          if (rounded > spec.max) stats.saturated++;
+          if (x !== 0) {
+            stats.nonZero++;
+            if (out === 0) stats.flushed++;
+          }
+          stats.signalSq += x * x;
+          stats.errorSq += (x - out) * (x - out);
+        }
+        if (writeBack) values[i] = out;
+      }
+    }
+  }
+}
+
+export function quantizeMxfp8(values: Float32Array, rowLength: number, format: Fp8Format, options?: Mxfp8Options): Mxfp8Quantized {
+  const caller = 'quantizeMxfp8';
+  const spec = formatOf(format, caller);
+  const rule = checkScaleRule(options?.scaleRule ?? 'floor', caller);
+  const rows = checkRows(values.length, rowLength, caller);
+  const scales = new Uint8Array(rows * blocksPerRow(rowLength));
+  const codes = new Uint8Array(values.length);
+  run({ values, rowLength, format, spec, rule, scales, codes, writeBack: false }, caller);
+  return { scales, codes };
+}
+
+/** In place: values := dequantize(quantize(values)), adding to `stats` when given. */
+export function fakeQuantMxfp8(values: Float32Array, rowLength: number, format: Fp8Format, options?: Mxfp8Options & { stats?: MxStats }): void {
+  const caller = 'fakeQuantMxfp8';
+  const spec = formatOf(format, caller);
+  const rule = checkScaleRule(options?.scaleRule ?? 'floor', caller);
+  run({ values, rowLength, format, spec, rule, writeBack: true, stats: options?.stats }, caller);
+}

@@ -1,0 +1,181 @@
+/**
+ * NVFP4: FP4 E2M1 elements in blocks of 16 along each row, one FP8 E4M3 scale per block and one
+ * FP32 scale per tensor, as TransformerEngine's pure-Python reference quantizer defines them
+ * (docs/numerics.md, "NVFP4", lists each step and every choice the reference leaves open). Every
+ * step is one float32 operation rounded to nearest even (Math.fround of a double result, which is
+ * the correctly rounded float32 for ×, ÷):
+ *
+ *   S_enc = 448·6 / amax_tensor (FLT_MAX when that overflows), S_dec = 1 / S_enc
+ *   per block: s = E4M3(min((amax_block / 6) · S_enc, 448)),  e = 1 / (s · S_dec)  (FLT_MAX on overflow)
+ *   per element: code = E2M1(clamp(x · e, −6, 6)), ties to even;  fake-quant = (E2M1 · s) · S_dec
+ *
+ * With `tile2d` a block is a 16×16 tile (16 rows × 16 columns) sharing one scale (NVIDIA's recipe
+ * for weights); scales are still stored per row and 16 columns, each tile's repeated on its rows.
+ */
+import { decodeE2m1 } from './e2m1.js';
+import { decodeFp8, encodeFp8 } from './fp8.js';
+import { checkRows } from './layout.js';
+import type { MxStats } from './stats.js';
+
+export const NVFP4_BLOCK_SIZE = 16;
+/** The largest E4M3 value times the largest E2M1 value. */
+const E4M3_TIMES_E2M1 = 448 * 6;
+const FLT_MAX = 3.4028234663852886e38;
+/** E4M3's NaN code (sign 0), used as the scale of a block holding NaN or ±Inf. */
+export const E4M3_NAN_CODE = 0x7f;
+
+export interface Nvfp4Options {
+  /** 16×16 tiles instead of 1×16 blocks (NVIDIA's recipe for weights). Default false. */
+  tile2d?: boolean;
+}
+
+export interface Nvfp4Quantized {
+  /** E4M3 scale code per row and 16-column block (ceil(rowLength/16) per row); tiles repeat theirs per row. */
+  scales: Uint8Array;
+  /** One E2M1 code per element (bit 3 sign). */
+  codes: Uint8Array;
+  /** Largest finite |x| of the tensor (float32). */
+  amax: number;
+  /** The per-tensor decode scale S_dec = float32(1 / S_enc). */
+  tensorScale: number;
+}
+
+/** Maps a scaled magnitude in [0, 6] to its E2M1 index, nearest with ties to even (the reference's thresholds). */
+function e2m1Index(a: number): number {
+  if (a <= 0.25) return 0;
+  if (a < 0.75) return 1;
+  if (a <= 1.25) return 2;
+  if (a < 1.75) return 3;
+  if (a <= 2.5) return 4;
+  if (a < 3.5) return 5;
+  if (a <= 5) return 6;
+  return 7;
+}
+
+const E2M1_SIGNED = Float64Array.from({ length: 16 }, (_, code) => decodeE2m1(code));
+
+interface Job {
+  values: Float32Array;
+  rowLength: number;
+  tile2d: boolean;
+  scales?: Uint8Array;
+  codes?: Uint8Array;
+  writeBack: boolean;
+  stats?: MxStats;
+}
+
+/** The per-tensor encode and decode scales from the tensor's finite amax. */
+export function nvfp4TensorScales(amax: number): { encode: number; decode: number } {
+  let encode = Math.fround(E4M3_TIMES_E2M1 / amax);
+  if (encode > FLT_MAX) encode = Math.fround(FLT_MAX);
+  if (encode === 0) encode = 1;
+  return { encode, decode: Math.fround(1 / encode) };
+}
+
+/** The E4M3 code of a block's scale, given its float32 amax and the tensor's encode scale. */
+export function nvfp4BlockScaleCode(blockAmax: number, tensorEncode: number): number {
+  let scale = Math.fround(Math.fround(blockAmax / 6) * tensorEncode);
+  if (scale > 448) scale = 448; // also catches +Inf (the reference clamps to FLT_MAX first, then to 448)
+  return encodeFp8(scale, 'e4m3');
+}
+
+function finiteAmax(values: Float32Array): number {
+  let amax = 0;
+  for (let i = 0; i < values.length; i++) {
+    const a = Math.abs(values[i]!);
+    if (a > amax && a !== Infinity) amax = a;
+  }
+  return amax;
+}
+
+function run(job: Job, caller: string): { amax: number; tensorScale: number } {
+  const { values, rowLength, tile2d, scales, codes, writeBack, stats } = job;
+  const rows = checkRows(values.length, rowLength, caller);
+  const perRow = Math.ceil(rowLength / NVFP4_BLOCK_SIZE);
+  const amax = finiteAmax(values);
+  const tensor = nvfp4TensorScales(amax);
+  const tileRows = tile2d ? NVFP4_BLOCK_SIZE : 1;
+  for (let rowStart = 0; rowStart < rows; rowStart += tileRows) {
+    const rowEnd = Math.min(rowStart + tileRows, rows);
+    for (let b = 0; b < perRow; b++) {
+      const colStart = b * NVFP4_BLOCK_SIZE;
+      const colEnd = Math.min(colStart + NVFP4_BLOCK_SIZE, rowLength);
+      let blockAmax = 0;
+      let finite = true;
+      for (let r = rowStart; r < rowEnd; r++) {
+        for (let i = r * rowLength + colStart; i < r * rowLength + colEnd; i++) {
+          const a = Math.abs(values[i]!);
+          if (!(a <= FLT_MAX)) finite = false; // NaN or ±Inf
+          else if (a > blockAmax) blockAmax = a;
+        }
+      }
+      const scaleCode = finite ? nvfp4BlockScaleCode(blockAmax, tensor.encode) : E4M3_NAN_CODE;
+      if (stats) {
+        stats.expCounts[finite ? scaleCode : 255]!++;
+        stats.blocks++;
+        stats.elements += (rowEnd - rowStart) * (colEnd - colStart);
+      }
+      const scale = decodeFp8(scaleCode, 'e4m3');
+      let encode = Math.fround(1 / Math.fround(scale * tensor.decode));
+      if (encode > FLT_MAX) encode = Math.fround(FLT_MAX);
+      for (let r = rowStart; r < rowEnd; r++) {
+        if (scales) scales[r * perRow + b] = scaleCode;
+        for (let i = r * rowLength + colStart; i < r * rowLength + colEnd; i++) {
+          if (!finite) {
+            if (codes) codes[i] = 0;
+            if (writeBack) values[i] = NaN;
+            continue;
+          }
+          const x = values[i]!;
+          const scaled = Math.fround(x * encode);
+          const magnitude = Math.abs(scaled);
+          const index = e2m1Index(magnitude > 6 ? 6 : magnitude);
+          const code = index | (scaled < 0 ? 8 : 0);
+          if (codes) codes[i] = code;
+          if (!writeBack && !stats) continue;
+          // E2M1 · E4M3 has at most 6 significant bits: exact in float32; then one rounding.
+          const out = Math.fround(E2M1_SIGNED[code]! * scale * tensor.decode);
+          if (stats) {
+            if (magnitude >= 7) stats.saturated++; // rounded past 6 before the clamp
+            if (x !== 0) {
+              stats.nonZero++;
+              if (out === 0) stats.flushed++;
+            }
+            stats.signalSq += x * x;
+            stats.errorSq += (x - out) * (x - out);
+          }
+          if (writeBack) values[i] = out;
+        }
+      }
+    }
+  }
+  return { amax, tensorScale: tensor.decode };
+}
+
+export function quantizeNvfp4(values: Float32Array, rowLength: number, options?: Nvfp4Options): Nvfp4Quantized {
+  const caller = 'quantizeNvfp4';
+  const rows = checkRows(values.length, rowLength, caller);
+  const scales = new Uint8Array(rows * Math.ceil(rowLength / NVFP4_BLOCK_SIZE));
+  const codes = new Uint8Array(values.length);
+  const { amax, tensorScale } = run({ values, rowLength, tile2d: options?.tile2d ?? false, scales, codes, writeBack: false }, caller);
+  return { scales, codes, amax, tensorScale };
+}
+
+/** In place: values := dequantize(quantize(values)), adding to `stats` (E4M3 codes in expCounts, 255 = NaN) when given. */
+export function fakeQuantNvfp4(values: Float32Array, rowLength: number, options?: Nvfp4Options & { stats?: MxStats }): void {
+  run({ values, rowLength, tile2d: options?.tile2d ?? false, writeBack: true, stats: options?.stats }, 'fakeQuantNvfp4');
+}
+
+export function dequantizeNvfp4(quantized: Nvfp4Quantized, rowLength: number): Float32Array {
+  const { scales, codes, tensorScale } = quantized;
+  const rows = checkRows(codes.length, rowLength, 'dequantizeNvfp4');
+  const perRow = Math.ceil(rowLength / NVFP4_BLOCK_SIZE);
+  if (scales.length !== rows * perRow) throw new Error(`dequantizeNvfp4: scales.length ${scales.length} should be ${rows * perRow} (${rows} rows × ${perRow} blocks)`);
+  const out = new Float32Array(codes.length);
+  for (let i = 0; i < codes.length; i++) {
+    const row = Math.floor(i / rowLength);
+    const scale = decodeFp8(scales[row * perRow + Math.floor((i % rowLength) / NVFP4_BLOCK_SIZE)]!, 'e4m3');
+    out[i] = Math.fround(E2M1_SIGNED[codes[i]!]! * scale * tensorScale);
+  }
+  return out;
+}
