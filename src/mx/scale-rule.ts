@@ -57,9 +57,10 @@ export function mxScaleByte(amaxBits: number, rule: ScaleRule, element: MxElemen
     const bits = u32[0]!;
     const dField = bits >>> 23;
     const mantissa = bits & 0x7fffff;
-    // ceil(log2 d): the exponent, plus one unless d is a power of two. d below 2^−126 (subnormal or
-    // zero) clamps to −127 like any smaller value.
-    unbiased = dField === 0 ? -127 : dField - 127 + (mantissa === 0 ? 0 : 1);
+    // ceil(log2 d): the exponent, plus one unless d is a power of two. A subnormal d is
+    // mantissa·2^−149, so ceil(log2 d) = ceil(log2 mantissa) − 149 (d = 0 clamps to −127 below).
+    if (dField !== 0) unbiased = dField - 127 + (mantissa === 0 ? 0 : 1);
+    else unbiased = mantissa === 0 ? -E8M0_BIAS : 32 - Math.clz32(mantissa - 1) - 149;
   }
   if (unbiased < -E8M0_BIAS) unbiased = -E8M0_BIAS;
   if (unbiased > E8M0_BIAS) unbiased = E8M0_BIAS;

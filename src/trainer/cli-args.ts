@@ -2,7 +2,7 @@
 // the flag, what it got and what it accepts.
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, ROTATIONS, ROUNDINGS, type GemmConfig, type GemmKind, type RunConfig } from '../protocol/config.js';
+import { GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, ROTATIONS, ROUNDINGS, SCALE_RULES, type GemmConfig, type GemmKind, type RunConfig } from '../protocol/config.js';
 import { ABLATION_DEFAULTS } from './ablation.js';
 import { PRESET_NAMES, presetConfig, type PresetName } from './presets.js';
 
@@ -37,14 +37,18 @@ Run
   --resume FILE              continue from a checkpoint written by mxscope-train
 
 Precision (each GEMM of every linear layer: fprop Y=X·Wᵀ, dgrad ∇X=∇Y·W, wgrad ∇W=∇Yᵀ·X)
-  --fprop|--dgrad|--wgrad P  fp32 | bf16 | fp8 | mxfp4 (default fp32)
+  --fprop|--dgrad|--wgrad P  fp32 | bf16 | fp8 | mxfp4 | nvfp4 | mxfp8 (default fp32)
   --precision P              all three GEMMs at once (the per-GEMM flags override it)
-  --rotation R               none | hadamard | random-hadamard, for MXFP4 GEMMs (default none)
+  --rotation R               none | hadamard | fixed-sign-hadamard | random-hadamard, for
+                             block-format GEMMs (default none)
   --hadamard-block B         16 | 32 | 64 | 128 (default 16)
-  --rounding R               nearest-even | stochastic (default nearest-even)
+  --rounding R               nearest-even | stochastic (default nearest-even; stochastic: mxfp4)
   --sr-prescale              scale by 3/4 before stochastic rounding so it never clips
-  --fprop-rotation, --dgrad-rotation, --wgrad-rotation, --fprop-rounding, ... and
-  --fprop-hadamard-block, ...  set one GEMM's option only
+  --scale-rule S             floor | rceil | even: how MX formats pick the shared exponent
+                             (default floor, OCP)
+  --nvfp4-weight-2d          NVFP4 weights in 16×16 tiles (NVIDIA's recipe) instead of 1×16
+  --fprop-rotation, --dgrad-rotation, --wgrad-rotation, --fprop-rounding, ...,
+  --fprop-hadamard-block, --fprop-scale-rule, ...  set one GEMM's option only
 
 Modes
   --ablation                 run the seed paper's 7-run series and print tokens to a target loss
@@ -58,7 +62,7 @@ Modes
 
 const string = { type: 'string' } as const;
 const flag = { type: 'boolean' } as const;
-const perGemmOptions = Object.fromEntries(GEMM_KINDS.flatMap((kind) => [`${kind}-rotation`, `${kind}-rounding`, `${kind}-hadamard-block`].map((name) => [name, string])));
+const perGemmOptions = Object.fromEntries(GEMM_KINDS.flatMap((kind) => [`${kind}-rotation`, `${kind}-rounding`, `${kind}-hadamard-block`, `${kind}-scale-rule`].map((name) => [name, string])));
 const OPTIONS = {
   preset: string,
   steps: string,
@@ -80,6 +84,8 @@ const OPTIONS = {
   'hadamard-block': string,
   rounding: string,
   'sr-prescale': flag,
+  'scale-rule': string,
+  'nvfp4-weight-2d': flag,
   ablation: flag,
   'target-loss': string,
   serve: flag,
@@ -136,12 +142,18 @@ export function parseCliArgs(argv: string[]): CliCommand {
   if (text('rounding') !== undefined) shared.rounding = oneOf('rounding', text('rounding')!, ROUNDINGS);
   if (text('hadamard-block') !== undefined) shared.hadamardBlock = oneOf('hadamard-block', text('hadamard-block')!, HADAMARD_BLOCKS);
   if (values['sr-prescale']) shared.srPrescale = true;
+  if (text('scale-rule') !== undefined) shared.scaleRule = oneOf('scale-rule', text('scale-rule')!, SCALE_RULES);
   for (const kind of GEMM_KINDS) config.gemms[kind] = { ...config.gemms[kind], ...shared, ...gemmOverrides(kind, text) };
+  if (values['nvfp4-weight-2d']) {
+    const nvfp4 = GEMM_KINDS.filter((kind) => config.gemms[kind].precision === 'nvfp4');
+    if (nvfp4.length === 0) throw new CliError('--nvfp4-weight-2d needs at least one GEMM at nvfp4 (e.g. --fprop nvfp4)');
+    for (const kind of nvfp4) config.gemms[kind].nvfp4Weight2d = true;
+  }
 
   const outDir = text('out') ?? DEFAULT_OUT_DIR;
   if (values.ablation && values.serve) throw new CliError('--ablation and --serve cannot be combined: pick one mode');
   if (values.ablation) {
-    const gemmFlag = Object.keys(values).find((key) => ['precision', 'rotation', 'rounding', 'hadamard-block', 'sr-prescale', ...GEMM_KINDS].some((name) => key === name || key.startsWith(`${name}-`)));
+    const gemmFlag = Object.keys(values).find((key) => ['precision', 'rotation', 'rounding', 'hadamard-block', 'sr-prescale', 'scale-rule', 'nvfp4-weight-2d', ...GEMM_KINDS].some((name) => key === name || key.startsWith(`${name}-`)));
     if (gemmFlag !== undefined) throw new CliError(`--${gemmFlag} cannot be combined with --ablation: the ablation sets every GEMM's precision itself`);
     const defaults = ABLATION_DEFAULTS[config.preset]!;
     if (text('steps') === undefined) config.steps = defaults.steps;
@@ -168,9 +180,11 @@ function gemmOverrides(kind: GemmKind, text: (key: string) => string | undefined
   const rotation = text(`${kind}-rotation`);
   const rounding = text(`${kind}-rounding`);
   const block = text(`${kind}-hadamard-block`);
+  const scaleRule = text(`${kind}-scale-rule`);
   if (precision !== undefined) overrides.precision = oneOf(kind, precision, PRECISIONS);
   if (rotation !== undefined) overrides.rotation = oneOf(`${kind}-rotation`, rotation, ROTATIONS);
   if (rounding !== undefined) overrides.rounding = oneOf(`${kind}-rounding`, rounding, ROUNDINGS);
   if (block !== undefined) overrides.hadamardBlock = oneOf(`${kind}-hadamard-block`, block, HADAMARD_BLOCKS);
+  if (scaleRule !== undefined) overrides.scaleRule = oneOf(`${kind}-scale-rule`, scaleRule, SCALE_RULES);
   return overrides;
 }

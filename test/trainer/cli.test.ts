@@ -22,6 +22,16 @@ test('flags set the run config; per-GEMM flags override the shared ones', () => 
   assert.equal(config.gemms.dgrad.rounding, 'stochastic');
 });
 
+test('the production recipes: NVFP4/MXFP8 precisions, fixed-sign Hadamard, scale rules and 2-D weight tiles', () => {
+  const command = parseCliArgs(['--precision', 'mxfp8', '--scale-rule', 'rceil', '--fprop', 'nvfp4', '--fprop-scale-rule', 'floor', '--nvfp4-weight-2d', '--wgrad-rotation', 'fixed-sign-hadamard', '--wgrad-scale-rule', 'even']);
+  assert.equal(command.kind, 'train');
+  if (command.kind !== 'train') return;
+  const { gemms } = command.config;
+  assert.deepEqual([gemms.fprop.precision, gemms.fprop.scaleRule, gemms.fprop.nvfp4Weight2d], ['nvfp4', 'floor', true]);
+  assert.deepEqual([gemms.dgrad.precision, gemms.dgrad.scaleRule, gemms.dgrad.rotation, gemms.dgrad.nvfp4Weight2d], ['mxfp8', 'rceil', 'none', undefined]);
+  assert.deepEqual([gemms.wgrad.precision, gemms.wgrad.scaleRule, gemms.wgrad.rotation], ['mxfp8', 'even', 'fixed-sign-hadamard']);
+});
+
 test('modes: help, ablation with its defaults, serve with host and port', () => {
   assert.deepEqual(parseCliArgs(['--help']), { kind: 'help' });
   const ablation = parseCliArgs(['--ablation', '--target-loss', '2.5']);
@@ -36,7 +46,11 @@ test('unknown flags and bad values are rejected with a clear message', () => {
     [['--steps', 'ten'], /--steps: "ten" is not an integer/],
     [['--steps', '0'], /--steps: "0" is not an integer in \[1,/],
     [['--wgrad', 'fp5'], /--wgrad: "fp5" is not one of fp32, bf16, fp8, mxfp4/],
-    [['--rotation', 'walsh'], /--rotation: "walsh" is not one of none, hadamard, random-hadamard/],
+    [['--rotation', 'walsh'], /--rotation: "walsh" is not one of none, hadamard, fixed-sign-hadamard, random-hadamard/],
+    [['--scale-rule', 'ceil'], /--scale-rule: "ceil" is not one of floor, rceil, even/],
+    [['--wgrad-scale-rule', 'up'], /--wgrad-scale-rule: "up" is not one of floor, rceil, even/],
+    [['--ablation', '--scale-rule', 'rceil'], /--scale-rule cannot be combined with --ablation/],
+    [['--nvfp4-weight-2d', '--precision', 'mxfp4'], /--nvfp4-weight-2d needs at least one GEMM at nvfp4/],
     [['--hadamard-block', '48'], /--hadamard-block: "48" is not one of 16, 32, 64, 128/],
     [['--preset', 'huge'], /--preset: "huge" is not one of tiny, small/],
     [['--lr=-1'], /--lr: "-1" is not a positive number/],
