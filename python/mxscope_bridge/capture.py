@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from . import mxfp4, stats
-from .precision import quantize_operand
+from .precision import BLOCK_PRECISIONS, quantize_operand
 from .rotation import DeviceGenerators, make_rotation, rotate
 
 GEMM_OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
@@ -74,7 +74,7 @@ class StepCapture:
 def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator], capture: Optional[StepCapture]):
     """∇W = ∇Yᵀ·X at the GEMM's precision (dy: [tokens, out], x: [tokens, in]); records E if capturing."""
     a, b = dy.t(), x.t()
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy.shape[0], dy.device, generator) if gemm["precision"] == "mxfp4" else None
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy.shape[0], dy.device, generator) if gemm["precision"] in BLOCK_PRECISIONS else None
     aq, qa = quantize_operand(a, gemm, True, r, generator, f"{layer} wgrad dy")
     bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} wgrad x")
     if capture is None:

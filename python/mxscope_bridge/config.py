@@ -58,7 +58,11 @@ GEMM_FIELDS = {
     "hadamardBlock": lambda v, p: _check_choice(v, HADAMARD_BLOCKS, p),
     "rounding": lambda v, p: _check_choice(v, ROUNDINGS, p),
     "srPrescale": lambda v, p: _check_choice(v, (True, False), p),
+    # Protocol 1.1, optional (absent = floor / 1x16 blocks): the MX scale rule and NVFP4 weight tiles.
+    "scaleRule": lambda v, p: _check_choice(v, ("floor", "rceil", "even"), p),
+    "nvfp4Weight2d": lambda v, p: _check_choice(v, (True, False), p),
 }
+OPTIONAL_GEMM_FIELDS = ("scaleRule", "nvfp4Weight2d")
 
 
 def _check_fields(value, fields, path, what):
@@ -72,7 +76,7 @@ def _check_fields(value, fields, path, what):
 
 def check_gemm(gemm: dict, path: str) -> None:
     _check_fields(gemm, GEMM_FIELDS, path, "a GEMM config")
-    missing = [key for key in GEMM_FIELDS if key not in gemm]
+    missing = [key for key in GEMM_FIELDS if key not in gemm and key not in OPTIONAL_GEMM_FIELDS]
     if missing:
         raise ConfigError(f"{path}: missing {', '.join(missing)}")
 

@@ -13,7 +13,7 @@ import torch
 from .capture import StepCapture, quantized_wgrad
 from .config import default_gemms
 from .layers import clean_name
-from .precision import quantize_operand
+from .precision import BLOCK_PRECISIONS, quantize_operand
 from .rotation import DeviceGenerators, make_rotation
 
 
@@ -37,9 +37,9 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 def emulated_gemm(layer: str, name: str, gemm: dict, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype,
                   generator: Optional[torch.Generator], capture: Optional[StepCapture]) -> torch.Tensor:
     """a·bᵀ with both operands (reduction dim last) quantized per `gemm`."""
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator) if gemm["precision"] == "mxfp4" else None
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator) if gemm["precision"] in BLOCK_PRECISIONS else None
     aq, qa = quantize_operand(a, gemm, name == "dgrad", r, generator, f"{layer} {name}")
-    bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} {name}")
+    bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} {name}", is_weight=name in ("fprop", "dgrad"))
     if capture is not None:
         capture.observe_operands(layer, name, gemm, a, b, (qa, qb))
     return aq.to(dtype) @ bq.to(dtype).t()

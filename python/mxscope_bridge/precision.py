@@ -1,14 +1,16 @@
-"""Fake quantization of one GEMM operand at a GemmConfig's precision (fp32, bf16, fp8, mxfp4)."""
+"""Fake quantization of one GEMM operand at a GemmConfig's precision (fp32, bf16, fp8, mxfp4, nvfp4, mxfp8)."""
 from __future__ import annotations
 
 from typing import Optional
 
 import torch
 
-from . import mxfp4
+from . import formats, mxfp4
 from .rotation import rotate
 
-PRECISIONS = ("fp32", "bf16", "fp8", "mxfp4")
+PRECISIONS = ("fp32", "bf16", "fp8", "mxfp4", "nvfp4", "mxfp8")
+#: Precisions quantized in blocks along the reduction dimension, where rotations act.
+BLOCK_PRECISIONS = ("mxfp4", "nvfp4", "mxfp8")
 # (mantissa bits, smallest normal exponent, largest finite value) of the OCP FP8 formats.
 E4M3 = (3, -6, 448.0)
 E5M2 = (2, -14, 57344.0)
@@ -39,10 +41,13 @@ def round_to_fp8(x: torch.Tensor, fmt: tuple) -> torch.Tensor:
     return round_to_float(x * mxfp4.exp2_int(shift), fmt) * mxfp4.exp2_int(-shift)
 
 
-def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional[torch.Tensor], generator: Optional[torch.Generator], what: str) -> tuple:
-    """The operand as the GEMM consumes it (float32) and, for mxfp4, its Quantized intermediates.
+def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional[torch.Tensor], generator: Optional[torch.Generator], what: str,
+                     is_weight: bool = False) -> tuple:
+    """The operand as the GEMM consumes it (float32) and, for mxfp4 with the floor scale rule, its
+    Quantized intermediates (the stats path measures the others itself).
 
-    `x` has the reduction dimension last; `r` is the GEMM's rotation (applied for mxfp4 only).
+    `x` has the reduction dimension last; `r` is the GEMM's rotation (applied for block precisions).
+    `is_weight` selects NVFP4's 16x16 tiles when the GEMM asks for them (nvfp4Weight2d).
     """
     precision = gemm["precision"]
     if precision == "fp32":
@@ -51,7 +56,17 @@ def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional
         return round_to_bf16(x.to(torch.float32)), None
     if precision == "fp8":
         return round_to_fp8(x.to(torch.float32), E5M2 if is_gradient else E4M3), None
-    if precision == "mxfp4":
+    rule = gemm.get("scaleRule", "floor")
+    if precision == "mxfp4" and rule == "floor":
         q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], gemm["srPrescale"], generator)
         return q.values, q
+    if precision == "mxfp4":
+        if gemm["rounding"] != "nearest-even" or gemm["srPrescale"]:
+            raise ValueError(f"{what}: scale rule {rule!r} is implemented with nearest-even rounding only; set scaleRule to floor or rounding to nearest-even")
+        return formats.mxfp4_scale_rule_quantize(rotate(x, r, what), rule).values, None
+    if precision == "mxfp8":
+        return formats.quantize_mxfp8(rotate(x, r, what), "e5m2" if is_gradient else "e4m3", rule).values, None
+    if precision == "nvfp4":
+        tile2d = bool(gemm.get("nvfp4Weight2d")) and is_weight
+        return formats.quantize_nvfp4(rotate(x, r, what), tile2d).values, None
     raise ValueError(f"{what}: precision {precision!r} is not one of {PRECISIONS}")

@@ -2,8 +2,9 @@
 
 Both operands of a GEMM are multiplied by the same orthogonal R = diag(signs)·blockdiag(H/√b), so
 (A·R)(B·R)ᵀ = A·Bᵀ: the exact product is unchanged and only the quantization error moves.
-`hadamard` uses no signs (the same H every step); `random-hadamard` draws fresh ±1 signs, one per
-element of the reduction dimension, every call (as src/mx/hadamard.ts does).
+`hadamard` uses no signs (the same H every step); `fixed-sign-hadamard` uses ±1 signs fixed for the
+run (TransformerEngine's 16-entry vector for block 16, see formats.fixed_signs); `random-hadamard`
+draws fresh ±1 signs, one per element of the reduction dimension, every call (as src/mx/hadamard.ts does).
 """
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import NamedTuple, Optional
 
 import torch
 
-ROTATIONS = ("none", "hadamard", "random-hadamard")
+from .formats import fixed_signs
+
+ROTATIONS = ("none", "hadamard", "fixed-sign-hadamard", "random-hadamard")
 HADAMARD_BLOCKS = (16, 32, 64, 128)
 
 
@@ -63,6 +66,8 @@ def make_rotation(rotation: str, block: int, length: int, device: torch.device, 
     signs = None
     if rotation == "random-hadamard":
         signs = torch.randint(0, 2, (length,), generator=generator, device=device).to(torch.float32) * 2 - 1
+    elif rotation == "fixed-sign-hadamard":
+        signs = fixed_signs(block, length, generator.initial_seed() if generator is not None else 0, torch.device(device))
     return Rotation(hadamard_matrix(block, torch.device(device)), signs)
 
 
