@@ -20,7 +20,7 @@ from .config import ConfigError, check_next_run_config, merge_run_config
 from .runlog import compact
 from .wsserver import Connection, Request, WebSocketServer
 
-PROTOCOL_VERSION = {"major": 1, "minor": 0}
+PROTOCOL_VERSION = {"major": 1, "minor": 1}
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 CLIENT_MESSAGE_TYPES = ("hello", "subscribe", "setNextRunConfig", "startRun", "stopRun", "saveCheckpoint")
 LISTENING_PREFIX = "MXSCOPE_LISTENING "

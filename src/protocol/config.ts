@@ -236,3 +236,14 @@ export function describeGemm(config: GemmConfig): string {
   const tiles = config.precision === 'nvfp4' && config.nvfp4Weight2d ? '2D' : '';
   return [config.precision, recipe, rule, tiles].filter((part) => part !== '').join(' · ');
 }
+
+/**
+ * What the rotation in a describeGemm label (H16, FSH16, RHT16) means for the Wgrad error's
+ * correlation over steps, for views that only hold the label: random signs against random-over-time.
+ */
+export function rotationNote(label: string): string {
+  if (/\bFSH\d+/.test(label)) return 'fixed random signs, same rotation every step';
+  if (/\bRHT\d+/.test(label)) return 'fresh random signs every step';
+  if (/\bH\d+/.test(label)) return 'deterministic, no signs';
+  return '';
+}

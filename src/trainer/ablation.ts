@@ -1,6 +1,8 @@
 // The seed paper's ablation: starting from an FP8 baseline, move Fprop, Dgrad and Wgrad to MXFP4 one
 // after another, then try the remedies for the Wgrad error (stochastic rounding, random Hadamard,
-// deterministic H16). Each run's cost is the tokens it needs to reach a target validation loss.
+// deterministic H16, and the production recipe in between: random signs fixed for the run, as
+// TransformerEngine's NVFP4 Wgrad rotation). Each run's cost is the tokens it needs to reach a
+// target validation loss.
 import type { GemmConfig, GemmConfigs, RunConfig } from '../protocol/config.js';
 import type { RunEndedRecord, ValidationRecord } from '../protocol/telemetry.js';
 
@@ -13,7 +15,7 @@ const FP8: GemmConfig = { precision: 'fp8', rotation: 'none', hadamardBlock: 16,
 const MXFP4: GemmConfig = { ...FP8, precision: 'mxfp4' };
 const SR: GemmConfig = { ...MXFP4, rounding: 'stochastic', srPrescale: true };
 
-/** The 7 runs, in order. Remedies apply to the backward GEMMs (SR) or to Wgrad (rotations), as in the paper. */
+/** The 8 runs, in order. Remedies apply to the backward GEMMs (SR) or to Wgrad (rotations), as in the paper. */
 export const ABLATION_SERIES: readonly AblationRun[] = [
   { label: 'FP8 baseline', gemms: { fprop: FP8, dgrad: FP8, wgrad: FP8 } },
   { label: '+Fprop MXFP4', gemms: { fprop: MXFP4, dgrad: FP8, wgrad: FP8 } },
@@ -22,9 +24,10 @@ export const ABLATION_SERIES: readonly AblationRun[] = [
   { label: 'full + SR', gemms: { fprop: MXFP4, dgrad: SR, wgrad: SR } },
   { label: 'full + random Hadamard', gemms: { fprop: MXFP4, dgrad: MXFP4, wgrad: { ...MXFP4, rotation: 'random-hadamard' } } },
   { label: 'full + Hadamard H16', gemms: { fprop: MXFP4, dgrad: MXFP4, wgrad: { ...MXFP4, rotation: 'hadamard' } } },
+  { label: 'full + fixed random-sign H16', gemms: { fprop: MXFP4, dgrad: MXFP4, wgrad: { ...MXFP4, rotation: 'fixed-sign-hadamard' } } },
 ];
 
-/** Ablation defaults per preset, chosen so the 7 runs fit in a few minutes on 2 cores (tiny). */
+/** Ablation defaults per preset, chosen so the 8 runs fit in a few minutes on 2 cores (tiny). */
 export const ABLATION_DEFAULTS: Record<string, { steps: number; evalEvery: number }> = {
   tiny: { steps: 300, evalEvery: 10 },
   small: { steps: 600, evalEvery: 25 },

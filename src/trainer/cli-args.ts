@@ -51,7 +51,8 @@ Precision (each GEMM of every linear layer: fprop Y=X·Wᵀ, dgrad ∇X=∇Y·W,
   --fprop-hadamard-block, --fprop-scale-rule, ...  set one GEMM's option only
 
 Modes
-  --ablation                 run the seed paper's 7-run series and print tokens to a target loss
+  --ablation                 run the seed paper's series (+ fixed-sign H16, 8 runs) and print
+                             tokens to a target loss
   --target-loss X            the ablation's target validation loss (default: the FP8 baseline's
                              loss halfway through its run)
   --serve                    serve protocol v1 over websocket and run trainings on request

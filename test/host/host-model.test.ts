@@ -19,6 +19,15 @@ test('every rotation mode round-trips through modeOf on the GEMMs it was applied
     assert.equal(modeOf(config.gemms.fprop), 'none', 'fprop untouched');
     if (mode.needsBlock) assert.equal(config.gemms.wgrad.hadamardBlock, 64);
   }
+  const fixed = mergeRunConfig(baseConfig, rotationChange('fixed-sign-hadamard', 16, ['wgrad'])).gemms.wgrad;
+  assert.deepEqual([fixed.precision, fixed.rotation, fixed.hadamardBlock], ['mxfp4', 'fixed-sign-hadamard', 16]);
+  assert.equal(describeGemms({ gemms: { ...baseConfig.gemms, wgrad: fixed } }).endsWith('W mxfp4 · FSH16'), true);
+  // A GEMM already in NVFP4 or MXFP8 keeps its format; others move to MXFP4.
+  const nvfp4 = mergeRunConfig(baseConfig, { gemms: { wgrad: { precision: 'nvfp4' }, dgrad: { precision: 'mxfp8' } } });
+  const rotated = mergeRunConfig(nvfp4, rotationChange('fixed-sign-hadamard', 16, ['wgrad', 'dgrad', 'fprop'], nvfp4.gemms)).gemms;
+  assert.deepEqual([rotated.wgrad.precision, rotated.dgrad.precision], ['nvfp4', 'mxfp8']);
+  assert.equal(rotated.fprop.precision, 'mxfp4');
+  assert.equal(modeOf(rotated.wgrad), 'fixed-sign-hadamard');
   const rhtsr = mergeRunConfig(baseConfig, rotationChange('random-hadamard-sr', 16, ['wgrad'])).gemms.wgrad;
   assert.deepEqual({ ...rhtsr }, { precision: 'mxfp4', rotation: 'random-hadamard', hadamardBlock: 16, rounding: 'stochastic', srPrescale: true });
   assert.deepEqual(rotationChange('hadamard', 32, []), { gemms: {} });

@@ -34,3 +34,12 @@ test('the table lists every run with its extra tokens against the baseline', () 
   assert.match(lines[3]!, /^\+Wgrad MXFP4 \(full\)\s+2500\s+25\.0%/);
   assert.match(lines[4]!, /^full \+ Hadamard H16\s+not reached \(> 3000\)\s+> 50\.0%/);
 });
+
+test('the series ends with the production rotation: full MXFP4 with a fixed random-sign H16 on Wgrad', () => {
+  assert.equal(ABLATION_SERIES.length, 8);
+  const last = ABLATION_SERIES.at(-1)!;
+  assert.equal(last.label, 'full + fixed random-sign H16');
+  assert.deepEqual([last.gemms.fprop.precision, last.gemms.dgrad.precision, last.gemms.wgrad.precision], ['mxfp4', 'mxfp4', 'mxfp4']);
+  assert.deepEqual([last.gemms.wgrad.rotation, last.gemms.wgrad.hadamardBlock, last.gemms.wgrad.rounding], ['fixed-sign-hadamard', 16, 'nearest-even']);
+  assert.equal(new Set(ABLATION_SERIES.map((run) => run.label)).size, 8, 'labels are distinct');
+});

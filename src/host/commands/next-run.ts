@@ -23,7 +23,7 @@ export async function switchRotationMode(services: HostServices, context: vscode
   const current = next ? modeOf(next.gemms.wgrad) : undefined;
   const mode = await vscode.window.showQuickPick(
     ROTATION_MODES.map((m) => ({ label: m.label, detail: m.detail, description: m.id === current ? '(Wgrad now)' : '', mode: m })),
-    { title: 'MX Scope: rotation mode for the next run (1/3)', placeHolder: 'How MXFP4 operands are rotated and rounded', ignoreFocusOut: true },
+    { title: 'MX Scope: rotation mode for the next run (1/3)', placeHolder: 'How block-format (MXFP4, NVFP4, MXFP8) operands are rotated and rounded', ignoreFocusOut: true },
   );
   if (!mode) return;
   const block = await pickBlock(mode.mode, next?.gemms.wgrad.hadamardBlock);
@@ -31,12 +31,12 @@ export async function switchRotationMode(services: HostServices, context: vscode
   const remembered = context.workspaceState.get<GemmKind[]>(LAST_GEMMS_KEY) ?? ['wgrad'];
   const gemms = await vscode.window.showQuickPick(
     GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], picked: remembered.includes(kind), gemm: kind })),
-    { title: 'MX Scope: apply to which GEMMs? (3/3)', canPickMany: true, placeHolder: 'They run in MXFP4 with this mode', ignoreFocusOut: true },
+    { title: 'MX Scope: apply to which GEMMs? (3/3)', canPickMany: true, placeHolder: 'They run in MXFP4 with this mode (NVFP4 and MXFP8 GEMMs keep their format)', ignoreFocusOut: true },
   );
   if (!gemms || gemms.length === 0) return;
   const kinds = gemms.map((g) => g.gemm);
   await context.workspaceState.update(LAST_GEMMS_KEY, kinds);
-  const outcome = await services.link.changeNextRun(rotationChange(mode.mode.id, block, kinds));
+  const outcome = await services.link.changeNextRun(rotationChange(mode.mode.id, block, kinds, next?.gemms));
   void vscode.window.showInformationMessage(`MX Scope: ${mode.label} on ${kinds.join(', ')} — ${outcome}.`);
 }
 

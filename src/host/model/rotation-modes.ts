@@ -1,8 +1,8 @@
 // The quick-pick model behind "Switch Rotation Mode" and "Set GEMM Precision": what the user can
 // choose, and the next-run config change each choice means. No vscode here, so it is unit tested.
-import { describeGemm, GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, type GemmConfig, type GemmKind, type HadamardBlock, type NextRunConfig, type Precision, type RunConfig } from '../../protocol/index.js';
+import { describeGemm, GEMM_KINDS, HADAMARD_BLOCKS, isBlockPrecision, PRECISIONS, type GemmConfig, type GemmConfigs, type GemmKind, type HadamardBlock, type NextRunConfig, type Precision, type RunConfig } from '../../protocol/index.js';
 
-export const ROTATION_MODE_IDS = ['none', 'hadamard', 'random-hadamard', 'stochastic', 'random-hadamard-sr'] as const;
+export const ROTATION_MODE_IDS = ['none', 'hadamard', 'fixed-sign-hadamard', 'random-hadamard', 'stochastic', 'random-hadamard-sr'] as const;
 export type RotationModeId = (typeof ROTATION_MODE_IDS)[number];
 
 export interface RotationMode {
@@ -11,13 +11,14 @@ export interface RotationMode {
   detail: string;
   /** Whether the user also picks a Hadamard block size. */
   needsBlock: boolean;
-  /** The GEMM settings this mode sets; every mode is an MXFP4 recipe, so precision becomes mxfp4. */
+  /** The GEMM settings this mode sets; precision becomes mxfp4 unless the GEMM already runs in a block format. */
   settings(block: HadamardBlock): Partial<GemmConfig>;
 }
 
 export const ROTATION_MODES: readonly RotationMode[] = [
   { id: 'none', label: 'No rotation', detail: 'Plain MXFP4 with round-to-nearest-even', needsBlock: false, settings: () => ({ rotation: 'none', rounding: 'nearest-even', srPrescale: false }) },
   { id: 'hadamard', label: 'Deterministic Hadamard', detail: 'The same block Hadamard every step, round-to-nearest-even', needsBlock: true, settings: (block) => ({ rotation: 'hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
+  { id: 'fixed-sign-hadamard', label: 'Fixed-sign Hadamard', detail: "Random ±1 signs drawn once per run, the same every step (block 16: TransformerEngine's NVFP4 Wgrad signs)", needsBlock: true, settings: (block) => ({ rotation: 'fixed-sign-hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
   { id: 'random-hadamard', label: 'Random Hadamard', detail: 'Fresh random signs every step, round-to-nearest-even', needsBlock: true, settings: (block) => ({ rotation: 'random-hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
   { id: 'stochastic', label: 'Stochastic rounding', detail: 'No rotation, unbiased stochastic rounding', needsBlock: false, settings: () => ({ rotation: 'none', rounding: 'stochastic', srPrescale: false }) },
   { id: 'random-hadamard-sr', label: 'Random Hadamard + stochastic rounding', detail: 'Random Hadamard, SR with the ¾ prescale so it never clips', needsBlock: true, settings: (block) => ({ rotation: 'random-hadamard', hadamardBlock: block, rounding: 'stochastic', srPrescale: true }) },
@@ -32,10 +33,18 @@ export function rotationMode(id: RotationModeId): RotationMode {
   return ROTATION_MODES.find((mode) => mode.id === id)!;
 }
 
-/** The change "run these GEMMs in MXFP4 with `mode` (and `block`)"; an empty GEMM list changes nothing. */
-export function rotationChange(id: RotationModeId, block: HadamardBlock, gemms: readonly GemmKind[]): NextRunConfig {
-  const settings: Partial<GemmConfig> = { precision: 'mxfp4', ...rotationMode(id).settings(block) };
-  return { gemms: Object.fromEntries(gemms.map((kind) => [kind, { ...settings }])) };
+/**
+ * The change "run these GEMMs with `mode` (and `block`)": in MXFP4, or in the block format (NVFP4,
+ * MXFP8) a GEMM of `current` already runs in. An empty GEMM list changes nothing.
+ */
+export function rotationChange(id: RotationModeId, block: HadamardBlock, gemms: readonly GemmKind[], current?: GemmConfigs): NextRunConfig {
+  const settings = rotationMode(id).settings(block);
+  return {
+    gemms: Object.fromEntries(gemms.map((kind) => {
+      const precision = current && isBlockPrecision(current[kind].precision) ? current[kind].precision : 'mxfp4';
+      return [kind, { precision, ...settings }];
+    })),
+  };
 }
 
 export function precisionChange(gemm: GemmKind, precision: Precision): NextRunConfig {
@@ -45,6 +54,7 @@ export function precisionChange(gemm: GemmKind, precision: Precision): NextRunCo
 /** Which mode a GEMM config is in (the inverse of ROTATION_MODES' settings). */
 export function modeOf(config: GemmConfig): RotationModeId {
   if (config.rotation === 'hadamard') return 'hadamard';
+  if (config.rotation === 'fixed-sign-hadamard') return 'fixed-sign-hadamard';
   if (config.rotation === 'random-hadamard') return config.rounding === 'stochastic' ? 'random-hadamard-sr' : 'random-hadamard';
   return config.rounding === 'stochastic' ? 'stochastic' : 'none';
 }

@@ -1,0 +1,89 @@
+// Protocol 1.1: the production recipes in run configs (precisions, rotation, scale rule, NVFP4 tiles),
+// their labels, the configuration-time refusal of combinations that cannot run, and layer stats
+// that declare their block format, block size and scale-histogram kind.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  check,
+  describeGemm,
+  gemmRecipeProblems,
+  mergeRunConfig,
+  nextRunConfigSchema,
+  PROTOCOL_VERSION,
+  rotationNote,
+  runConfigSchema,
+  telemetryRecordSchema,
+  ValidationError,
+  type GemmConfig,
+  type RunConfig,
+} from '../src/protocol/index.js';
+
+const gemm: GemmConfig = { precision: 'mxfp4', rotation: 'none', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false };
+const config: RunConfig = {
+  preset: 'tiny', seed: 1, steps: 100, tokensPerStep: 512, statsEvery: 10, sketchSize: 64, evalEvery: 50, data: 'brown',
+  gemms: { fprop: { ...gemm }, dgrad: { ...gemm }, wgrad: { ...gemm } }, model: { dim: 64 }, optimizer: { lr: 1e-3 },
+};
+
+test('protocol 1.1: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 1 });
+  check(runConfigSchema, config);
+  const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
+  check(runConfigSchema, recipes);
+  assert.throws(() => check(runConfigSchema, { ...config, gemms: { ...config.gemms, wgrad: { ...gemm, scaleRule: 'ceil' } } }), (e: unknown) => e instanceof ValidationError && /\.gemms\.wgrad\.scaleRule: expected one of "floor", "rceil", "even"/.test(e.message));
+  assert.throws(() => check(runConfigSchema, { ...config, gemms: { ...config.gemms, fprop: { ...gemm, nvfp4Weight2d: 'yes' } } }), /\.gemms\.fprop\.nvfp4Weight2d: expected a boolean/);
+  const change = check(nextRunConfigSchema, { gemms: { wgrad: { scaleRule: 'rceil', rotation: 'fixed-sign-hadamard' } } });
+  assert.deepEqual(mergeRunConfig(config, change).gemms.wgrad, { ...gemm, scaleRule: 'rceil', rotation: 'fixed-sign-hadamard' });
+});
+
+test('labels name the format, the rotation (FSH = fixed-sign), a non-default scale rule and 2-D tiles', () => {
+  assert.equal(describeGemm(gemm), 'mxfp4');
+  assert.equal(describeGemm({ ...gemm, rotation: 'fixed-sign-hadamard' }), 'mxfp4 · FSH16');
+  assert.equal(describeGemm({ ...gemm, rotation: 'random-hadamard', hadamardBlock: 32, rounding: 'stochastic', srPrescale: true }), 'mxfp4 · RHT32+SR¾');
+  assert.equal(describeGemm({ ...gemm, scaleRule: 'rceil' }), 'mxfp4 · rceil');
+  assert.equal(describeGemm({ ...gemm, scaleRule: 'floor' }), 'mxfp4');
+  assert.equal(describeGemm({ ...gemm, precision: 'mxfp8', scaleRule: 'even', rotation: 'hadamard' }), 'mxfp8 · H16 · even');
+  assert.equal(describeGemm({ ...gemm, precision: 'nvfp4', nvfp4Weight2d: true, rotation: 'fixed-sign-hadamard' }), 'nvfp4 · FSH16 · 2D');
+  assert.equal(describeGemm({ ...gemm, precision: 'fp8', scaleRule: 'rceil' }), 'fp8');
+  assert.equal(rotationNote('mxfp4 · FSH16'), 'fixed random signs, same rotation every step');
+  assert.equal(rotationNote('nvfp4 · RHT16'), 'fresh random signs every step');
+  assert.equal(rotationNote('mxfp4 · H32'), 'deterministic, no signs');
+  assert.equal(rotationNote('fp8'), '');
+});
+
+test('combinations that cannot run are refused with what to change', () => {
+  assert.deepEqual(gemmRecipeProblems('wgrad', { ...gemm, precision: 'nvfp4', rotation: 'hadamard', hadamardBlock: 32 }, { dim: 48 }), [
+    'wgrad: Hadamard block 32 does not divide the reduction dimension dim = 48; choose hadamardBlock 16 or rotation none',
+  ]);
+  assert.deepEqual(gemmRecipeProblems('fprop', { ...gemm, precision: 'nvfp4' }, { dim: 48 }), [], 'NVFP4 needs multiples of 16 only');
+  assert.match(gemmRecipeProblems('fprop', { ...gemm, precision: 'mxfp8' }, { dim: 48 }).join(), /dim = 48 is not a multiple of the mxfp8 block 32/);
+  assert.match(gemmRecipeProblems('dgrad', { ...gemm, precision: 'nvfp4', scaleRule: 'rceil' }).join(), /scale rule 'rceil' is for MX formats .* set scaleRule to floor or precision to mxfp4\/mxfp8/);
+  assert.match(gemmRecipeProblems('fprop', { ...gemm, nvfp4Weight2d: true }).join(), /nvfp4Weight2d needs precision nvfp4 \(it is mxfp4\)/);
+  assert.match(gemmRecipeProblems('wgrad', { ...gemm, precision: 'mxfp8', rounding: 'stochastic' }).join(), /stochastic rounding is implemented for mxfp4 only/);
+  assert.deepEqual(gemmRecipeProblems('wgrad', { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' }, { tokens: 512 }), []);
+});
+
+const histogram = { minExp: -3, counts: [1, 2], nanBlocks: 0 };
+const operand = { operand: 'x', blocks: 3, elements: 96, histogram, saturatedFrac: 0, flushedFrac: 0, sqnrDb: 20 };
+const layerStats = (operands: unknown[]) => ({ type: 'layerStats', runId: 'r', step: 0, layer: 'l', gemm: 'fprop', precision: 'nvfp4', operands });
+
+test('layer stats declare their format, block size and histogram kind, and the three must agree', () => {
+  check(telemetryRecordSchema, layerStats([operand, operand]));
+  const nvfp4 = { ...operand, format: 'nvfp4', blockSize: 16, histogram: { kind: 'e4m3', minExp: 40, counts: [1, 2], nanBlocks: 0 } };
+  check(telemetryRecordSchema, layerStats([nvfp4, { ...nvfp4, operand: 'w', blockSize: 256 }]));
+  check(telemetryRecordSchema, layerStats([{ ...operand, format: 'mxfp8-e5m2', blockSize: 32 }, operand]));
+  const cases: [unknown, RegExp][] = [
+    [{ ...nvfp4, histogram: histogram }, /\.operands\[0\]\.histogram\.kind: expected 'e4m3' for format nvfp4, got "e8m0"/],
+    [{ ...operand, format: 'mxfp8-e4m3', histogram: nvfp4.histogram }, /histogram\.kind: expected 'e8m0' for format mxfp8-e4m3/],
+    [{ ...nvfp4, blockSize: 32 }, /\.blockSize: expected 16 or 256 for format nvfp4/],
+    [{ ...operand, blockSize: 16 }, /\.blockSize: expected 32 for format mxfp4/],
+    [{ ...operand, blockSize: 17 }, /\.blockSize: expected one of 16, 32, 256/],
+    [{ ...operand, format: 'nvfp5' }, /\.format: expected one of "mxfp4", "nvfp4"/],
+    [{ ...nvfp4, histogram: { kind: 'e4m3', minExp: -1, counts: [1], nanBlocks: 0 } }, /\.histogram\.minExp: expected an e4m3 bin in \[0, 126\]/],
+    [{ ...nvfp4, histogram: { kind: 'e4m3', minExp: 120, counts: [1, 1, 1, 1, 1, 1, 1, 1], nanBlocks: 0 } }, /\.histogram\.counts: expected at most 7 bins from minExp 120/],
+    [{ ...operand, histogram: { minExp: 126, counts: [1, 1, 1], nanBlocks: 0 } }, /at most 2 bins from minExp 126 \(e8m0 codes end at 127\)/],
+    [{ ...operand, histogram: { ...histogram, kind: 'e3m4' } }, /\.histogram\.kind: expected one of "e8m0", "e4m3"/],
+  ];
+  for (const [bad, message] of cases) {
+    assert.throws(() => check(telemetryRecordSchema, layerStats([bad, operand])), (e: unknown) => e instanceof ValidationError && message.test(e.message), message.source);
+  }
+});
