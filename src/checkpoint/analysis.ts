@@ -3,8 +3,8 @@
 // [rows, cols] matrix with 32-element blocks along its last (contiguous) axis, the reduction axis
 // of the forward GEMM for a [out, in] weight.
 import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
-import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type MatrixAnalysis, type TensorReport } from './report.js';
-import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, hadamardInPlace, type MxStats } from '../mx/index.js';
+import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type FormatQuantizability, type MatrixAnalysis, type TensorReport } from './report.js';
+import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
@@ -100,10 +100,23 @@ class RowSample {
   }
 }
 
-/** Quantizes the sampled rows gathered so far, unrotated and rotated, into two stats accumulators. */
+function quantizability(stats: MxStats): FormatQuantizability {
+  return {
+    db: sqnrDb(stats),
+    saturatedFrac: stats.elements === 0 ? null : stats.saturated / stats.elements,
+    flushedFrac: stats.nonZero === 0 ? (stats.elements === 0 ? null : 0) : stats.flushed / stats.nonZero,
+  };
+}
+
+/**
+ * Quantizes the sampled rows gathered so far into stats accumulators: MXFP4 unrotated and rotated,
+ * and NVFP4 and MXFP8 (E4M3) unrotated, side by side.
+ */
 class SqnrAccumulator {
   readonly plain = createMxStats();
   readonly rotated = createMxStats();
+  readonly nvfp4 = createMxStats();
+  readonly mxfp8 = createMxStats();
   rowsUsed = 0;
   private pending = 0;
 
@@ -126,11 +139,15 @@ class SqnrAccumulator {
     if (this.pending === 0) return;
     const length = this.pending * this.cols;
     const values = this.batch.subarray(0, length);
+    const copy = this.rotation.subarray(0, length);
+    copy.set(values);
+    fakeQuantNvfp4(copy, this.cols, { stats: this.nvfp4 });
+    copy.set(values);
+    fakeQuantMxfp8(copy, this.cols, 'e4m3', { stats: this.mxfp8 });
     if (this.hadamardBlock !== null) {
-      const rotated = this.rotation.subarray(0, length);
-      rotated.set(values);
-      hadamardInPlace(rotated, this.pending, this.cols, 1, this.hadamardBlock);
-      fakeQuantMxfp4(rotated, this.cols, { stats: this.rotated });
+      copy.set(values);
+      hadamardInPlace(copy, this.pending, this.cols, 1, this.hadamardBlock);
+      fakeQuantMxfp4(copy, this.cols, { stats: this.rotated });
     }
     fakeQuantMxfp4(values, this.cols, { stats: this.plain });
     this.rowsUsed += this.pending;
@@ -199,6 +216,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
       hadamardSaturatedFrac: hadamardSkipped ? null : sqnr.rotated.saturated / sqnr.rotated.elements,
       hadamardFlushedFrac: hadamardSkipped ? null : sqnr.rotated.nonZero === 0 ? 0 : sqnr.rotated.flushed / sqnr.rotated.nonZero,
       ...(hadamardSkipped ? { hadamardSkipped } : {}),
+      formats: { nvfp4: quantizability(sqnr.nvfp4), mxfp8: quantizability(sqnr.mxfp8) },
     },
   };
 }

@@ -56,7 +56,7 @@ function note(tensor: TensorReport): string {
 
 export function formatReport(report: CheckpointReport): string {
   const { options } = report;
-  const header = ['tensor', 'dtype', 'shape', 'size', 'scale exp (median)', 'saturated', 'flushed', 'SQNR dB', `SQNR H${options.hadamardBlock} dB`, 'outlier blocks', 'note'];
+  const header = ['tensor', 'dtype', 'shape', 'size', 'scale exp (median)', 'saturated', 'flushed', 'SQNR dB', `SQNR H${options.hadamardBlock} dB`, 'NVFP4 dB', 'MXFP8 dB', 'outlier blocks', 'note'];
   const rows = report.tensors.map((tensor) => {
     const analysis = tensor.analysis;
     return [
@@ -69,6 +69,8 @@ export function formatReport(report: CheckpointReport): string {
       formatPercent(analysis?.flushedFrac ?? null),
       formatDb(analysis?.sqnr?.noRotationDb ?? null),
       formatDb(analysis?.sqnr?.hadamardDb ?? null),
+      formatDb(analysis?.sqnr?.formats?.nvfp4.db ?? null),
+      formatDb(analysis?.sqnr?.formats?.mxfp8.db ?? null),
       analysis ? `${analysis.outlierBlocks}/${analysis.blocks}` : '-',
       note(tensor),
     ];
@@ -77,9 +79,9 @@ export function formatReport(report: CheckpointReport): string {
   const shards = report.shards.length > 1 ? `, ${report.shards.length} shards` : '';
   return [
     `${report.path}: ${report.tensors.length} tensors, ${formatBytes(report.dataBytes)} of tensor data${shards}`,
-    `MXFP4 (E2M1, 32-element blocks, E8M0 scales); ${options.mode === 'histogram' ? 'histogram-only pass' : `deterministic Hadamard block ${options.hadamardBlock}`}; outlier block: scale ≥ median + ${options.outlierBinades} binades`,
+    `MXFP4 (E2M1, 32-element blocks, E8M0 scales); ${options.mode === 'histogram' ? 'histogram-only pass' : `deterministic Hadamard block ${options.hadamardBlock}; beside it NVFP4 (E2M1, 16-element blocks, E4M3 + FP32 scales) and MXFP8 (E4M3, 32-element blocks) on the same rows, unrotated`}; outlier block: scale ≥ median + ${options.outlierBinades} binades`,
     '',
-    renderTable(header, rows, new Set([3, 5, 6, 7, 8, 9])),
+    renderTable(header, rows, new Set([3, 5, 6, 7, 8, 9, 10, 11])),
     '',
     `${analysed} weight matrices analysed in ${report.seconds.toFixed(2)} s`,
   ].join('\n');

@@ -32,6 +32,19 @@ export interface SqnrResult {
   hadamardSaturatedFrac: number | null;
   hadamardFlushedFrac: number | null;
   hadamardSkipped?: string;
+  /**
+   * The same sampled rows under the other block formats, unrotated, for side-by-side quantizability:
+   * NVFP4 (1×16 blocks, E4M3 scales, its per-tensor scale from the rows quantized together) and
+   * MXFP8 E4M3 (floor scale rule). Absent in reports written before they existed.
+   */
+  formats?: { nvfp4: FormatQuantizability; mxfp8: FormatQuantizability };
+}
+
+export interface FormatQuantizability {
+  /** SQNR in dB as `noRotationDb` defines it. */
+  db: number | null;
+  saturatedFrac: number | null;
+  flushedFrac: number | null;
 }
 
 export interface MatrixAnalysis {

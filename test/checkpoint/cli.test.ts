@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { createMxStats, fakeQuantMxfp4, hadamardInPlace } from '../../src/mx/index.js';
+import { createMxStats, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace } from '../../src/mx/index.js';
 import { main } from '../../src/checkpoint/cli.js';
 import { formatDb, formatPercent } from '../../src/checkpoint/format.js';
 
@@ -29,8 +29,12 @@ function expectedRow(rows: number, cols: number, hadamard: 32 | 64) {
   hadamardInPlace(rotated, rows, cols, 1, hadamard);
   const rotatedStats = createMxStats();
   fakeQuantMxfp4(rotated, cols, { stats: rotatedStats });
+  const nvfp4 = createMxStats();
+  fakeQuantNvfp4(values.slice(), cols, { stats: nvfp4 });
+  const mxfp8 = createMxStats();
+  fakeQuantMxfp8(values.slice(), cols, 'e4m3', { stats: mxfp8 });
   const db = (s: typeof plain) => 10 * Math.log10(s.signalSq / s.errorSq);
-  return [formatPercent(plain.saturated / plain.elements), formatPercent(plain.flushed / plain.nonZero), formatDb(db(plain)), formatDb(db(rotatedStats)), `0/${(rows * cols) / 32}`];
+  return [formatPercent(plain.saturated / plain.elements), formatPercent(plain.flushed / plain.nonZero), formatDb(db(plain)), formatDb(db(rotatedStats)), formatDb(db(nvfp4)), formatDb(db(mxfp8)), `0/${(rows * cols) / 32}`];
 }
 
 test('prints a table of every tensor of a known file, with figures equal to fakeQuantMxfp4 on its values', async () => {
@@ -38,12 +42,16 @@ test('prints a table of every tensor of a known file, with figures equal to fake
   assert.equal(code, 0, err);
   const lines = out.split('\n');
   assert.match(lines[0], /mixed\.safetensors: 6 tensors, 1\.26 KiB of tensor data/);
-  assert.match(out, /SQNR H64 dB/);
+  assert.match(out, /SQNR H64 dB\s+NVFP4 dB\s+MXFP8 dB/);
   const row = (name: string) => lines.find((line) => line.startsWith(`${name} `))!.split(/\s{2,}/);
   const up = row('blocks.0.mlp.up.weight');
   assert.deepEqual(up.slice(0, 4), ['blocks.0.mlp.up.weight', 'F16', '[4,64]', '512 B']);
-  assert.deepEqual(up.slice(5, 10), expectedRow(4, 64, 64));
-  assert.deepEqual(row('model.embed.weight').slice(5, 9), expectedRow(8, 32, 32).slice(0, 3).concat('-'), 'cols 32 cannot take a 64-block rotation');
+  assert.deepEqual(up.slice(5, 12), expectedRow(4, 64, 64));
+  const embed = expectedRow(8, 32, 32);
+  assert.deepEqual(row('model.embed.weight').slice(5, 11), [...embed.slice(0, 3), '-', ...embed.slice(4, 6)], 'cols 32 cannot take a 64-block rotation; NVFP4 and MXFP8 still apply');
+  // Side by side: MXFP8 keeps far more signal than either FP4 format.
+  const mxfp8Db = up[10] === 'lossless' ? Infinity : Number(up[10]);
+  assert.ok(mxfp8Db > Number(up[7]) + 10 && mxfp8Db > Number(up[9]) + 10, up.join(' | '));
   assert.match(lines.find((line) => line.startsWith('model.embed.weight'))!, /cols 32 is not a multiple of the Hadamard block 64/);
   assert.match(lines.find((line) => line.startsWith('step '))!, /I64 is not a floating-point dtype/);
 });

@@ -37,6 +37,8 @@ function columns(report: CheckpointReport, theme: Theme, sparklines: (() => void
     { title: 'Flushed', tooltip: 'Non-zero elements that quantize to 0', text: (t) => formatPercent(t.analysis?.flushedFrac ?? null), sortKey: (t) => t.analysis?.flushedFrac ?? null, numeric: true },
     { title: 'SQNR dB', tooltip: 'MXFP4 without rotation', text: (t) => formatDb(t.analysis?.sqnr?.noRotationDb ?? null), sortKey: (t) => t.analysis?.sqnr?.noRotationDb ?? null, numeric: true },
     { title: `SQNR H${block} dB`, tooltip: `MXFP4 after a deterministic Hadamard rotation of block ${block}`, text: (t) => formatDb(t.analysis?.sqnr?.hadamardDb ?? null), sortKey: (t) => t.analysis?.sqnr?.hadamardDb ?? null, numeric: true },
+    { title: 'NVFP4 dB', tooltip: 'NVFP4 (16-element blocks, E4M3 block scales, FP32 tensor scale), no rotation', text: (t) => formatDb(t.analysis?.sqnr?.formats?.nvfp4.db ?? null), sortKey: (t) => t.analysis?.sqnr?.formats?.nvfp4.db ?? null, numeric: true },
+    { title: 'MXFP8 dB', tooltip: 'MXFP8 E4M3 (32-element blocks, E8M0 scales), no rotation', text: (t) => formatDb(t.analysis?.sqnr?.formats?.mxfp8.db ?? null), sortKey: (t) => t.analysis?.sqnr?.formats?.mxfp8.db ?? null, numeric: true },
     {
       title: 'Outlier blocks',
       tooltip: `Blocks whose scale is ≥ ${report.options.outlierBinades} binades above the median`,
@@ -80,6 +82,11 @@ function detail(tensor: TensorReport, report: CheckpointReport, theme: Theme, dr
       `SQNR, Hadamard ${report.options.hadamardBlock}`,
       sqnr.hadamardSkipped ?? `${formatDb(sqnr.hadamardDb)} dB (saturated ${formatPercent(sqnr.hadamardSaturatedFrac)}, flushed ${formatPercent(sqnr.hadamardFlushedFrac)})`,
     ]);
+    if (sqnr.formats) {
+      const { nvfp4, mxfp8 } = sqnr.formats;
+      facts.push(['SQNR, NVFP4', `${formatDb(nvfp4.db)} dB (saturated ${formatPercent(nvfp4.saturatedFrac)}, flushed ${formatPercent(nvfp4.flushedFrac)})`]);
+      facts.push(['SQNR, MXFP8 E4M3', `${formatDb(mxfp8.db)} dB (saturated ${formatPercent(mxfp8.saturatedFrac)}, flushed ${formatPercent(mxfp8.flushedFrac)})`]);
+    }
     facts.push(['SQNR measured on', sqnr.rowsUsed < analysis.rows ? `${sqnr.rowsUsed} evenly spaced rows of ${analysis.rows}` : 'every row']);
   }
   const list = element('dl', 'facts');
