@@ -206,7 +206,8 @@ def quantize_nvfp4(x: torch.Tensor, tile2d: bool = False) -> BlockQuantized:
     grid = padded.reshape(pm // tile, tile, pn // NVFP4_BLOCK, NVFP4_BLOCK)
     nan_tile = ~torch.isfinite(grid).all(dim=3).all(dim=1)
     tile_amax = torch.where(torch.isfinite(grid), grid.abs(), torch.zeros_like(grid)).amax(dim=3).amax(dim=1)
-    ds = (tile_amax / 6.0) * s_enc
+    one_sixth = torch.reciprocal(torch.tensor(6.0, dtype=torch.float32, device=s_enc.device))
+    ds = tile_amax * (s_enc * one_sixth)  # E2M1's reciprocal folded into the tensor scale, as the reference does
     ds = torch.where(ds > 448.0, torch.full_like(ds, 448.0), ds)  # also +Inf
     scale = round_to_element(ds, E4M3)
     denom = scale * s_dec

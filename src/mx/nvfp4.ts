@@ -6,7 +6,8 @@
  * the correctly rounded float32 for ×, ÷):
  *
  *   S_enc = 448·6 / amax_tensor (FLT_MAX when that overflows), S_dec = 1 / S_enc
- *   per block: s = E4M3(min((amax_block / 6) · S_enc, 448)),  e = 1 / (s · S_dec)  (FLT_MAX on overflow)
+ *   per block: s = E4M3(min(amax_block · (S_enc · ⅙), 448)),  e = 1 / (s · S_dec)  (FLT_MAX on overflow)
+ *   (⅙ = float32(1/6), folded into the tensor scale first, as the reference and the kernel do)
  *   per element: code = E2M1(clamp(x · e, −6, 6)), ties to even;  fake-quant = (E2M1 · s) · S_dec
  *
  * With `tile2d` a block is a 16×16 tile (16 rows × 16 columns) sharing one scale (NVIDIA's recipe
@@ -72,9 +73,12 @@ export function nvfp4TensorScales(amax: number): { encode: number; decode: numbe
   return { encode, decode: Math.fround(1 / encode) };
 }
 
+/** float32(1/6): the reference folds E2M1's reciprocal into the tensor's encode scale, as the kernel does. */
+const ONE_SIXTH = Math.fround(1 / 6);
+
 /** The E4M3 code of a block's scale, given its float32 amax and the tensor's encode scale. */
 export function nvfp4BlockScaleCode(blockAmax: number, tensorEncode: number): number {
-  let scale = Math.fround(Math.fround(blockAmax / 6) * tensorEncode);
+  let scale = Math.fround(blockAmax * Math.fround(tensorEncode * ONE_SIXTH));
   if (scale > 448) scale = 448; // also catches +Inf (the reference clamps to FLT_MAX first, then to 448)
   return encodeFp8(scale, 'e4m3');
 }

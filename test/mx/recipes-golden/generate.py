@@ -227,7 +227,7 @@ def nvfp4_quantize(bits: list, row_length: int, tile2d: bool):
                     codes[i], out[i] = 0, NAN_BITS
                 continue
             block_amax = max(values[i][2] for i in cells)
-            ds = clamp_inf(to_f32(to_f32(block_amax / 6) * s_enc))
+            ds = clamp_inf(to_f32(block_amax * to_f32(s_enc * to_f32(Q(1, 6)))))
             ds = min(ds, Q(448))
             scale = E4M3.round(ds)
             for r in rows_here:
@@ -324,6 +324,13 @@ def nvfp4_inputs(rng: random.Random) -> list:
             row += [v * 2.0 ** k, -v * 2.0 ** k * (1 + 2 ** -20)]
         ties += [f32(v) for v in row] + [f32(-1e-30)]
     cases.append(("ties", 16, False, ties))
+    # Block amaxes where float32(a/6)·S_enc and a·(S_enc·float32(1/6)) round to different E4M3 scales:
+    # they pin down that the reference folds 1/6 into the tensor scale first (found by searching).
+    for amax_bits, block_bits in ((0x4446D97F, 0x43BFBF70), (0x4452207F, 0x430E960C)):
+        amax_of = struct.unpack("<f", struct.pack("<I", amax_bits))[0]
+        block = struct.unpack("<f", struct.pack("<I", block_bits))[0]
+        cases.append((f"scale_rounding_order_{amax_bits:08x}", 16, False,
+                      [amax_bits] + [f32(rng.uniform(-1, 1) * amax_of) for _ in range(15)] + [block_bits] + [f32(rng.uniform(-1, 1) * block) for _ in range(15)]))
     special = [float("nan")] + [1.0] * 15 + [float("inf")] + [2.0] * 15 + [-0.0, 1e-45, -1e-45, 1.0] + [0.5] * 12
     cases.append(("nonfinite", 16, False, [f32(v) for v in special]))
     cases.append(("all_zero", 16, False, [f32(0.0)] * 32))
