@@ -1,7 +1,7 @@
 // Turns the run store's records into the dashboard's messages: run info, columnar loss slices, the
 // per-layer overview and one layer's detail. Pure functions of a store run.
 import { describeGemm, GEMM_KINDS, type GemmKind } from '../protocol/config.js';
-import { GEMM_OPERANDS, type LayerStatsRecord, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
+import { GEMM_OPERANDS, type LayerStatsRecord, type ScaleHistogram, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
 import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
 import type { RunView } from '../store/run-store.js';
 import { autocorrelation, lagCosines } from './correlation.js';
@@ -93,11 +93,15 @@ export function layerOverview(run: RunView): { overview: LayerOverview; version:
 export function layerDetail(run: RunView, request: RequestLayerMessage): LayerDetailMessage {
   const records = run.layerStats(request.layer, request.gemm);
   const operandIndex = GEMM_OPERANDS[request.gemm].indexOf(request.operand);
+  // One axis per detail: the newest record's scale code (a run keeps its GEMM formats); records
+  // of another kind, if a publisher mixed them, are left out of the histogram rows.
+  const scaleKind = records.at(-1)?.operands[operandIndex]?.histogram.kind ?? 'e8m0';
+  const sameKind = (histogram: ScaleHistogram) => (histogram.kind ?? 'e8m0') === scaleKind;
   let minExp = Infinity;
   let maxExp = -Infinity;
   for (const record of records) {
     const histogram = record.operands[operandIndex]?.histogram;
-    if (!histogram || histogram.counts.length === 0) continue;
+    if (!histogram || histogram.counts.length === 0 || !sameKind(histogram)) continue;
     minExp = Math.min(minExp, histogram.minExp);
     maxExp = Math.max(maxExp, histogram.minExp + histogram.counts.length - 1);
   }
@@ -113,6 +117,7 @@ export function layerDetail(run: RunView, request: RequestLayerMessage): LayerDe
     gemm: request.gemm,
     operand: request.operand,
     steps: records.map((record) => record.step),
+    ...(scaleKind === 'e4m3' ? { scaleKind } : {}),
     minExp,
     exponents,
     counts,
@@ -128,7 +133,7 @@ export function layerDetail(run: RunView, request: RequestLayerMessage): LayerDe
   const sketches: number[][] = [];
   records.forEach((record, i) => {
     const stats = record.operands[operandIndex];
-    if (stats) {
+    if (stats && sameKind(stats.histogram)) {
       const { histogram } = stats;
       const offset = i * exponents + histogram.minExp - minExp;
       for (let e = 0; e < histogram.counts.length; e++) counts[offset + e] = histogram.counts[e]!;

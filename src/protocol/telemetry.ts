@@ -81,6 +81,21 @@ export interface ScaleHistogram {
   nanBlocks: number;
 }
 
+/** The scale a histogram bin stands for: 2^bin for E8M0, the E4M3 value of code `bin` (0…448) for E4M3. */
+export function scaleValueOf(kind: ScaleKind | undefined, bin: number): number {
+  if (kind !== 'e4m3') return 2 ** bin;
+  const field = (bin >> 3) & 0xf;
+  const mantissa = bin & 7;
+  return field === 0 ? mantissa * 2 ** -9 : (1 + mantissa / 8) * 2 ** (field - 7);
+}
+
+/** Axis label of a bin in the scale's own units: "2^e" exponents for E8M0, the E4M3 value for NVFP4. */
+export function scaleBinLabel(kind: ScaleKind | undefined, bin: number): string {
+  if (kind !== 'e4m3') return String(bin);
+  const value = scaleValueOf(kind, bin);
+  return value >= 1 ? String(value) : value.toPrecision(3);
+}
+
 export const STATS_FORMATS = ['mxfp4', 'nvfp4', 'mxfp8-e4m3', 'mxfp8-e5m2'] as const;
 /** The block format an operand's stats measure. */
 export type StatsFormat = (typeof STATS_FORMATS)[number];

@@ -2,8 +2,8 @@
 // direction; both sides validate what they receive. Series travel columnar (parallel arrays) so a
 // 10,000-step run is a few arrays, not 10,000 objects.
 import { GEMM_KINDS, type GemmKind } from './config.js';
-import { OPERANDS, RUN_END_STATUSES, type Operand, type RunEndStatus } from './telemetry.js';
-import { arrayOf, intIn, literal, nonNegInt, nullable, num, object, str, union, type Schema } from './validate.js';
+import { OPERANDS, RUN_END_STATUSES, SCALE_KINDS, type Operand, type RunEndStatus, type ScaleKind } from './telemetry.js';
+import { arrayOf, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
 
 export const RUN_STATUSES = ['running', ...RUN_END_STATUSES] as const;
 export type RunStatus = 'running' | RunEndStatus;
@@ -90,7 +90,9 @@ export interface LayerDetailMessage {
   gemm: GemmKind;
   operand: Operand;
   steps: number[];
-  /** Exponent of row 0 of `counts`; rows cover minExp .. minExp + exponents − 1. */
+  /** Scale code of the histograms: E8M0 exponents (default) or NVFP4's E4M3 codes (then minExp is a code). */
+  scaleKind?: ScaleKind;
+  /** Exponent (or E4M3 code) of row 0 of `counts`; rows cover minExp .. minExp + exponents − 1. */
   minExp: number;
   exponents: number;
   /** counts[i * exponents + e]: blocks at steps[i] with exponent minExp + e. */
@@ -195,6 +197,7 @@ export const hostToWebviewSchema: Schema<HostToWebview> = union<HostToWebview>({
     gemm: literal(...GEMM_KINDS),
     operand: literal(...OPERANDS),
     steps: nums,
+    scaleKind: optional(literal(...SCALE_KINDS)),
     minExp: intIn(-127, 127),
     exponents: intIn(0, 256),
     counts: nums,

@@ -1,7 +1,9 @@
-// Per-layer MX block scales: for the chosen (layer, GEMM, operand), the exact E8M0 exponent
-// histogram at a chosen step and the step × exponent heatmap, one panel per shown run (compare mode:
-// side by side on the same exponent axis and the same step), with an optional overlay run.
+// Per-layer block scales: for the chosen (layer, GEMM, operand), the exact histogram of the stored
+// scale codes (E8M0 exponents; NVFP4's E4M3 scale values) at a chosen step and the step × scale
+// heatmap, one panel per shown run (compare mode: side by side on the same axis and the same step),
+// with an optional overlay run.
 import { binHeatmap } from '../../../src/dashboard/heatmap.js';
+import { scaleBinLabel } from '../../../src/protocol/telemetry.js';
 import type { LayerDetailMessage, RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { barChart } from '../charts.js';
@@ -69,7 +71,7 @@ export class ScalesView implements View {
     for (const run of runs) {
       const panel = element('div', 'panel');
       const title = element('h2', 'panel-title');
-      const { box, canvas, legend } = chartBox('E8M0 block-scale exponents at the step (fraction of blocks)', 220);
+      const { box, canvas, legend } = chartBox('Block scales at the step (fraction of blocks): E8M0 exponents, or E4M3 values for NVFP4', 220);
       const heatBox = element('section', 'chart-box');
       heatBox.append(element('h3', undefined, 'Exponent over steps'));
       const heatmap = element('canvas', 'heatmap');
@@ -110,7 +112,10 @@ export class ScalesView implements View {
     const drawn = [...this.panels.map((panel) => this.detailFor(panel.run)), overlay].filter((d): d is LayerDetailMessage => d !== undefined && d.exponents > 0);
     const lo = Math.min(...drawn.map((d) => d.minExp));
     const hi = Math.max(...drawn.map((d) => d.minExp + d.exponents - 1));
-    const labels = Array.from({ length: Math.max(0, hi - lo + 1) }, (_, i) => String(lo + i));
+    const bins = Array.from({ length: Math.max(0, hi - lo + 1) }, (_, i) => lo + i);
+    // Axes in the scale's own units; panels of different kinds would not share an axis, so the focus run's kind names it.
+    const scaleKind = drawn[0]?.scaleKind;
+    const labels = bins.map((bin) => scaleBinLabel(scaleKind, bin));
     let yMax = 0;
     for (const panel of this.panels) {
       panel.title.textContent = `${panel.run.name} — ${layer ?? 'no layers'} · ${state.gemm} · ${state.operand}`;
@@ -130,11 +135,13 @@ export class ScalesView implements View {
         series.push({ run: overlayRun, detail: overlay, index: overlayIndex, histogram: histogramAt(overlay, overlayIndex) });
       }
       panel.chart.data.labels = labels;
+      const xAxis = panel.chart.options.scales?.x as { title?: { text?: string } } | undefined;
+      if (xAxis?.title) xAxis.title.text = scaleKind === 'e4m3' ? 'E4M3 block scale (value)' : 'exponent (2^e)';
       panel.chart.data.datasets = series.map((s, k) => {
         const color = this.ctx.color(s.run.runId);
         return {
           label: `${s.run.name} @ ${s.detail.steps[s.index]}`,
-          data: labels.map((label) => s.histogram.fractions.get(Number(label)) ?? 0),
+          data: bins.map((bin) => s.histogram.fractions.get(bin) ?? 0),
           backgroundColor: withAlpha(color, k === 0 ? 0.75 : 0.35),
           borderColor: color,
           borderWidth: k === 0 ? 0 : 1,
@@ -154,7 +161,7 @@ export class ScalesView implements View {
       const heat = binHeatmap(detail, Math.max(1, panel.heatmap.clientWidth - 44));
       const column = Math.min(heat.columns - 1, Math.floor((index * heat.columns) / detail.steps.length));
       drawHeatmap(panel.heatmap, heat, { minExp: detail.minExp, lo, hi }, theme, column);
-      for (const s of series) for (const label of labels) this.csvRows.push([s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, Number(label), s.histogram.fractions.get(Number(label)) ?? 0]);
+      for (const s of series) for (const bin of bins) this.csvRows.push([s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, bin, s.histogram.fractions.get(bin) ?? 0]);
     }
     for (const panel of this.panels) {
       const y = panel.chart.options.scales?.y;
@@ -164,7 +171,7 @@ export class ScalesView implements View {
   }
 
   csv() {
-    return { name: 'scale-histogram.csv', header: ['run', 'layer', 'gemm', 'operand', 'step', 'exponent', 'fraction'], rows: this.csvRows };
+    return { name: 'scale-histogram.csv', header: ['run', 'layer', 'gemm', 'operand', 'step', 'scale bin (E8M0 exponent or E4M3 code)', 'fraction'], rows: this.csvRows };
   }
 
   canvas(): HTMLCanvasElement | null {
