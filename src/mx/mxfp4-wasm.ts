@@ -10,11 +10,12 @@ import { MX_BLOCK_SIZE } from './layout.js';
 import type { MxKernel } from './mxfp4.js';
 import type { MxKernelJob } from './mxfp4-ts.js';
 import type { Rng } from './rng.js';
+import type { ScaleRule } from './scale-rule.js';
 import type { MxStats } from './stats.js';
 import { tryLoad, type WasmArena } from './wasm-arena.js';
 
 interface MxExports {
-  scale_bytes(p: number, blocks: number, out: number): void;
+  scale_bytes(p: number, blocks: number, out: number, rule: number): void;
   fake_quant(p: number, blocks: number, scales: number): void;
   stats(p: number, blocks: number, scales: number): void;
   fake_quant_sr(p: number, blocks: number, scales: number, random: number): void;
@@ -38,6 +39,8 @@ const SCALES = CODES + CHUNK;
 const RANDOM = SCALES + CHUNK / MX_BLOCK_SIZE;
 const END = RANDOM + 4 * CHUNK;
 const PRESCALE = 0.75;
+/** The scale_bytes kernel's rule argument. */
+const RULE_CODES: Record<ScaleRule, number> = { floor: 0, even: 1, rceil: 2 };
 const UNSCALE = Math.fround(4 / 3);
 
 export function loadMxfp4Wasm(): MxKernel | undefined {
@@ -45,7 +48,7 @@ export function loadMxfp4Wasm(): MxKernel | undefined {
   if (!arena) return undefined;
   arena.ensure(END);
   return (job) => {
-    if (job.rowLength % MX_BLOCK_SIZE !== 0 || job.rounding === 'nearest-away' || job.scaleRule !== 'floor') return false;
+    if (job.rowLength % MX_BLOCK_SIZE !== 0 || job.rounding === 'nearest-away') return false;
     // The kernels count statistics only for plain nearest-even fake-quant.
     const statsOk = !job.stats || (job.rounding === 'nearest-even' && !job.prescale);
     if (job.writeBack && !job.codes && statsOk) {
@@ -53,7 +56,7 @@ export function loadMxfp4Wasm(): MxKernel | undefined {
       return true;
     }
     if (job.codes && job.scales && !job.writeBack && job.rounding === 'nearest-even' && !job.prescale) {
-      quantize(arena, job.values, job.codes, job.scales);
+      quantize(arena, job.values, job.codes, job.scales, RULE_CODES[job.scaleRule]);
       return true;
     }
     return false;
@@ -78,7 +81,7 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
   if (rng) words.set(rng.saveState());
   forEachChunk(arena, values, (offset, length, blocks) => {
     if (prescale) kernels.scale_in_place(DATA, length, PRESCALE);
-    kernels.scale_bytes(DATA, blocks, SCALES);
+    kernels.scale_bytes(DATA, blocks, SCALES, RULE_CODES[job.scaleRule]);
     if (rng) {
       kernels.fill_random(RANDOM, length, RNG_STATE);
       kernels.fake_quant_sr(DATA, blocks, SCALES, RANDOM);
@@ -93,9 +96,9 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
   if (stats) addStats(arena, stats, values.length);
 }
 
-function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint8Array, scales: Uint8Array): void {
+function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint8Array, scales: Uint8Array, rule: number): void {
   forEachChunk(arena, values, (offset, length, blocks) => {
-    arena.exports.scale_bytes(DATA, blocks, SCALES);
+    arena.exports.scale_bytes(DATA, blocks, SCALES, rule);
     arena.exports.quantize(DATA, blocks, CODES, SCALES);
     codes.set(arena.u8.subarray(CODES, CODES + length), offset);
     scales.set(arena.u8.subarray(SCALES, SCALES + blocks), offset / MX_BLOCK_SIZE);

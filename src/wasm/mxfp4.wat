@@ -22,8 +22,12 @@
 
   ;; One scale byte per block of 32 floats at $p, written to $out (0xFF when the block holds NaN or
   ;; ±Inf). A separate pass, so the per-element kernels read the byte instead of calling per block.
-  (func (export "scale_bytes") (param $p i32) (param $blocks i32) (param $out i32)
-    (local $m v128) (local $field i32) (local $end i32)
+  ;; $rule (src/mx/scale-rule.ts): 0 floor, max(field − 2, 0); 1 even, the same on the field of
+  ;; amax + 2^21 (amax rounded half up to E2M1's 1 mantissa bit); 2 rceil, ceil(log2(f32(amax / 6)))
+  ;; + 127 clamped at 0: d's field, plus one unless d is a power of two; a subnormal d gives 1 when
+  ;; it exceeds 2^−127, else 0.
+  (func (export "scale_bytes") (param $p i32) (param $blocks i32) (param $out i32) (param $rule i32)
+    (local $m v128) (local $field i32) (local $end i32) (local $amax i32) (local $d i32)
     (local.set $end (i32.add (local.get $out) (local.get $blocks)))
     (block $done
       (loop $blockLoop
@@ -43,11 +47,22 @@
                            (v128.and (v128.load offset=112 (local.get $p)) (local.get $m))))))
         (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $m) (local.get $m))))
         (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $m) (local.get $m))))
-        (local.set $field (i32.shr_u (i32x4.extract_lane 0 (local.get $m)) (i32.const 23)))
+        (local.set $amax (i32x4.extract_lane 0 (local.get $m)))
+        (local.set $field (i32.shr_u (local.get $amax) (i32.const 23)))
         (i32.store8 (local.get $out)
           (if (result i32) (i32.eq (local.get $field) (i32.const 255))
             (then (i32.const 255))
-            (else (select (i32.sub (local.get $field) (i32.const 2)) (i32.const 0) (i32.gt_u (local.get $field) (i32.const 2))))))
+            (else
+              (if (result i32) (i32.eq (local.get $rule) (i32.const 2))
+                (then
+                  (local.set $d (i32.reinterpret_f32 (f32.div (f32.reinterpret_i32 (local.get $amax)) (f32.const 6))))
+                  (if (result i32) (i32.shr_u (local.get $d) (i32.const 23))
+                    (then (i32.add (i32.shr_u (local.get $d) (i32.const 23)) (i32.ne (i32.and (local.get $d) (i32.const 0x7fffff)) (i32.const 0))))
+                    (else (i32.gt_u (local.get $d) (i32.const 0x400000)))))
+                (else
+                  (if (i32.eq (local.get $rule) (i32.const 1))
+                    (then (local.set $field (i32.shr_u (i32.add (local.get $amax) (i32.const 0x200000)) (i32.const 23)))))
+                  (select (i32.sub (local.get $field) (i32.const 2)) (i32.const 0) (i32.gt_u (local.get $field) (i32.const 2))))))))
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
         (local.set $out (i32.add (local.get $out) (i32.const 1)))
         (br $blockLoop))))

@@ -103,3 +103,24 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+test('MXFP4 scale rules: the WebAssembly kernel matches TypeScript on random data, stochastic rounding and stats included', async () => {
+  const { Rng } = await import('../../src/mx/index.js');
+  const source = new Float32Array(64 * 96);
+  const rng = new Rng(11);
+  for (let i = 0; i < source.length; i++) source[i] = (rng.nextU32() / 2 ** 32 - 0.5) * 2 ** ((i % 23) - 11) * (i % 97 === 0 ? 1e30 : 1);
+  for (const scaleRule of ['floor', 'rceil', 'even'] as const) {
+    for (const rounding of ['nearest-even', 'stochastic'] as const) {
+      const run = (backend: MxBackend) => {
+        setMxBackend(backend);
+        const values = source.slice();
+        const stats = rounding === 'nearest-even' ? createMxStats() : undefined;
+        const stream = new Rng(5);
+        fakeQuantMxfp4(values, 96, { scaleRule, rounding, rng: stream, srPrescale: rounding === 'stochastic', stats });
+        return { bits: hex(values), counts: stats && Array.from(stats.expCounts), saturated: stats?.saturated, next: stream.nextU32() };
+      };
+      assert.deepEqual(run('wasm'), run('ts'), `${scaleRule} ${rounding}`);
+    }
+  }
+  setMxBackend('auto');
+});
