@@ -10,7 +10,7 @@ import { encodeFp8, fp8Grid, type Fp8Format } from './fp8.js';
 import { floorLog2, type FloatGrid } from './float-grid.js';
 import { blocksPerRow, checkRows, MX_BLOCK_SIZE } from './layout.js';
 import { checkScaleRule, mxScaleByte, type MxElement, type ScaleRule } from './scale-rule.js';
-import type { MxStats } from './stats.js';
+import { countElement, type MxStats } from './stats.js';
 
 export interface Mxfp8Options {
   /** Default 'floor'. */
@@ -91,15 +91,7 @@ function run(job: Job, caller: string): void {
         const clamped = rounded > spec.max ? spec.max : rounded;
         if (codes) codes[i] = encodeFp8(negative ? -clamped : clamped, job.format);
         const out = Math.fround((negative ? -clamped : clamped) * scale);
-        if (stats) {
-          if (rounded > spec.max) stats.saturated++;
-          if (x !== 0) {
-            stats.nonZero++;
-            if (out === 0) stats.flushed++;
-          }
-          stats.signalSq += x * x;
-          stats.errorSq += (x - out) * (x - out);
-        }
+        if (stats) countElement(stats, x, out, rounded > spec.max);
         if (writeBack) values[i] = out;
       }
     }

@@ -16,7 +16,7 @@
 import { decodeE2m1 } from './e2m1.js';
 import { decodeFp8, encodeFp8 } from './fp8.js';
 import { checkRows } from './layout.js';
-import type { MxStats } from './stats.js';
+import { countElement, type MxStats } from './stats.js';
 
 export const NVFP4_BLOCK_SIZE = 16;
 /** The largest E4M3 value times the largest E2M1 value. */
@@ -139,15 +139,7 @@ function run(job: Job, caller: string): { amax: number; tensorScale: number } {
           if (!writeBack && !stats) continue;
           // E2M1 · E4M3 has at most 6 significant bits: exact in float32; then one rounding.
           const out = Math.fround(E2M1_SIGNED[code]! * scale * tensor.decode);
-          if (stats) {
-            if (magnitude >= 7) stats.saturated++; // rounded past 6 before the clamp
-            if (x !== 0) {
-              stats.nonZero++;
-              if (out === 0) stats.flushed++;
-            }
-            stats.signalSq += x * x;
-            stats.errorSq += (x - out) * (x - out);
-          }
+          if (stats) countElement(stats, x, out, magnitude >= 7); // saturated: rounded past 6 before the clamp
           if (writeBack) values[i] = out;
         }
       }

@@ -39,3 +39,14 @@ export function resetMxStats(stats: MxStats): void {
   stats.signalSq = 0;
   stats.errorSq = 0;
 }
+
+/** Adds one element's outcome (input x, fake-quantized out, whether it was clamped) to `stats`. */
+export function countElement(stats: MxStats, x: number, out: number, saturated: boolean): void {
+  if (saturated) stats.saturated++;
+  if (x !== 0) {
+    stats.nonZero++;
+    if (out === 0) stats.flushed++;
+  }
+  stats.signalSq += x * x;
+  stats.errorSq += (x - out) * (x - out);
+}
