@@ -61,7 +61,7 @@ test('runs view rows: running vs ended wording, config rows from the run config'
   assert.equal(row.icon, 'warning');
   assert.match(row.tooltip, /diverged — loss NaN/);
   const rows = configRows(store.list()[0]!);
-  assert.deepEqual(rows.find((r) => r.label === 'wgrad'), { label: 'wgrad', value: 'mxfp4 · no rotation · nearest-even' });
+  assert.deepEqual(rows.find((r) => r.label === 'wgrad'), { label: 'wgrad', value: 'mxfp4 · no rotation · nearest-even · scale rule floor' });
   assert.equal(row.label, 'tiny · H16', 'short names are shown as they are');
   store.ingest({ type: 'runStarted', runId: 'long', name: 'tiny · fprop fp32 · dgrad fp32 · wgrad mxfp4 · H16', startedAt: '2026-11-21T16:49:10.000Z', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
   assert.equal(runRow(store.get('long')!.summary).label, 'tiny · F,D,W mxfp4 · 16:49');
@@ -77,4 +77,19 @@ test('status bar text and quick actions follow the connection state', () => {
   assert.deepEqual(quickActions(undefined, false).slice(0, 2).map((a) => a.command), ['mxscope.startEmulatedRun', 'mxscope.connect']);
   const running = quickActions('connected', true).map((a) => a.command);
   assert.ok(running.includes('mxscope.stopRun') && !running.includes('mxscope.startNextRun') && running.includes('mxscope.disconnect'));
+});
+
+test('the Runs view and status bar show the production recipes: NVFP4 tiles, MXFP8 and the scale rule', () => {
+  const store = new RunStore();
+  const gemms = {
+    fprop: { ...baseConfig.gemms.fprop, precision: 'nvfp4' as const, nvfp4Weight2d: true },
+    dgrad: { ...baseConfig.gemms.dgrad, precision: 'mxfp8' as const, scaleRule: 'rceil' as const },
+    wgrad: { ...baseConfig.gemms.wgrad, precision: 'mxfp4' as const, rotation: 'fixed-sign-hadamard' as const, hadamardBlock: 16 as const, scaleRule: 'even' as const },
+  };
+  store.ingest({ type: 'runStarted', runId: 'recipes', name: 'a rather long name for the production recipes', startedAt: '2026-11-24T03:10:00.000Z', trainer: { name: 'x', version: '1' }, config: { ...baseConfig, gemms }, layers: [] });
+  const rows = configRows(store.list()[0]!);
+  assert.equal(rows.find((r) => r.label === 'fprop')!.value, 'nvfp4 · no rotation · nearest-even · weights in 16×16 tiles');
+  assert.equal(rows.find((r) => r.label === 'dgrad')!.value, 'mxfp8 · no rotation · nearest-even · scale rule rceil');
+  assert.equal(rows.find((r) => r.label === 'wgrad')!.value, 'mxfp4 · fixed-sign-hadamard 16 · nearest-even · scale rule even');
+  assert.equal(runRow(store.list()[0]!).label, 'tiny · F nvfp4 · 2D · D mxfp8 · rceil · W mxfp4 · FSH16 · even · 03:10');
 });

@@ -69,14 +69,15 @@ export function describeGemms(config: Pick<RunConfig, 'gemms'>): string {
 }
 
 /**
- * The MXFP4 GEMMs and their recipe, short enough for the status bar, grouped by recipe:
- * "W mxfp4 · H16", "D,W mxfp4 · RHT16+SR¾", or "no MXFP4" when every GEMM runs wider.
+ * The block-format (MXFP4, NVFP4, MXFP8) GEMMs and their recipe, short enough for the status bar,
+ * grouped by recipe: "W mxfp4 · H16", "D,W mxfp4 · RHT16+SR¾", "F nvfp4 · 2D", or "no MXFP4" when
+ * every GEMM runs wider.
  */
 export function rotationSummary(config: Pick<RunConfig, 'gemms'>): string {
   const groups = new Map<string, string[]>();
   for (const kind of GEMM_KINDS) {
     const gemm = config.gemms[kind];
-    if (gemm.precision !== 'mxfp4') continue;
+    if (!isBlockPrecision(gemm.precision)) continue;
     const recipe = describeGemm(gemm);
     groups.set(recipe, [...(groups.get(recipe) ?? []), SHORT[kind]]);
   }

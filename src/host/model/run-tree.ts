@@ -1,6 +1,6 @@
 // What the Runs view shows for each run: a label, a one-line description, and the config as child
 // rows. Pure functions of a store summary, so the wording is tested without VS Code.
-import { GEMM_KINDS } from '../../protocol/index.js';
+import { GEMM_KINDS, isBlockPrecision, scaleRuleOf } from '../../protocol/index.js';
 import type { RunStatus, RunSummary } from '../../store/run-store.js';
 import { rotationSummary } from './rotation-modes.js';
 
@@ -61,7 +61,14 @@ export function configRows(summary: RunSummary): ConfigRow[] {
     ...GEMM_KINDS.map((kind) => {
       const gemm = config.gemms[kind];
       const rotation = gemm.rotation === 'none' ? 'no rotation' : `${gemm.rotation} ${gemm.hadamardBlock}`;
-      return { label: kind, value: gemm.precision === 'mxfp4' ? `mxfp4 · ${rotation} · ${gemm.rounding}${gemm.srPrescale ? ' (¾ prescale)' : ''}` : gemm.precision };
+      if (!isBlockPrecision(gemm.precision)) return { label: kind, value: gemm.precision };
+      const details = [
+        gemm.precision,
+        rotation,
+        `${gemm.rounding}${gemm.srPrescale ? ' (¾ prescale)' : ''}`,
+        gemm.precision === 'nvfp4' ? (gemm.nvfp4Weight2d ? 'weights in 16×16 tiles' : undefined) : `scale rule ${scaleRuleOf(gemm)}`,
+      ];
+      return { label: kind, value: details.filter((part) => part !== undefined).join(' · ') };
     }),
     { label: 'steps', value: config.steps === 0 ? 'open-ended' : String(config.steps) },
     { label: 'tokens/step', value: String(config.tokensPerStep) },
