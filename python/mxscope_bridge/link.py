@@ -242,7 +242,7 @@ class TrainerServer:
         if kind == "hello":
             theirs = message["protocol"]
             if theirs["major"] != PROTOCOL_VERSION["major"]:
-                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.0: use a client for protocol major version 1")
+                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's {PROTOCOL_VERSION['major']}.{PROTOCOL_VERSION['minor']}: use a client for protocol major version {PROTOCOL_VERSION['major']}")
             return f"{self.trainer['name']} {self.trainer['version']}"
         if kind == "subscribe":
             with self._lock:
