@@ -26,24 +26,40 @@ export interface Mxfp8Quantized {
 
 interface Format extends FloatGrid {
   element: MxElement;
+  /** 2^(e + 23 − m) for binades e = minExponent … emax + 1 (an element's binade under any scale rule). */
+  magic: Float64Array;
 }
+
+function makeFormat(format: Fp8Format): Format {
+  const grid = fp8Grid(format);
+  const emax = floorLog2(grid.max);
+  const magic = Float64Array.from({ length: emax + 2 - grid.minExponent }, (_, i) => pow2(grid.minExponent + i + 23 - grid.mantissaBits));
+  return { ...grid, element: { emax, mantissaBits: grid.mantissaBits, max: grid.max }, magic };
+}
+
+let formats: Record<Fp8Format, Format> | undefined;
 
 function formatOf(format: Fp8Format, caller: string): Format {
   if (format !== 'e4m3' && format !== 'e5m2') throw new Error(`${caller}: unknown FP8 element format '${String(format)}'; use 'e4m3' or 'e5m2'`);
-  const grid = fp8Grid(format);
-  return { ...grid, element: { emax: floorLog2(grid.max), mantissaBits: grid.mantissaBits, max: grid.max } };
+  // Built on first use: fp8.ts, which this module's fp8Grid comes from, imports this module too.
+  formats ??= { e4m3: makeFormat('e4m3'), e5m2: makeFormat('e5m2') };
+  return formats[format];
 }
 
-/** The FP8 grid value nearest to a finite magnitude (ties to even), without saturating. */
-function roundUnsaturated(magnitude: number, grid: FloatGrid): number {
-  if (magnitude === 0) return 0;
-  const exponent = Math.max(floorLog2(magnitude), grid.minExponent) - grid.mantissaBits;
-  const step = pow2(exponent);
-  const t = magnitude / step;
-  const floor = Math.floor(t);
-  const frac = t - floor;
-  const up = frac > 0.5 || (frac === 0.5 && floor % 2 === 1);
-  return (floor + (up ? 1 : 0)) * step;
+/**
+ * The FP8 grid value nearest to a ≥ 0 (ties to even), without saturating, for a = |x|·2^−shared
+ * where x has float32 exponent field `field`. The grid step in a's binade e (at least the
+ * format's smallest normal exponent) is 2^(e − m), the float32 ulp of 2^(e + 23 − m): adding and
+ * subtracting that power in float32 rounds to the step, ties to even, with no branch on the value.
+ * a is exact (a power-of-two scaling of a float32); when it is far below the smallest subnormal
+ * the double sum may round first, but only values that round to 0 anyway.
+ */
+function roundUnsaturated(a: number, field: number, shared: number, spec: Format): number {
+  // A float32-subnormal x (field 0) has no exponent in its field: take it from the value (rare).
+  let e = field === 0 ? (a === 0 ? spec.minExponent : floorLog2(a)) : field - 127 - shared;
+  if (e < spec.minExponent) e = spec.minExponent;
+  const magic = spec.magic[e - spec.minExponent]!;
+  return Math.fround(Math.fround(a + magic) - magic);
 }
 
 interface Job {
@@ -87,7 +103,7 @@ function run(job: Job, caller: string): void {
       for (let i = start; i < end; i++) {
         const x = values[i]!;
         const negative = bits[i]! >>> 31 === 1;
-        const rounded = roundUnsaturated(Math.abs(x) * inverse, spec);
+        const rounded = roundUnsaturated(Math.abs(x) * inverse, (bits[i]! >>> 23) & 0xff, shared, spec);
         const clamped = rounded > spec.max ? spec.max : rounded;
         if (codes) codes[i] = encodeFp8(negative ? -clamped : clamped, job.format);
         const out = Math.fround((negative ? -clamped : clamped) * scale);

@@ -41,18 +41,24 @@ export interface Nvfp4Quantized {
   tensorScale: number;
 }
 
-/** Maps a scaled magnitude in [0, 6] to its E2M1 index, nearest with ties to even (the reference's thresholds). */
+/** 2^(b + 22): its float32 ulp is E2M1's step 2^(b − 1) in binade b = 0 ([0, 2)), 1 ([2, 4)), 2 ([4, 6]). */
+const E2M1_MAGIC = [2 ** 22, 2 ** 23, 2 ** 24];
+/** E2M1 index of each grid value times 2 (0, 1, 2, 3, 4, 6, 8, 12). */
+const INDEX_OF_TWICE = Uint8Array.from([0, 1, 2, 3, 4, 0, 5, 0, 6, 0, 0, 0, 7]);
+
+/**
+ * The E2M1 index of a scaled magnitude in [0, 6], nearest with ties to even: adding and subtracting
+ * 2^(b + 22) in float32 rounds to the binade's step, ties to even, and the grid value's parity is
+ * the code's. These are the reference's thresholds (0.25 → 0, 0.75 → 1, 1.25 → 1, 1.75 → 2,
+ * 2.5 → 2, 3.5 → 4, 5 → 4) without a branch per threshold, which random data would mispredict.
+ */
 function e2m1Index(a: number): number {
-  if (a <= 0.25) return 0;
-  if (a < 0.75) return 1;
-  if (a <= 1.25) return 2;
-  if (a < 1.75) return 3;
-  if (a <= 2.5) return 4;
-  if (a < 3.5) return 5;
-  if (a <= 5) return 6;
-  return 7;
+  const magic = E2M1_MAGIC[+(a >= 2) + +(a >= 4)]!;
+  return INDEX_OF_TWICE[2 * Math.fround(Math.fround(a + magic) - magic)]!;
 }
 
+/** Value of each E4M3 scale code (sign 0, 0x7F = NaN); built on first use, after fp8.ts has loaded. */
+let E4M3_VALUES: Float64Array | undefined;
 const E2M1_SIGNED = Float64Array.from({ length: 16 }, (_, code) => decodeE2m1(code));
 
 interface Job {
@@ -119,7 +125,7 @@ function run(job: Job, caller: string): { amax: number; tensorScale: number } {
         stats.blocks++;
         stats.elements += (rowEnd - rowStart) * (colEnd - colStart);
       }
-      const scale = decodeFp8(scaleCode, 'e4m3');
+      const scale = (E4M3_VALUES ??= Float64Array.from({ length: 128 }, (_, code) => decodeFp8(code, 'e4m3')))[scaleCode]!;
       let encode = Math.fround(1 / Math.fround(scale * tensor.decode));
       if (encode > FLT_MAX) encode = Math.fround(FLT_MAX);
       for (let r = rowStart; r < rowEnd; r++) {
