@@ -2,7 +2,8 @@
 // webview + shared code, src/mx imports nothing outside itself, no cycles between folders.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { boundaryViolations, folderCycles, readImports, type ImportEdge } from './imports.js';
+import { readFileSync } from 'node:fs';
+import { boundaryViolations, folderCycles, listSources, readImports, type ImportEdge } from './imports.js';
 
 const edges = readImports(process.cwd(), ['src', 'webview']);
 
@@ -52,4 +53,11 @@ test('the cycle finder reports a cycle once, through any number of folders', () 
   ];
   assert.deepEqual(folderCycles(cyclic), ['src/link → src/runlog → src/trainer → src/link']);
   assert.deepEqual(folderCycles(cyclic.slice(0, 2)), []);
+});
+
+test('tests and benchmarks draw randomness from a seeded generator, never Math.random', () => {
+  const unseeded = ['test', 'bench']
+    .flatMap((folder) => listSources(process.cwd(), folder))
+    .filter((file) => file !== 'test/architecture/boundaries.test.ts' && readFileSync(file, 'utf8').includes('Math.random('));
+  assert.deepEqual(unseeded, [], 'use Rng from src/mx/rng.ts with a fixed seed, so a failure repeats');
 });

@@ -15,10 +15,11 @@ export interface ImportEdge {
 
 const toPosix = (path: string): string => path.split(sep).join('/');
 
-function listTs(root: string, dir: string): string[] {
+/** Every .ts source under dir (repository-relative, '/'-separated), declaration files excluded. */
+export function listSources(root: string, dir: string): string[] {
   return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => {
     const path = `${dir}/${entry.name}`;
-    if (entry.isDirectory()) return listTs(root, path);
+    if (entry.isDirectory()) return listSources(root, path);
     return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [path] : [];
   });
 }
@@ -34,7 +35,7 @@ function resolveRelative(root: string, from: string, specifier: string): string 
 /** Every import of every .ts file under the given top-level folders. */
 export function readImports(root: string, folders: readonly string[]): ImportEdge[] {
   const edges: ImportEdge[] = [];
-  for (const file of folders.flatMap((folder) => listTs(root, folder))) {
+  for (const file of folders.flatMap((folder) => listSources(root, folder))) {
     const info = ts.preProcessFile(readFileSync(join(root, file), 'utf8'), true, true);
     for (const { fileName: specifier } of info.importedFiles) {
       const target = specifier.startsWith('.') ? resolveRelative(root, file, specifier) : null;
