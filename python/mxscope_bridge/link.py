@@ -4,12 +4,19 @@ replays it on `subscribe {from}`, answers requests, and keeps the next-run confi
 Training threads call `publish`, which never blocks: records wait in a bounded queue for the pump
 thread (JSON encoding, run log, sockets). When the queue holds `max_queued_stats` layerStats records,
 further layerStats are dropped and counted; run, step and checkpoint records are always kept.
+
+Who may connect (`_authorize`): a token is required unless the caller opts out with `no_token=True`
+on loopback; it is generated when not given (or taken from MXSCOPE_TOKEN) and compared in constant
+time. Upgrades that carry an `Origin` header come from browsers and are refused unless allow-listed.
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
+import os
 import queue
+import re
 import secrets
 import threading
 import uuid
@@ -17,18 +24,55 @@ from collections import deque
 from typing import Callable, Dict, List, Optional
 
 from .config import ConfigError, check_next_run_config, merge_run_config
+from .jsonlimits import JsonRefused, loads_bounded
 from .runlog import compact
-from .wsserver import Connection, Request, WebSocketServer
+from .wsconnection import Connection, text_frame
+from .wsserver import Refusal, Request, WebSocketServer
 
 PROTOCOL_VERSION = {"major": 1, "minor": 0}
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 CLIENT_MESSAGE_TYPES = ("hello", "subscribe", "setNextRunConfig", "startRun", "stopRun", "saveCheckpoint")
+HARD_FRAME_BYTES = 4 * MAX_FRAME_BYTES
 LISTENING_PREFIX = "MXSCOPE_LISTENING "
+TOKEN_ENV = "MXSCOPE_TOKEN"
+_IPV4_LOOPBACK = re.compile(r"127\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 
 
 def is_loopback(host: str) -> bool:
     bare = host.strip("[]")
-    return bare in ("localhost", "::1") or bare.startswith("127.")
+    return bare in ("localhost", "::1") or _IPV4_LOOPBACK.fullmatch(bare) is not None
+
+
+def choose_token(token: Optional[str], no_token: bool, host: str) -> Optional[str]:
+    """The token clients must present: the one given, else $MXSCOPE_TOKEN, else a generated one;
+    None only when the caller opted out explicitly, which is allowed on loopback alone."""
+    if no_token:
+        if token:
+            raise ValueError("pass either token=... or no_token=True, not both")
+        if not is_loopback(host):
+            raise ValueError(f"no_token=True is allowed on loopback only, and {host} is not loopback: "
+                             "leave the token on (it is generated and printed on the listening line)")
+        return None
+    if token in (None, "generate"):
+        token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+    if not isinstance(token, str) or not token.strip():
+        raise ValueError("token must be a non-empty string (or pass no_token=True on loopback)")
+    return token
+
+
+def presented_token(request: Request) -> Optional[str]:
+    """The token an upgrade presents: `Authorization: Bearer` (scheme in any case) or `?token=`."""
+    scheme, _, value = request.headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.query.get("token")
+
+
+def tokens_match(expected: str, given: Optional[str]) -> bool:
+    """Constant time, on digests so the length does not leak either."""
+    if given is None:
+        return False
+    return hmac.compare_digest(hashlib.sha256(expected.encode()).digest(), hashlib.sha256(given.encode("utf-8", "surrogatepass")).digest())
 
 
 class RequestError(Exception):
@@ -38,7 +82,8 @@ class RequestError(Exception):
 
 
 class ReplayBuffer:
-    """Recent telemetry frames, bounded by bytes (oldest dropped first)."""
+    """Recent telemetry as ready websocket frames ((frame bytes, payload size), shared with every
+    client's send queue: a frame is built once), bounded by payload bytes, oldest dropped first."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
@@ -46,14 +91,14 @@ class ReplayBuffer:
         self.bytes = 0
         self.oldest_seq = 1
 
-    def push(self, frame: str) -> None:
+    def push(self, frame: tuple) -> None:
         self.frames.append(frame)
-        self.bytes += len(frame)
+        self.bytes += frame[1]
         while self.bytes > self.max_bytes and len(self.frames) > 1:
-            self.bytes -= len(self.frames.popleft())
+            self.bytes -= self.frames.popleft()[1]
             self.oldest_seq += 1
 
-    def since(self, start: int) -> List[str]:
+    def since(self, start: int) -> List[tuple]:
         return list(self.frames)[max(0, start - self.oldest_seq):]
 
 
@@ -70,12 +115,16 @@ class _Peer:
 
 class TrainerServer:
     def __init__(self, base_config: dict, *, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
-                 trainer: Optional[dict] = None, replay_bytes: int = 256 << 20, max_client_backlog_bytes: int = 64 << 20,
-                 max_queued_stats: int = 20000, on_record_written: Optional[Callable[[dict, str], None]] = None,
-                 log: Callable[[str], None] = lambda line: None):
-        if not is_loopback(host) and not token:
-            raise ValueError(f"binding to {host} (not loopback) needs a token: pass token=... or token='generate'")
-        self.token = secrets.token_urlsafe(24) if token == "generate" else token
+                 no_token: bool = False, allowed_origins=(), trainer: Optional[dict] = None, replay_bytes: int = 256 << 20,
+                 max_client_backlog_bytes: int = 64 << 20, max_queued_stats: int = 20000,
+                 on_record_written: Optional[Callable[[dict, str], None]] = None, log: Callable[[str], None] = lambda line: None,
+                 **server_limits):
+        """`token`: what clients must present (None: $MXSCOPE_TOKEN or a generated one); `no_token=True`
+        serves without one, on loopback only. `allowed_origins`: browser origins (e.g.
+        "http://localhost:8888") allowed to connect; every other upgrade with an Origin gets 403.
+        `server_limits`: WebSocketServer's max_clients, max_pending, handshake_timeout_s, poll_s."""
+        self.token = choose_token(token, no_token, host)
+        self.allowed_origins = frozenset(origin.lower().rstrip("/") for origin in allowed_origins)
         self.trainer = trainer or {"name": "mxscope-bridge", "version": "0.1.0"}
         self.session_id = str(uuid.uuid4())
         self.log = log
@@ -92,9 +141,11 @@ class TrainerServer:
         self._handlers: Dict[str, Callable[[dict], Optional[str]]] = {}
         self._idle = threading.Condition()
         self._pending = 0
-        self._server = WebSocketServer(host, port, self._authorize, self._on_connection, max_client_backlog_bytes)
+        self._server = WebSocketServer(host, port, self._authorize, self._on_connection, max_client_backlog_bytes, log=log, **server_limits)
         url_host = f"[{self._server.host}]" if ":" in self._server.host else self._server.host
         self.url = f"ws://{url_host}:{self._server.port}"
+        self.connect_url = f"{self.url}/?token={self.token}" if self.token else self.url
+        """The URL with its token, to paste into "MX Scope: Connect to Trainer" (as Jupyter prints one)."""
         threading.Thread(target=self._pump, name="mxscope-publisher", daemon=True).start()
 
     # ------------------------------------------------------------------ training side
@@ -156,12 +207,12 @@ class TrainerServer:
                 # Encoded once for the socket and the run log: a stats step's records hold the GIL
                 # while they encode, which the training thread waits for.
                 line = compact(record)
-                frame = telemetry_frame(line, self.last_seq + 1)
+                frame = text_frame(telemetry_frame(line, self.last_seq + 1))
                 with self._lock:
                     self.last_seq += 1
                     self._replay.push(frame)
                     for peer in list(self._peers):
-                        if peer.subscribed and not peer.conn.send_text(frame):
+                        if peer.subscribed and not peer.conn.send_frame(*frame):
                             self.log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
                             self._peers.remove(peer)
                 if self._on_record_written is not None:
@@ -177,15 +228,16 @@ class TrainerServer:
 
     # ------------------------------------------------------------------ connections
 
-    def _authorize(self, request: Request) -> Optional[str]:
-        if not self.token:
-            return None
-        auth = request.headers.get("authorization", "")
-        given = auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else request.query.get("token")
-        if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
-            return None
-        self.log(f"refused a connection from {request.peer}: missing or wrong token")
-        return 'a valid token is required (query parameter "token" or header "Authorization: Bearer <token>")'
+    def _authorize(self, request: Request) -> Optional[Refusal]:
+        origin = request.headers.get("origin")
+        if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
+            self.log(f"refused a connection from {request.peer}: browser origin {origin[:200]!r} is not allow-listed")
+            return 403, ("upgrades from web pages are refused (Origin header present); MX Scope clients send no Origin. "
+                         "Allow-list an origin with allowed_origins=[...] if a page must connect")
+        if self.token and not tokens_match(self.token, presented_token(request)):
+            self.log(f"refused a connection from {request.peer}: missing or wrong token")
+            return 401, 'a valid token is required (query parameter "token" or header "Authorization: Bearer <token>")'
+        return None
 
     def _send(self, peer: _Peer, message: dict) -> None:
         peer.conn.send_text(json.dumps(message, separators=(",", ":"), allow_nan=False))
@@ -204,10 +256,12 @@ class TrainerServer:
             self._peers.append(peer)
             self._send(peer, {"type": "hello", "seq": self.last_seq, "protocol": PROTOCOL_VERSION, "trainer": self.trainer,
                               "sessionId": self.session_id, "capabilities": self.capabilities, "lastSeq": self.last_seq})
-        conn.read_messages(lambda text, size: self._on_message(peer, text, size), MAX_FRAME_BYTES, 4 * MAX_FRAME_BYTES)
-        with self._lock:
-            if peer in self._peers:
-                self._peers.remove(peer)
+        try:
+            conn.read_messages(lambda text, size: self._on_message(peer, text, size), MAX_FRAME_BYTES, HARD_FRAME_BYTES)
+        finally:
+            with self._lock:
+                if peer in self._peers:
+                    self._peers.remove(peer)
 
     def _on_message(self, peer: _Peer, text: Optional[str], size: int) -> None:
         if text is None:
@@ -215,9 +269,9 @@ class TrainerServer:
                 return self._error(peer, "invalid-message", "binary frame dropped: protocol v1 frames are JSON text")
             return self._error(peer, "frame-too-large", f"frame of {size} bytes is over the {MAX_FRAME_BYTES}-byte limit; dropped")
         try:
-            message = json.loads(text)
-        except ValueError as error:
-            return self._error(peer, "bad-json", f"frame is not valid JSON ({error}); dropped")
+            message = loads_bounded(text)
+        except JsonRefused as error:
+            return self._error(peer, "bad-json", f"frame is not valid JSON ({str(error)[:200]}); dropped")
         if isinstance(message, dict) and isinstance(message.get("type"), str) and message["type"] not in CLIENT_MESSAGE_TYPES:
             return self.log(f'ignored a client message of unknown type "{message["type"]}" (newer client?)')
         request_id = message.get("id") if isinstance(message, dict) and isinstance(message.get("id"), str) else None
@@ -248,7 +302,7 @@ class TrainerServer:
             with self._lock:
                 start = message.get("from", self.last_seq + 1)
                 for frame in self._replay.since(start):
-                    peer.conn.send_text(frame)
+                    peer.conn.send_frame(*frame)
                 peer.subscribed = True
                 gap = start < self._replay.oldest_seq and self.last_seq > 0
                 detail = (f"replayed from seq {self._replay.oldest_seq}: seqs {start}..{self._replay.oldest_seq - 1} are no longer held" if gap
