@@ -21,6 +21,7 @@ from .wsframes import (OP_CLOSE, OP_PONG, OP_TEXT, MessageReader, ProtocolViolat
 
 MESSAGE_CPU_SHARE = 0.1
 _SEND_CHUNK = 1 << 18
+_MAX_DRAIN_BYTES = 1 << 20
 
 
 def text_frame(text: str) -> tuple:
@@ -193,11 +194,15 @@ class Connection:
 
     def _drain_until_eof(self, deadline: float) -> None:
         """Read and drop what the client still sends until it closes (a close with unread input
-        would reset the connection and could destroy our close frame before the client reads it)."""
-        while time.monotonic() < deadline:
+        would reset the connection and could destroy our close frame before the client reads it),
+        for at most the close grace and _MAX_DRAIN_BYTES: a client still streaming gets the reset."""
+        drained = 0
+        while time.monotonic() < deadline and drained < _MAX_DRAIN_BYTES:
             try:
-                if not self._sock.recv(1 << 16):
+                chunk = self._sock.recv(1 << 16)
+                if not chunk:
                     return
+                drained += len(chunk)
             except socket.timeout:
                 continue
             except OSError:
