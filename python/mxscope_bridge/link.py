@@ -23,15 +23,14 @@ import uuid
 from collections import deque
 from typing import Callable, Dict, List, Optional
 
-from .config import ConfigError, check_next_run_config, merge_run_config
-from .jsonlimits import JsonRefused, loads_bounded
+from .config import merge_run_config
+from .messages import read_frame
 from .runlog import compact
 from .wsconnection import Connection, text_frame
 from .wsserver import Refusal, Request, WebSocketServer
 
 PROTOCOL_VERSION = {"major": 1, "minor": 0}
 MAX_FRAME_BYTES = 4 * 1024 * 1024
-CLIENT_MESSAGE_TYPES = ("hello", "subscribe", "setNextRunConfig", "startRun", "stopRun", "saveCheckpoint")
 HARD_FRAME_BYTES = 4 * MAX_FRAME_BYTES
 LISTENING_PREFIX = "MXSCOPE_LISTENING "
 TOKEN_ENV = "MXSCOPE_TOKEN"
@@ -268,17 +267,15 @@ class TrainerServer:
             if size < 0:
                 return self._error(peer, "invalid-message", "binary frame dropped: protocol v1 frames are JSON text")
             return self._error(peer, "frame-too-large", f"frame of {size} bytes is over the {MAX_FRAME_BYTES}-byte limit; dropped")
+        frame = read_frame(text, "client")
+        message = frame.value
+        if frame.kind == "unknown":
+            return self.log(f'ignored a client message of unknown type "{message["type"][:64]}" (newer client?)')
+        if frame.kind == "invalid":
+            what = "frame is not valid JSON ({}); dropped" if frame.code == "bad-json" else "{}; message dropped"
+            return self._error(peer, frame.code, what.format(frame.reason[:1000]), _request_id(message))
+        request_id = message["id"]
         try:
-            message = loads_bounded(text)
-        except JsonRefused as error:
-            return self._error(peer, "bad-json", f"frame is not valid JSON ({str(error)[:200]}); dropped")
-        if isinstance(message, dict) and isinstance(message.get("type"), str) and message["type"] not in CLIENT_MESSAGE_TYPES:
-            return self.log(f'ignored a client message of unknown type "{message["type"]}" (newer client?)')
-        request_id = message.get("id") if isinstance(message, dict) and isinstance(message.get("id"), str) else None
-        try:
-            problem = _check_client_message(message)
-            if problem:
-                raise RequestError("invalid-message", f"{problem}; message dropped")
             detail = self._handle(peer, message)
             if detail is not _REPLIED:
                 self._send(peer, {"type": "ack", "seq": self.last_seq, "id": message["id"], **({"detail": detail} if detail is not None else {})})
@@ -323,32 +320,7 @@ class TrainerServer:
 _REPLIED = object()
 
 
-def _check_client_message(message) -> Optional[str]:
-    """clientMessageSchema's checks; returns what is wrong, or None."""
-    if not isinstance(message, dict):
-        return "message: expected an object"
-    kind = message.get("type")
-    if kind not in CLIENT_MESSAGE_TYPES:
-        return f"message.type: expected one of {', '.join(CLIENT_MESSAGE_TYPES)}, got {kind!r}"
-    if not isinstance(message.get("id"), str) or not 0 < len(message["id"]) <= 128:
-        return "message.id: expected a string of 1..128 characters"
-    if kind == "hello":
-        protocol, client = message.get("protocol"), message.get("client")
-        if not isinstance(protocol, dict) or not all(_is_int(protocol.get(k), 0, 1000) for k in ("major", "minor")):
-            return "message.protocol: expected {major, minor} integers in [0, 1000]"
-        if not isinstance(client, dict) or not all(isinstance(client.get(k), str) for k in ("name", "version")):
-            return "message.client: expected {name, version} strings"
-    elif kind == "subscribe" and "from" in message and not _is_int(message["from"], 0, 2**53 - 1):
-        return "message.from: expected a non-negative integer"
-    elif kind == "setNextRunConfig":
-        try:
-            check_next_run_config(message.get("change"), "message.change")
-        except ConfigError as error:
-            return str(error)
-    elif kind == "startRun" and "fromCheckpoint" in message and not isinstance(message["fromCheckpoint"], str):
-        return "message.fromCheckpoint: expected a string"
-    return None
-
-
-def _is_int(value, low, high) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+def _request_id(message) -> Optional[str]:
+    """The id to answer an invalid request with: its own, when it has a usable one."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return request_id if isinstance(request_id, str) and len(request_id) <= 128 else None
