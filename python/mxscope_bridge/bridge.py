@@ -122,7 +122,6 @@ class Bridge:
                 self.server.handle("saveCheckpoint", self._on_request)
             if print_listening:
                 print(self.server.listening_line(), flush=True)
-                self.log(f"serving MX Scope telemetry: connect with {self.server.connect_url}")
 
     # ------------------------------------------------------------------ the next run's config
 

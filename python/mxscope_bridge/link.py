@@ -168,7 +168,8 @@ class TrainerServer:
         return ["layerStats", "wgradError", "replay", "nextRunConfig", *self._handlers]
 
     def listening_line(self) -> str:
-        info = {"url": self.url, **({"token": self.token} if self.token else {}), "protocol": "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])}
+        # The URL carries the token, as Jupyter prints it: one thing to paste into Connect to Trainer.
+        info = {"url": self.connect_url, **({"token": self.token} if self.token else {}), "protocol": "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])}
         return LISTENING_PREFIX + json.dumps(info, separators=(",", ":"))
 
     def publish(self, record: dict) -> bool:
