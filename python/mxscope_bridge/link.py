@@ -30,8 +30,11 @@ from .wsconnection import Connection, text_frame
 from .wsserver import Refusal, Request, WebSocketServer
 
 PROTOCOL_VERSION = {"major": 1, "minor": 0}
-MAX_FRAME_BYTES = 4 * 1024 * 1024
-HARD_FRAME_BYTES = 4 * MAX_FRAME_BYTES
+HARD_FRAME_BYTES = 16 * 1024 * 1024
+"""Past this the websocket layer closes with 1009; up to it a frame is read, checked and dropped."""
+MAX_CLIENT_FRAME_BYTES = 64 * 1024
+"""Client frames this bridge parses. json.loads holds the GIL, so the training thread waits for it:
+4 MiB of small values took 0.3-2 s, against 2 KB for the largest request (setNextRunConfig)."""
 LISTENING_PREFIX = "MXSCOPE_LISTENING "
 TOKEN_ENV = "MXSCOPE_TOKEN"
 _IPV4_LOOPBACK = re.compile(r"127\.\d{1,3}\.\d{1,3}\.\d{1,3}")
@@ -257,7 +260,7 @@ class TrainerServer:
             self._send(peer, {"type": "hello", "seq": self.last_seq, "protocol": PROTOCOL_VERSION, "trainer": self.trainer,
                               "sessionId": self.session_id, "capabilities": self.capabilities, "lastSeq": self.last_seq})
         try:
-            conn.read_messages(lambda text, size: self._on_message(peer, text, size), MAX_FRAME_BYTES, HARD_FRAME_BYTES)
+            conn.read_messages(lambda text, size: self._on_message(peer, text, size), MAX_CLIENT_FRAME_BYTES, HARD_FRAME_BYTES)
         finally:
             with self._lock:
                 if peer in self._peers:
@@ -267,7 +270,8 @@ class TrainerServer:
         if text is None:
             if size < 0:
                 return self._error(peer, "invalid-message", "binary frame dropped: protocol v1 frames are JSON text")
-            return self._error(peer, "frame-too-large", f"frame of {size} bytes is over the {MAX_FRAME_BYTES}-byte limit; dropped")
+            return self._error(peer, "frame-too-large", f"frame of {size} bytes is over this trainer's {MAX_CLIENT_FRAME_BYTES}-byte limit "
+                               "for client messages (requests are a few KB); dropped")
         frame = read_frame(text, "client")
         message = frame.value
         if frame.kind == "unknown":

@@ -192,7 +192,7 @@ class DeepJson(unittest.TestCase):
         client = Client(server.url, timeout=10)
         self.addCleanup(client.close)
         client.recv()
-        for payload in (b"[" * ((4 << 20) - 1), b'{"a":' * 100000 + b"1" + b"}" * 100000, b"[" * 65 + b"]" * 65):
+        for payload in (b"[" * 65000, b'{"a":' * 10000 + b"1" + b"}" * 10000, b"[" * 65 + b"]" * 65):
             started = time.perf_counter()
             client.send_raw(payload)
             error = client.recv()
@@ -201,6 +201,19 @@ class DeepJson(unittest.TestCase):
             self.assertLess(time.perf_counter() - started, 5.0)
         client.send_raw(b'{"type":"startRun","id":"' + b"[" * 64 + b'"}')  # brackets in strings do not count
         self.assertEqual(client.recv()["code"], "not-supported")
+
+    def test_client_frames_over_64_kib_are_dropped_unparsed(self):
+        server = TrainerServer(run_config(), no_token=True, poll_s=0.2)
+        self.addCleanup(server.close)
+        client = Client(server.url, timeout=10)
+        self.addCleanup(client.close)
+        client.recv()
+        client.send_raw(b"[" + b"1," * (2 << 20) + b"1]")  # 4 MiB of numbers: seconds of json.loads, holding the GIL
+        error = client.recv()
+        self.assertEqual(error["code"], "frame-too-large")
+        self.assertIn("65536-byte limit", error["message"])
+        client.send({"type": "startRun", "id": "after"})
+        self.assertEqual(client.recv()["id"], "after")
 
 
 if __name__ == "__main__":
