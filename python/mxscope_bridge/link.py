@@ -27,7 +27,7 @@ from .config import merge_run_config
 from .messages import read_frame
 from .runlog import compact
 from .wsconnection import Connection, text_frame
-from .wsserver import Refusal, Request, WebSocketServer
+from .wsserver import RateLimitedLog, Refusal, Request, WebSocketServer
 
 PROTOCOL_VERSION = {"major": 1, "minor": 0}
 HARD_FRAME_BYTES = 16 * 1024 * 1024
@@ -130,6 +130,7 @@ class TrainerServer:
         self.trainer = trainer or {"name": "mxscope-bridge", "version": "0.1.0"}
         self.session_id = str(uuid.uuid4())
         self.log = log
+        self._connection_log = RateLimitedLog(log)  # refusals and violations: a client controls how many
         self.last_seq = 0
         self.dropped_stats = 0
         self._max_queued_stats = max_queued_stats
@@ -143,7 +144,8 @@ class TrainerServer:
         self._handlers: Dict[str, Callable[[dict], Optional[str]]] = {}
         self._idle = threading.Condition()
         self._pending = 0
-        self._server = WebSocketServer(host, port, self._authorize, self._on_connection, max_client_backlog_bytes, log=log, **server_limits)
+        self._server = WebSocketServer(host, port, self._authorize, self._on_connection, max_client_backlog_bytes,
+                                       log=self._connection_log, **server_limits)
         url_host = f"[{self._server.host}]" if ":" in self._server.host else self._server.host
         self.url = f"ws://{url_host}:{self._server.port}"
         self.connect_url = f"{self.url}/?token={self.token}" if self.token else self.url
@@ -234,11 +236,11 @@ class TrainerServer:
     def _authorize(self, request: Request) -> Optional[Refusal]:
         origin = request.headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
-            self.log(f"refused a connection from {request.peer}: browser origin {origin[:200]!r} is not allow-listed")
+            self._connection_log(f"refused a connection from {request.peer}: browser origin {origin[:200]!r} is not allow-listed")
             return 403, ("upgrades from web pages are refused (Origin header present); MX Scope clients send no Origin. "
                          "Allow-list an origin with allowed_origins=[...] if a page must connect")
         if self.token and not tokens_match(self.token, presented_token(request)):
-            self.log(f"refused a connection from {request.peer}: missing or wrong token")
+            self._connection_log(f"refused a connection from {request.peer}: missing or wrong token")
             return 401, 'a valid token is required (query parameter "token" or header "Authorization: Bearer <token>")'
         return None
 

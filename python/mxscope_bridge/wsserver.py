@@ -94,6 +94,31 @@ def http_reply(sock: socket.socket, status: int, body: str) -> None:
         sock.close()
 
 
+class RateLimitedLog:
+    """Passes at most `per_second` lines a second to `log`; the others are counted and the count goes
+    out with the next line that passes, so a client that is refused in a loop cannot flood stderr."""
+
+    def __init__(self, log: Callable[[str], None], per_second: int = 5):
+        self._log = log
+        self._per_second = per_second
+        self._window = 0.0
+        self._sent = 0
+        self._suppressed = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._window >= 1.0:
+                self._window, self._sent = now, 0
+            if self._sent >= self._per_second:
+                self._suppressed += 1
+                return
+            self._sent += 1
+            suppressed, self._suppressed = self._suppressed, 0
+        self._log(line if not suppressed else f"{line} ({suppressed} similar lines suppressed)")
+
+
 class _Pending:
     def __init__(self, addr, deadline: float):
         self.addr = addr

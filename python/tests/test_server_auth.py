@@ -50,6 +50,16 @@ class TokenByDefault(unittest.TestCase):
                              ({"Authorization": "Bearer"}, server.url), ({}, server.url + "/?token=S3CRET"), ({}, server.url + "/?token=")):
             self.assertIn("401", refusal(url, headers), (headers, url))
 
+    def test_refusals_in_a_loop_log_a_few_lines_a_second_not_one_each(self):
+        lines = []
+        server = TrainerServer(run_config(), token="t", log=lines.append)
+        self.addCleanup(server.close)
+        for _ in range(100):
+            self.assertIn("401", refusal(server.url))
+        self.assertIn("missing or wrong token", lines[0])
+        self.assertLess(len(lines), 40)
+        print(f"\n100 refused upgrades: {len(lines)} log lines")
+
     def test_opting_out_is_explicit_and_loopback_only(self):
         server = TrainerServer(run_config(), no_token=True)
         self.addCleanup(server.close)
