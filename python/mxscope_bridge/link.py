@@ -20,7 +20,7 @@ from .config import ConfigError, check_next_run_config, merge_run_config
 from .runlog import compact
 from .wsserver import Connection, Request, WebSocketServer
 
-PROTOCOL_VERSION = {"major": 1, "minor": 0}
+PROTOCOL_VERSION = {"major": 1, "minor": 1}
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 CLIENT_MESSAGE_TYPES = ("hello", "subscribe", "setNextRunConfig", "startRun", "stopRun", "saveCheckpoint")
 LISTENING_PREFIX = "MXSCOPE_LISTENING "
@@ -242,7 +242,7 @@ class TrainerServer:
         if kind == "hello":
             theirs = message["protocol"]
             if theirs["major"] != PROTOCOL_VERSION["major"]:
-                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.0: use a client for protocol major version 1")
+                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.1: use a client for protocol major version 1")
             return f"{self.trainer['name']} {self.trainer['version']}"
         if kind == "subscribe":
             with self._lock:

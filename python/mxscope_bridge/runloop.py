@@ -37,9 +37,12 @@ class Run:
         return self.bridge.stop_requested
 
     def reset(self, model: torch.nn.Module) -> None:
-        """Seed torch with the run's seed and re-initialize every module that has reset_parameters()
-        (a model with its own init: call torch.manual_seed(run.seed) and that init instead)."""
+        """Seed torch with the run's seed and re-initialize the weights in place (the bridge's hooks
+        stay on them): the model's own reset_parameters() when it has one, else every module's."""
         torch.manual_seed(self.seed)
+        if hasattr(model, "reset_parameters"):
+            model.reset_parameters()
+            return
         for module in model.modules():
             if hasattr(module, "reset_parameters"):
                 module.reset_parameters()
