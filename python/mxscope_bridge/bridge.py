@@ -16,39 +16,35 @@ measures its own micro-batch, the sums are reduced over the group, and rank 0 pu
 """
 from __future__ import annotations
 
-import atexit
 import copy
 import datetime
 import errno
 import os
 import queue
 import secrets
-import signal
 import sys
 import threading
 import time
-import weakref
 from typing import Callable, Dict, Iterator, List, Optional, Union
 
 import torch
 
 from . import __version__, emulate as emulation_module, stats
-from .capture import GEMM_OPERANDS, StepCapture, quantized_wgrad
+from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
+from .lifecycle import end_reason, install_exit_handlers
 from .link import RequestError, TrainerServer
-from .precision import PRECISIONS
+from .observe import declared_precisions, observer_hook
 from .rotation import MISFITS, DeviceGenerators
-from .runloop import Run, end_reason, serve_runs
+from .runloop import Run, serve_runs
 from .runlog import RunLogWriter, checkpoint_path, compact
 
 TRAINER = {"name": "mxscope-bridge", "version": __version__}
 REQUEST_TIMEOUT_S = 60.0
 #: The extension's default URL is ws://127.0.0.1:7340; the bridge listens there unless it is taken.
 DEFAULT_PORT = 7340
-#: What an observed GEMM ran at, by the dtype of its output, when the trainer declares nothing.
-DTYPE_PRECISION = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "bf16"}
 
 
 def _now() -> str:
@@ -98,7 +94,7 @@ class Bridge:
         if hadamard_misfit not in MISFITS:
             raise ValueError(f"hadamard_misfit {hadamard_misfit!r} is not one of {', '.join(MISFITS)}")
         self.misfit = hadamard_misfit
-        self._declared = _declared_precisions(precision)
+        self._declared = declared_precisions(precision)
         self._emulate = emulate
         distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self.rank = torch.distributed.get_rank(process_group) if distributed else 0
@@ -127,7 +123,7 @@ class Bridge:
         self._emulations: set = set()
         self._emulation_generation = -1
         self._own_emulation: Optional[emulation_module.Emulation] = None
-        self._hooks = [module.register_forward_hook(self._forward_hook(name, adapter)) for name, module, adapter in self.layers]
+        self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             self.server = self._listen(host, port, token, max_queued_stats)
@@ -138,7 +134,7 @@ class Bridge:
             if print_listening:
                 print(self.server.listening_line(), flush=True)
         if handle_exit:
-            _install_exit_handlers(self)
+            install_exit_handlers(self)
 
     def _listen(self, host: str, port: int, token: Optional[str], max_queued_stats: int) -> TrainerServer:
         def server(at_port: int) -> TrainerServer:
@@ -407,39 +403,6 @@ class Bridge:
             emulation.misfit = self.misfit
             emulation.capture = self.capture
 
-    def _declared_precision(self, gemm: str, output: torch.Tensor) -> str:
-        declared = self._declared.get(gemm)
-        if declared is not None:
-            return declared
-        return DTYPE_PRECISION.get(output.dtype, "fp32")
-
-    # ------------------------------------------------------------------ observation (hooks)
-
-    def _forward_hook(self, name: str, adapter: LinearLike):
-        def hook(module, inputs, output):
-            capture = self.capture
-            if capture is None or not torch.is_grad_enabled() or getattr(module, "_mxscope_emulation", None) is not None:
-                return
-            y = adapter.output(output)
-            if y is None:
-                return
-            x = adapter.gemm_input(module, inputs, output).detach()
-            x2 = x.reshape(-1, x.shape[-1])
-            weight = adapter.weight(module).detach()
-            if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
-                weight = weight.full_tensor()
-            gemms = {kind: dict(g, precision="mxfp4") for kind, g in self.config["gemms"].items()}  # what MXFP4 would do
-            ran = {kind: self._declared_precision(kind, y) for kind in GEMM_KINDS}
-            capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
-            capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
-            if y.requires_grad:
-                def on_grad(dy):
-                    dy2 = dy.detach().reshape(-1, dy.shape[-1])
-                    capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, None, precision=ran["dgrad"])
-                    quantized_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), self.generators(dy2.device), capture, self.misfit, ran["wgrad"])
-                y.register_hook(on_grad)
-        return hook
-
     # ------------------------------------------------------------------ reduction and records
 
     def _finish_capture(self, capture: StepCapture, step: int) -> List[dict]:
@@ -575,46 +538,6 @@ def _mark_kernel(record: dict, kernel: bool) -> dict:
     if kernel:
         record["kernel"] = True
     return record
-
-
-def _declared_precisions(precision) -> Dict[str, str]:
-    """`precision=`: one precision for every GEMM, or {gemm: precision}; None infers from dtypes."""
-    if precision is None:
-        return {}
-    per_gemm = {kind: precision for kind in GEMM_KINDS} if isinstance(precision, str) else dict(precision)
-    for kind, value in per_gemm.items():
-        if kind not in GEMM_KINDS:
-            raise ValueError(f"precision: {kind!r} is not a GEMM; use {', '.join(GEMM_KINDS)}")
-        if value not in PRECISIONS:
-            raise ValueError(f"precision.{kind}: {value!r} is not one of {', '.join(PRECISIONS)} (what the GEMM really runs at)")
-    return per_gemm
-
-
-_EXIT_HANDLED: "weakref.WeakSet[Bridge]" = weakref.WeakSet()
-
-
-def _install_exit_handlers(bridge: Bridge) -> None:
-    """An uncaught exception, Ctrl-C, SIGTERM or interpreter exit ends the active run with a
-    runEnded (failed / stopped) in the stream and the run log, and closes the bridge."""
-    first = not _EXIT_HANDLED
-    _EXIT_HANDLED.add(bridge)
-    if not first:
-        return
-    previous = sys.excepthook
-
-    def excepthook(exc_type, exc, tb):
-        for each in list(_EXIT_HANDLED):
-            try:
-                each._on_uncaught(exc)
-            except Exception as error:  # the original error matters more
-                print(f"mxscope-bridge: could not end the run: {error}", file=sys.stderr)
-        previous(exc_type, exc, tb)
-    sys.excepthook = excepthook
-    atexit.register(lambda: [each.close() for each in list(_EXIT_HANDLED)])
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        def on_sigterm(signum, frame):
-            raise SystemExit(128 + signum)  # unwinds through `with Bridge` / the excepthook: the run ends stopped
-        signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def _describe(config: dict) -> str:

@@ -6,7 +6,7 @@ step iterator. How a run ends follows how the script left its body (see Bridge.r
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import torch
 
@@ -89,16 +89,3 @@ def serve_runs(bridge: "Bridge", idle_timeout: Optional[float], max_runs: Option
             raise
         if bridge.run_id == run.id:
             bridge.end_run()
-
-
-def end_reason(exc: Optional[BaseException], step: Optional[int]) -> Tuple[str, str]:
-    """The runEnded status and reason for a run the script left with `exc` (None: left normally)."""
-    at = f" at step {step}" if step is not None else ""
-    if exc is None:
-        return "stopped", "the script left the run loop"
-    if isinstance(exc, KeyboardInterrupt):
-        return "stopped", f"interrupted (KeyboardInterrupt){at}"
-    if isinstance(exc, SystemExit):
-        return "stopped", f"the process exited (SystemExit {exc.code}){at}"
-    message = f"{type(exc).__name__}: {exc}"
-    return "failed", (message if len(message) <= 1000 else message[:997] + "...") + at
