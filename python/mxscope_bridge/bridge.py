@@ -155,10 +155,7 @@ class Bridge:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         """Ends an active (or just-left) run by how the block exited, then closes (clients get 1001)."""
-        status, reason = end_reason(exc, self.step)
-        self._finish_left_run(status, reason)
-        if self.run_id is not None:
-            self.end_run(status, reason)
+        self._end_by(exc)
         self.close()
 
     def runs(self, idle_timeout: Optional[float] = None, max_runs: Optional[int] = None) -> Iterator[Run]:
@@ -348,7 +345,7 @@ class Bridge:
             return
         self._finish_left_run("stopped", "the script left the run loop")
         if self.run_id is not None:
-            self.end_run("stopped", "bridge closed")
+            self.end_run(*self._leaving_status(self.step, "stopped", "bridge closed"))
         self._closed = True
         for hook in self._hooks:
             hook.remove()
@@ -364,19 +361,33 @@ class Bridge:
         if self.run_id is not None:
             self._left_run = {"step": self.step if self.step is not None else 0, "endedAt": _now()}
 
+    def _leaving_status(self, step: Optional[int], status: str, reason: str):
+        """A run left without an error after its planned steps is completed; after a stopRun, stopped on request."""
+        if status != "stopped" or reason.startswith(("interrupted", "the process exited")):
+            return status, reason
+        if self.stop_requested:
+            return "stopped", "stopped on request"
+        planned = self.config.get("steps") or 0
+        if planned and step is not None and step >= planned - 1:
+            return "completed", f"trained {step + 1} steps"
+        return status, reason
+
     def _finish_left_run(self, status: str, reason: str) -> None:
         left, self._left_run = self._left_run, None
         if left is None or self.run_id is None:
             return
-        if self.stop_requested and status == "stopped":
-            reason = "stopped on request"
+        status, reason = self._leaving_status(left["step"], status, reason)
         self._end({"type": "runEnded", "runId": self.run_id, "step": left["step"], "status": status, "reason": reason, "endedAt": left["endedAt"]})
 
-    def _on_uncaught(self, exc: BaseException) -> None:
+    def _end_by(self, exc: Optional[BaseException]) -> None:
+        """End the active (or just-left) run as leaving by `exc` (None: normally) says."""
         status, reason = end_reason(exc, self.step)
         self._finish_left_run(status, reason)
         if self.run_id is not None:
-            self.end_run(status, reason)
+            self.end_run(*self._leaving_status(self.step, status, reason))
+
+    def _on_uncaught(self, exc: BaseException) -> None:
+        self._end_by(exc)
         self.close()
 
     # ------------------------------------------------------------------ emulation and rotation plan

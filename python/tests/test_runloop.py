@@ -90,6 +90,22 @@ class RunLoop(unittest.TestCase):
         self.assertEqual(done, [True])
 
 
+class ClosingWithoutEndRun(unittest.TestCase):
+    def test_close_after_the_planned_steps_completes_the_run_and_before_them_stops_it(self):
+        for steps, want in ((3, ("completed", "trained 3 steps")), (2, ("stopped", "bridge closed"))):
+            model = TinyNet()
+            bridge = Bridge(model, run_config(steps=3, stats_every=5), out_dir=tempfile.mkdtemp(), port=0, print_listening=False, handle_exit=False)
+            bridge.start_run()
+            for step in range(steps):
+                bridge.begin_step(step)
+                model(torch.randn(2, 4, 64)).sum().backward()
+                bridge.end_step(loss=1.0)
+            run_dir = bridge.run_dir
+            bridge.close()
+            ended = read_log(run_dir)[-1]
+            self.assertEqual((ended["type"], ended["status"], ended["reason"]), ("runEnded", *want))
+
+
 class LeavingARun(unittest.TestCase):
     def ended(self, mode):
         out = tempfile.mkdtemp(prefix="mxscope-exit-")
