@@ -1,5 +1,16 @@
 // Element-wise and row-wise pieces of the Llama block with their hand-written backward passes.
-// Activations are row-major [tokens, features] Float32Arrays.
+// Activations are row-major [tokens, features] Float32Arrays. The exp-heavy ones (SwiGLU, causal
+// softmax) run as WebAssembly SIMD kernels where they load (src/trainer/activations-wasm.ts); the
+// loops here are the fallback and the reference the kernels are tested against.
+import { loadActivationsWasm, type ActivationKernels } from './activations-wasm.js';
+
+let kernels: ActivationKernels | undefined = loadActivationsWasm();
+
+/** Switches the activation kernels between WebAssembly (when it loads) and the loops below; returns whether WebAssembly is in use. */
+export function useWasmActivations(enabled: boolean): boolean {
+  kernels = enabled ? loadActivationsWasm() : undefined;
+  return kernels !== undefined;
+}
 
 const TILE = 32;
 
@@ -66,6 +77,7 @@ function sigmoid(a: number): number {
 
 /** SwiGLU: out = silu(gate) · up. */
 export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void {
+  if (kernels) return kernels.swigluForward(gate, up, out);
   for (let i = 0; i < out.length; i++) {
     const a = gate[i]!;
     out[i] = a * sigmoid(a) * up[i]!;
@@ -73,12 +85,43 @@ export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32
 }
 
 export function swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void {
+  if (kernels) return kernels.swigluBackward(gate, up, dOut, dGate, dUp);
   for (let i = 0; i < dOut.length; i++) {
     const a = gate[i]!;
     const s = sigmoid(a);
     const silu = a * s;
     dUp[i] = dOut[i]! * silu;
     dGate[i] = dOut[i]! * up[i]! * s * (1 + a * (1 - s));
+  }
+}
+
+/** In place on a [seq × seq] score matrix: row i := softmax(scale · row[0..i]), zeros after. */
+export function softmaxCausal(p: Float32Array, seq: number, scale: number): void {
+  if (kernels?.softmaxCausal(p, seq, scale)) return;
+  for (let i = 0; i < seq; i++) {
+    const row = i * seq;
+    let max = -Infinity;
+    for (let j = 0; j <= i; j++) max = Math.max(max, p[row + j]! * scale);
+    let sum = 0;
+    for (let j = 0; j <= i; j++) {
+      const e = Math.exp(p[row + j]! * scale - max);
+      p[row + j] = e;
+      sum += e;
+    }
+    for (let j = 0; j <= i; j++) p[row + j] = p[row + j]! / sum;
+    for (let j = i + 1; j < seq; j++) p[row + j] = 0;
+  }
+}
+
+/** In place: dS := ∂L/∂scores of softmaxCausal given ∂L/∂p in dS and the probabilities p. */
+export function softmaxCausalBackward(dS: Float32Array, p: Float32Array, seq: number, scale: number): void {
+  if (kernels?.softmaxCausalBackward(dS, p, seq, scale)) return;
+  for (let i = 0; i < seq; i++) {
+    const row = i * seq;
+    let dot = 0;
+    for (let j = 0; j <= i; j++) dot += dS[row + j]! * p[row + j]!;
+    for (let j = 0; j <= i; j++) dS[row + j] = p[row + j]! * (dS[row + j]! - dot) * scale;
+    for (let j = i + 1; j < seq; j++) dS[row + j] = 0;
   }
 }
 
