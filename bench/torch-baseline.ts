@@ -51,7 +51,7 @@ export async function startTorch(): Promise<TorchBaseline | string> {
   };
   const hello = await next();
   return {
-    describe: `torch ${String(hello.torch)}, ${String(hello.threads)} thread, BLAS ${String(hello.blas)}`,
+    describe: `torch ${String(hello.torch)}, ${String(hello.threads)} thread, BLAS ${String(hello.blas).split(", ").map((path) => path.split("/").slice(-2).join("/")).join(", ")}`,
     async run(preset, precision, steps) {
       child.stdin.write(`${JSON.stringify({ preset, precision, steps })}\n`);
       const answer = await next();

@@ -1,8 +1,8 @@
 // Element-wise and row-wise pieces of the Llama block with their hand-written backward passes.
-// Activations are row-major [tokens, features] Float32Arrays. The exp-heavy ones (SwiGLU, causal
-// softmax) run as WebAssembly SIMD kernels where they load (src/trainer/activations-wasm.ts); the
-// loops here are the fallback and the reference the kernels are tested against.
-import { loadActivationsWasm, type ActivationKernels } from './activations-wasm.js';
+// Activations are row-major [tokens, features] Float32Arrays. SwiGLU, the causal softmax and
+// RMSNorm run as WebAssembly SIMD kernels where they load (src/trainer/ops-wasm.ts); the loops
+// here are the fallback and the reference the kernels are tested against.
+import { loadActivationsWasm, type ActivationKernels } from './ops-wasm.js';
 
 let kernels: ActivationKernels | undefined = loadActivationsWasm();
 
@@ -33,6 +33,7 @@ const RMS_EPS = 1e-6;
 
 /** y = x / rms(x) · gain, per row; keeps 1/rms per row in `rstd` for the backward pass. */
 export function rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array): void {
+  if (kernels?.rmsNormForward(x, gain, rows, cols, y, rstd, RMS_EPS)) return;
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     let sumSq = 0;
@@ -55,6 +56,7 @@ export function rmsNormBackward(
   dGain: Float32Array,
   accumulate: boolean,
 ): void {
+  if (kernels?.rmsNormBackward(x, gain, rstd, dy, rows, cols, dx, dGain, accumulate)) return;
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     const inv = rstd[r]!;

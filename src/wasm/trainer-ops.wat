@@ -1,5 +1,5 @@
-;; The emulation trainer's element-wise and row-wise kernels that call exp: SwiGLU forward and
-;; backward, and the causal softmax of attention forward and backward, in float32 SIMD.
+;; The emulation trainer's element-wise and row-wise kernels, in float32 SIMD: SwiGLU and the causal
+;; softmax of attention (both dominated by exp in plain JavaScript) and RMSNorm, forward and backward.
 ;; exp is Cephes' expf (range reduction by ln 2 in two parts, degree-6 polynomial; within 2 ulp of
 ;; the exact value over its range) written with mul then add (no FMA), so results do not depend on
 ;; the host CPU. Arguments are clamped to [−87, 88] so 2^n stays a normal float; NaN propagates.
@@ -162,4 +162,76 @@
             (br $zeros)))
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $rows))))
+;; Sum of the 4 lanes.
+  (func $hsum (param $v v128) (result f32)
+    (local.set $v (f32x4.add (local.get $v) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v))))
+    (f32x4.extract_lane 0 (f32x4.add (local.get $v) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $v) (local.get $v)))))
+
+  ;; y = x / rms(x) · gain for `rows` rows of `cols` floats (a multiple of 4); rstd[r] = 1/rms(row r).
+  (func (export "rms_norm_forward") (param $x i32) (param $gain i32) (param $rows i32) (param $cols i32) (param $y i32) (param $rstd i32) (param $eps f32)
+    (local $r i32) (local $c i32) (local $bytes i32) (local $sum v128) (local $v v128) (local $inv v128)
+    (local.set $bytes (i32.shl (local.get $cols) (i32.const 2)))
+    (block $done
+      (loop $rows_loop
+        (br_if $done (i32.ge_u (local.get $r) (local.get $rows)))
+        (local.set $sum (v128.const f32x4 0 0 0 0))
+        (local.set $c (i32.const 0))
+        (loop $squares
+          (local.set $v (v128.load (i32.add (local.get $x) (local.get $c))))
+          (local.set $sum (f32x4.add (local.get $sum) (f32x4.mul (local.get $v) (local.get $v))))
+          (local.set $c (i32.add (local.get $c) (i32.const 16)))
+          (br_if $squares (i32.lt_u (local.get $c) (local.get $bytes))))
+        (local.set $inv (f32x4.splat (f32.div (f32.const 1)
+          (f32.sqrt (f32.add (f32.div (call $hsum (local.get $sum)) (f32.convert_i32_u (local.get $cols))) (local.get $eps))))))
+        (f32.store (i32.add (local.get $rstd) (i32.shl (local.get $r) (i32.const 2))) (f32x4.extract_lane 0 (local.get $inv)))
+        (local.set $c (i32.const 0))
+        (loop $scales
+          (v128.store (i32.add (local.get $y) (local.get $c))
+            (f32x4.mul (f32x4.mul (v128.load (i32.add (local.get $x) (local.get $c))) (local.get $inv)) (v128.load (i32.add (local.get $gain) (local.get $c)))))
+          (local.set $c (i32.add (local.get $c) (i32.const 16)))
+          (br_if $scales (i32.lt_u (local.get $c) (local.get $bytes))))
+        (local.set $x (i32.add (local.get $x) (local.get $bytes)))
+        (local.set $y (i32.add (local.get $y) (local.get $bytes)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $rows_loop))))
+
+  ;; Backward of rms_norm_forward: dx (+)= dy·gain·rstd − x·(Σ dy·gain·x)·rstd³/cols per row, and
+  ;; dGain += dy·x·rstd summed over the rows.
+  (func (export "rms_norm_backward") (param $x i32) (param $gain i32) (param $rstd i32) (param $dy i32) (param $rows i32) (param $cols i32)
+                                     (param $dx i32) (param $dGain i32) (param $accumulate i32)
+    (local $r i32) (local $c i32) (local $bytes i32) (local $dot v128) (local $inv v128) (local $coef v128) (local $v v128) (local $g v128)
+    (local $at i32) (local $invS f32)
+    (local.set $bytes (i32.shl (local.get $cols) (i32.const 2)))
+    (block $done
+      (loop $rows_loop
+        (br_if $done (i32.ge_u (local.get $r) (local.get $rows)))
+        (local.set $invS (f32.load (i32.add (local.get $rstd) (i32.shl (local.get $r) (i32.const 2)))))
+        (local.set $inv (f32x4.splat (local.get $invS)))
+        (local.set $dot (v128.const f32x4 0 0 0 0))
+        (local.set $c (i32.const 0))
+        (loop $dots
+          (local.set $v (f32x4.mul (v128.load (i32.add (local.get $dy) (local.get $c))) (v128.load (i32.add (local.get $x) (local.get $c)))))
+          (local.set $dot (f32x4.add (local.get $dot) (f32x4.mul (local.get $v) (v128.load (i32.add (local.get $gain) (local.get $c))))))
+          (local.set $at (i32.add (local.get $dGain) (local.get $c)))
+          (v128.store (local.get $at) (f32x4.add (v128.load (local.get $at)) (f32x4.mul (local.get $v) (local.get $inv))))
+          (local.set $c (i32.add (local.get $c) (i32.const 16)))
+          (br_if $dots (i32.lt_u (local.get $c) (local.get $bytes))))
+        (local.set $coef (f32x4.splat (f32.div
+          (f32.mul (f32.mul (f32.mul (call $hsum (local.get $dot)) (local.get $invS)) (local.get $invS)) (local.get $invS))
+          (f32.convert_i32_u (local.get $cols)))))
+        (local.set $c (i32.const 0))
+        (loop $grads
+          (local.set $g (f32x4.sub
+            (f32x4.mul (f32x4.mul (v128.load (i32.add (local.get $dy) (local.get $c))) (v128.load (i32.add (local.get $gain) (local.get $c)))) (local.get $inv))
+            (f32x4.mul (v128.load (i32.add (local.get $x) (local.get $c))) (local.get $coef))))
+          (local.set $at (i32.add (local.get $dx) (local.get $c)))
+          (if (local.get $accumulate) (then (local.set $g (f32x4.add (v128.load (local.get $at)) (local.get $g)))))
+          (v128.store (local.get $at) (local.get $g))
+          (local.set $c (i32.add (local.get $c) (i32.const 16)))
+          (br_if $grads (i32.lt_u (local.get $c) (local.get $bytes))))
+        (local.set $x (i32.add (local.get $x) (local.get $bytes)))
+        (local.set $dy (i32.add (local.get $dy) (local.get $bytes)))
+        (local.set $dx (i32.add (local.get $dx) (local.get $bytes)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $rows_loop))))
 )

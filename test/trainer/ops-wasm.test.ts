@@ -1,8 +1,8 @@
-// The WebAssembly activation kernels (SwiGLU, causal softmax) against the JavaScript loops they replace.
+// The trainer's WebAssembly kernels (SwiGLU, causal softmax, RMSNorm) against the JavaScript loops they replace.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/mx/index.js';
-import { softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, useWasmActivations } from '../../src/trainer/ops.js';
+import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, useWasmActivations } from '../../src/trainer/ops.js';
 
 function random(n: number, seed: number, spread: number): Float32Array {
   const rng = new Rng(seed);
@@ -80,5 +80,32 @@ test('causal softmax forward and backward match the loops, with zeros above the 
       }
       assert.ok(Math.abs(sum - 1) < 1e-5, `seq=${seq} row ${i} sums to ${sum}`);
     }
+  }
+});
+
+test('RMSNorm forward and backward match the loops, accumulating or not', () => {
+  for (const [rows, cols] of [[1, 4], [7, 64], [300, 128], [3, 6]] as const) {
+    const x = random(rows * cols, rows, 6);
+    const gain = random(cols, cols, 2);
+    const dy = random(rows * cols, rows + 5, 2);
+    const start = random(rows * cols, rows + 6, 1);
+    const { js, wasm } = bothWays(() => {
+      const y = new Float32Array(rows * cols);
+      const rstd = new Float32Array(rows);
+      rmsNormForward(x, gain, rows, cols, y, rstd);
+      const dx = new Float32Array(rows * cols);
+      const dGain = Float32Array.from(gain, (_, i) => i); // dGain accumulates onto what is there
+      rmsNormBackward(x, gain, rstd, dy, rows, cols, dx, dGain, false);
+      const dxAcc = start.slice();
+      rmsNormBackward(x, gain, rstd, dy, rows, cols, dxAcc, new Float32Array(cols), true);
+      return { y, rstd, dx, dGain, dxAcc };
+    });
+    const where = `${rows}×${cols}`;
+    assertClose(wasm.y, js.y, 1e-5, `${where} y`);
+    assertClose(wasm.rstd, js.rstd, 1e-6, `${where} rstd`);
+    // dx = dy·gain·r − x·coef cancels; dGain sums `rows` terms of either sign.
+    assertClose(wasm.dx, js.dx, 1e-5, `${where} dx`, (i) => Math.abs(dy[i]! * gain[i % cols]! * js.rstd[Math.floor(i / cols)]!) + 1);
+    assertClose(wasm.dGain, js.dGain, 1e-5, `${where} dGain`, () => rows * 12);
+    assertClose(wasm.dxAcc, js.dxAcc, 1e-5, `${where} dx accumulated`, (i) => Math.abs(start[i]!) + 1);
   }
 });

@@ -1,9 +1,9 @@
 /**
- * Drives the WebAssembly SIMD activation kernels (src/wasm/activations.wat): SwiGLU and the causal
- * softmax of attention, whose exp dominates them in plain JavaScript. Operands stream through the
- * module's memory in cache-sized chunks (SwiGLU) or one score matrix at a time (softmax).
+ * Drives the trainer's WebAssembly SIMD kernels (src/wasm/trainer-ops.wat): SwiGLU and the causal
+ * softmax of attention (whose exp dominates them in plain JavaScript) and RMSNorm. Operands stream
+ * through the module's memory in cache-sized chunks of whole rows, or one score matrix at a time.
  */
-import { WASM_BASE64 } from '../wasm/generated/activations.js';
+import { WASM_BASE64 } from '../wasm/generated/trainer-ops.js';
 import { align16, tryLoad } from '../mx/wasm-arena.js';
 
 interface ActivationExports {
@@ -11,6 +11,8 @@ interface ActivationExports {
   swiglu_backward(gate: number, up: number, dOut: number, count: number): void;
   softmax_causal(p: number, seq: number, scale: number): void;
   softmax_causal_backward(dS: number, p: number, seq: number, scale: number): void;
+  rms_norm_forward(x: number, gain: number, rows: number, cols: number, y: number, rstd: number, eps: number): void;
+  rms_norm_backward(x: number, gain: number, rstd: number, dy: number, rows: number, cols: number, dx: number, dGain: number, accumulate: number): void;
 }
 
 export interface ActivationKernels {
@@ -19,6 +21,9 @@ export interface ActivationKernels {
   /** False when it cannot take this shape (seq not a multiple of 4): the caller runs its own loop. */
   softmaxCausal(p: Float32Array, seq: number, scale: number): boolean;
   softmaxCausalBackward(dS: Float32Array, p: Float32Array, seq: number, scale: number): boolean;
+  /** False when cols is not a multiple of 4. */
+  rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array, eps: number): boolean;
+  rmsNormBackward(x: Float32Array, gain: Float32Array, rstd: Float32Array, dy: Float32Array, rows: number, cols: number, dx: Float32Array, dGain: Float32Array, accumulate: boolean): boolean;
 }
 
 const CHUNK = 4096; // floats per operand per call: three operands stay within L1/L2
@@ -79,6 +84,50 @@ export function loadActivationsWasm(): ActivationKernels | undefined {
       memory.set(p.subarray(0, size), size);
       kernels.softmax_causal_backward(0, 4 * size, seq, scale);
       dS.set(memory.subarray(0, size));
+      return true;
+    },
+    rmsNormForward(x, gain, rows, cols, y, rstd, eps) {
+      if (cols % 4 !== 0) return false;
+      // The gain, then per chunk of whole rows their 1/rms, x and y.
+      const rowsPerChunk = Math.max(1, Math.floor(CHUNK / cols));
+      const rstdAt = align16(4 * cols);
+      const xAt = align16(rstdAt + 4 * rowsPerChunk);
+      const yAt = align16(xAt + 4 * rowsPerChunk * cols);
+      arena.ensure(yAt + 4 * rowsPerChunk * cols);
+      const memory = arena.f32;
+      memory.set(gain.subarray(0, cols), 0);
+      for (let row = 0; row < rows; row += rowsPerChunk) {
+        const count = Math.min(rowsPerChunk, rows - row);
+        memory.set(x.subarray(row * cols, (row + count) * cols), xAt >> 2);
+        kernels.rms_norm_forward(xAt, 0, count, cols, yAt, rstdAt, eps);
+        y.set(memory.subarray(yAt >> 2, (yAt >> 2) + count * cols), row * cols);
+        rstd.set(memory.subarray(rstdAt >> 2, (rstdAt >> 2) + count), row);
+      }
+      return true;
+    },
+    rmsNormBackward(x, gain, rstd, dy, rows, cols, dx, dGain, accumulate) {
+      if (cols % 4 !== 0) return false;
+      const rowsPerChunk = Math.max(1, Math.floor(CHUNK / cols));
+      const dGainAt = align16(4 * cols);
+      const rstdAt = align16(dGainAt + 4 * cols);
+      const xAt = align16(rstdAt + 4 * rowsPerChunk);
+      const dyAt = align16(xAt + 4 * rowsPerChunk * cols);
+      const dxAt = align16(dyAt + 4 * rowsPerChunk * cols);
+      arena.ensure(dxAt + 4 * rowsPerChunk * cols);
+      const memory = arena.f32;
+      memory.set(gain.subarray(0, cols), 0);
+      memory.set(dGain.subarray(0, cols), dGainAt >> 2);
+      for (let row = 0; row < rows; row += rowsPerChunk) {
+        const count = Math.min(rowsPerChunk, rows - row);
+        const [from, to] = [row * cols, (row + count) * cols];
+        memory.set(x.subarray(from, to), xAt >> 2);
+        memory.set(dy.subarray(from, to), dyAt >> 2);
+        memory.set(rstd.subarray(row, row + count), rstdAt >> 2);
+        if (accumulate) memory.set(dx.subarray(from, to), dxAt >> 2);
+        kernels.rms_norm_backward(xAt, 0, rstdAt, dyAt, count, cols, dxAt, dGainAt, accumulate ? 1 : 0);
+        dx.set(memory.subarray(dxAt >> 2, (dxAt >> 2) + count * cols), from);
+      }
+      dGain.set(memory.subarray(dGainAt >> 2, (dGainAt >> 2) + cols));
       return true;
     },
   };
