@@ -13,9 +13,28 @@ interface ActivationExports {
   softmax_causal_backward(dS: number, p: number, seq: number, scale: number): void;
   rms_norm_forward(x: number, gain: number, rows: number, cols: number, y: number, rstd: number, eps: number): void;
   rms_norm_backward(x: number, gain: number, rstd: number, dy: number, rows: number, cols: number, dx: number, dGain: number, accumulate: number): void;
+  adamw(data: number, grad: number, m: number, v: number, count: number, gradScale: number, beta1: number, beta2: number, c1: number, c2: number, lr: number, eps: number, decay: number): void;
 }
 
-export interface ActivationKernels {
+/** One AdamW update of one parameter tensor (see src/trainer/optimizer.ts). */
+export interface AdamWUpdate {
+  data: Float32Array;
+  grad: Float32Array;
+  m: Float32Array;
+  v: Float32Array;
+  gradScale: number;
+  beta1: number;
+  beta2: number;
+  /** Bias corrections 1 − β^t. */
+  correction1: number;
+  correction2: number;
+  lr: number;
+  eps: number;
+  /** lr · weight decay, or 0. */
+  decay: number;
+}
+
+export interface TrainerKernels {
   swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void;
   swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void;
   /** False when it cannot take this shape (seq not a multiple of 4): the caller runs its own loop. */
@@ -24,6 +43,7 @@ export interface ActivationKernels {
   /** False when cols is not a multiple of 4. */
   rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array, eps: number): boolean;
   rmsNormBackward(x: Float32Array, gain: Float32Array, rstd: Float32Array, dy: Float32Array, rows: number, cols: number, dx: Float32Array, dGain: Float32Array, accumulate: boolean): boolean;
+  adamW(update: AdamWUpdate): void;
 }
 
 const CHUNK = 4096; // floats per operand per call: three operands stay within L1/L2
@@ -40,7 +60,7 @@ function forEachChunk(count: number, each: (offset: number, length: number, vect
   }
 }
 
-export function loadActivationsWasm(): ActivationKernels | undefined {
+export function loadTrainerKernels(): TrainerKernels | undefined {
   const arena = tryLoad<ActivationExports>(WASM_BASE64);
   if (!arena) return undefined;
   arena.ensure(END);
@@ -129,6 +149,22 @@ export function loadActivationsWasm(): ActivationKernels | undefined {
       }
       dGain.set(memory.subarray(dGainAt >> 2, (dGainAt >> 2) + cols));
       return true;
+    },
+    adamW(u) {
+      const D = END;
+      arena.ensure(D + 4 * CHUNK);
+      forEachChunk(u.data.length, (offset, length, floats) => {
+        const memory = arena.f32;
+        const end = offset + length;
+        memory.set(u.data.subarray(offset, end), A >> 2);
+        memory.set(u.grad.subarray(offset, end), B >> 2);
+        memory.set(u.m.subarray(offset, end), C >> 2);
+        memory.set(u.v.subarray(offset, end), D >> 2);
+        kernels.adamw(A, B, C, D, floats, u.gradScale, u.beta1, u.beta2, u.correction1, u.correction2, u.lr, u.eps, u.decay);
+        u.data.set(memory.subarray(A >> 2, (A >> 2) + length), offset);
+        u.m.set(memory.subarray(C >> 2, (C >> 2) + length), offset);
+        u.v.set(memory.subarray(D >> 2, (D >> 2) + length), offset);
+      });
     },
   };
 }

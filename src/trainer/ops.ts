@@ -2,13 +2,18 @@
 // Activations are row-major [tokens, features] Float32Arrays. SwiGLU, the causal softmax and
 // RMSNorm run as WebAssembly SIMD kernels where they load (src/trainer/ops-wasm.ts); the loops
 // here are the fallback and the reference the kernels are tested against.
-import { loadActivationsWasm, type ActivationKernels } from './ops-wasm.js';
+import { loadTrainerKernels, type TrainerKernels } from './ops-wasm.js';
 
-let kernels: ActivationKernels | undefined = loadActivationsWasm();
+let kernels: TrainerKernels | undefined = loadTrainerKernels();
 
-/** Switches the activation kernels between WebAssembly (when it loads) and the loops below; returns whether WebAssembly is in use. */
-export function useWasmActivations(enabled: boolean): boolean {
-  kernels = enabled ? loadActivationsWasm() : undefined;
+/** The WebAssembly kernels in use, if any (the optimizer's AdamW update runs there too). */
+export function trainerKernels(): TrainerKernels | undefined {
+  return kernels;
+}
+
+/** Switches the trainer's kernels between WebAssembly (when it loads) and the loops below; returns whether WebAssembly is in use. */
+export function useWasmTrainerKernels(enabled: boolean): boolean {
+  kernels = enabled ? loadTrainerKernels() : undefined;
   return kernels !== undefined;
 }
 

@@ -2,7 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/mx/index.js';
-import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, useWasmActivations } from '../../src/trainer/ops.js';
+import { AdamW } from '../../src/trainer/optimizer.js';
+import { createParam } from '../../src/trainer/params.js';
+import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, useWasmTrainerKernels } from '../../src/trainer/ops.js';
 
 function random(n: number, seed: number, spread: number): Float32Array {
   const rng = new Rng(seed);
@@ -12,12 +14,12 @@ function random(n: number, seed: number, spread: number): Float32Array {
 /** Runs `fn` with the loops and with the kernels; returns both results. */
 function bothWays<T>(fn: () => T): { js: T; wasm: T } {
   try {
-    useWasmActivations(false);
+    useWasmTrainerKernels(false);
     const js = fn();
-    assert.ok(useWasmActivations(true), 'WebAssembly SIMD should load in Node');
+    assert.ok(useWasmTrainerKernels(true), 'WebAssembly SIMD should load in Node');
     return { js, wasm: fn() };
   } finally {
-    useWasmActivations(true);
+    useWasmTrainerKernels(true);
   }
 }
 
@@ -107,5 +109,27 @@ test('RMSNorm forward and backward match the loops, accumulating or not', () => 
     assertClose(wasm.dx, js.dx, 1e-5, `${where} dx`, (i) => Math.abs(dy[i]! * gain[i % cols]! * js.rstd[Math.floor(i / cols)]!) + 1);
     assertClose(wasm.dGain, js.dGain, 1e-5, `${where} dGain`, () => rows * 12);
     assertClose(wasm.dxAcc, js.dxAcc, 1e-5, `${where} dx accumulated`, (i) => Math.abs(start[i]!) + 1);
+  }
+});
+
+test('the AdamW update matches the loop, with decay, clipping scale and bias correction', () => {
+  const params = [createParam('w', [70, 33], true), createParam('g', [33], false)];
+  for (const [i, p] of params.entries()) {
+    p.data.set(random(p.data.length, 10 + i, 2));
+    p.grad.set(random(p.grad.length, 20 + i, 0.1));
+  }
+  const settings = { lr: 3e-3, minLrFrac: 0.1, warmup: 2, weightDecay: 0.1, beta1: 0.9, beta2: 0.95, eps: 1e-8, clip: 1 };
+  const { js, wasm } = bothWays(() => {
+    const copies = params.map((p) => ({ ...p, data: p.data.slice(), grad: p.grad.slice() }));
+    const optimizer = new AdamW(copies, settings);
+    for (let t = 0; t < 3; t++) optimizer.step(settings.lr, 0.5);
+    return { data: copies.map((p) => p.data), m: optimizer.m, v: optimizer.v };
+  });
+  for (let i = 0; i < params.length; i++) {
+    // data − lr·update − decay·data cancels where the weight is near 0: terms up to 3 steps × lr.
+    assertClose(wasm.data[i]!, js.data[i]!, 1e-6, `${params[i]!.name} data`, () => 3 * settings.lr);
+    assertClose(wasm.m[i]!, js.m[i]!, 1e-6, `${params[i]!.name} m`);
+    assertClose(wasm.v[i]!, js.v[i]!, 1e-5, `${params[i]!.name} v`);
+    assert.notDeepEqual(wasm.data[i], params[i]!.data, 'the update moved the weights');
   }
 });
