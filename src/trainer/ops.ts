@@ -157,3 +157,28 @@ export function crossEntropy(logits: Float32Array, targets: Uint8Array, rows: nu
   }
   return total / rows;
 }
+
+/**
+ * Runs the trainer's WebAssembly kernels a few rounds on small inputs so V8's optimizing tier has
+ * them before the first training step (see src/mx/warm-up.ts). Returns the milliseconds it took.
+ */
+export function warmUpTrainerKernels(): number {
+  const started = performance.now();
+  const adamW = kernels?.adamW;
+  const [rows, cols, seq] = [64, 64, 64];
+  const a = Float32Array.from({ length: rows * cols }, (_, i) => Math.sin(i));
+  const b = Float32Array.from(a, (x) => x * 0.5);
+  const [c, d] = [new Float32Array(a.length), new Float32Array(a.length)];
+  const rstd = new Float32Array(rows);
+  const gain = new Float32Array(cols).fill(1);
+  for (let round = 0; round < 12; round++) {
+    swigluForward(a, b, c);
+    swigluBackward(a, b, c, d, c);
+    softmaxCausal(c, seq, 0.25);
+    softmaxCausalBackward(d, c, seq, 0.25);
+    rmsNormForward(a, gain, rows, cols, c, rstd);
+    rmsNormBackward(a, gain, rstd, b, rows, cols, d, new Float32Array(cols), round % 2 === 0);
+    adamW?.({ data: c, grad: a, m: b.slice(), v: d.fill(1), gradScale: 1, beta1: 0.9, beta2: 0.95, correction1: 0.1, correction2: 0.05, lr: 1e-3, eps: 1e-8, decay: 0 });
+  }
+  return performance.now() - started;
+}
