@@ -2,6 +2,7 @@
 // Prints one listening line (listening-line.ts) on stdout for whoever spawned it.
 import { mergeRunConfig, type NextRunConfig, type RunConfig } from '../protocol/index.js';
 import { presetConfig, PRESET_NAMES, startRun, type PresetName } from '../trainer/index.js';
+import { warmUpTrainer } from '../trainer/warm-up.js';
 import { generateToken, isLoopbackHost } from '../link/auth.js';
 import { formatListeningLine, PARENT_PID_ENV, TOKEN_ENV } from '../link/listening-line.js';
 import { startTrainerServer } from '../link/trainer-server.js';
@@ -26,6 +27,8 @@ export async function runServeCommand(options: ServeOptions): Promise<void> {
     log: (line) => process.stderr.write(`${line}\n`),
   });
   process.stdout.write(`${formatListeningLine({ url: server.url, ...(token ? { token } : {}) })}\n`);
+  // Off the hot path: the extension connects while V8 optimizes the kernels (bench/warm-up.bench.ts).
+  setImmediate(warmUpTrainer);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -4,7 +4,7 @@ import { createMxStats, gemm, resetMxStats, type HadamardRotation, type MxStats,
 import { paddedLength } from '../mx/rotation-fit.js';
 import type { GemmConfig, GemmConfigs, GemmKind } from '../protocol/config.js';
 import type { LayerInfo, OperandStats, WgradError } from '../protocol/telemetry.js';
-import { OperandScratch, type OperandSource } from './operand.js';
+import { operandSlots, type OperandScratch, type OperandSource } from './operand.js';
 import type { Param } from './params.js';
 import { operandStats, wgradError } from './stats.js';
 
@@ -42,7 +42,6 @@ export class Linear {
   readonly stats: GemmStats[] = [];
   private input: Float32Array | undefined;
   private readonly output: Float32Array;
-  private readonly slots = Array.from({ length: 6 }, () => new OperandScratch());
   private readonly mxStats: [MxStats, MxStats] = [createMxStats(), createMxStats()];
   private readonly exactGrad: Float32Array;
   private error: Float32Array;
@@ -53,6 +52,8 @@ export class Linear {
     readonly info: LayerInfo,
     readonly weight: Param,
     readonly tokens: number,
+    /** Operand scratch, shared by every layer of a model (each GEMM finishes with it before the next starts). */
+    private readonly slots: OperandScratch[] = operandSlots(),
   ) {
     this.out = info.outFeatures;
     this.in = info.inFeatures;

@@ -5,6 +5,7 @@ import { GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js
 import type { LayerInfo } from '../protocol/telemetry.js';
 import { CausalAttention } from './attention.js';
 import { Linear, type GemmStep } from './linear.js';
+import { operandSlots } from './operand.js';
 import { crossEntropy, rmsNormBackward, rmsNormForward, swigluBackward, swigluForward } from './ops.js';
 import { createParam, fillNormal, type Param } from './params.js';
 
@@ -108,12 +109,13 @@ export class LlamaModel {
     const initRng = new Rng(streamSeed(seed, SEED_STREAMS.init));
     const sketchRng = new Rng(streamSeed(seed, SEED_STREAMS.sketch));
     const residualStd = INIT_STD / Math.sqrt(2 * layers);
+    const slots = operandSlots();
     const linear = (name: string, kind: string, block: number, outFeatures: number, inFeatures: number, std: number): Linear => {
       const weight = createParam(`${name}.weight`, [outFeatures, inFeatures], true);
       fillNormal(weight.data, std, initRng);
       this.params.push(weight);
       const info: LayerInfo = { name, kind, block, outFeatures, inFeatures, sketchIndices: sketchIndices(outFeatures * inFeatures, sketchSize, sketchRng) };
-      const layer = new Linear(info, weight, T);
+      const layer = new Linear(info, weight, T, slots);
       this.linears.push(layer);
       return layer;
     };
