@@ -8,6 +8,8 @@ import { LAYER_METRICS, type LayerMetric, type LayerRow } from '../protocol/webv
 export const TABS = ['loss', 'overhead', 'scales', 'overview', 'correlation', 'alerts'] as const;
 export type Tab = (typeof TABS)[number];
 
+export const MAX_EMA = 0.99;
+
 export interface UiState {
   tab: Tab;
   mode: 'single' | 'compare';
@@ -15,7 +17,7 @@ export interface UiState {
   runIds: string[];
   baselineRunId: string | null;
   xAxis: 'step' | 'tokens';
-  /** EMA weight in [0, 0.999]. */
+  /** EMA weight in [0, MAX_EMA] (the slider's range, so its label and its position agree). */
   ema: number;
   logScale: boolean;
   relative: boolean;
@@ -72,7 +74,7 @@ export function restoreUiState(saved: unknown): UiState {
     runIds: Array.isArray(s.runIds) ? s.runIds.filter((id): id is string => typeof id === 'string').slice(0, 16) : d.runIds,
     baselineRunId: stringOrNull(s.baselineRunId, d.baselineRunId),
     xAxis: oneOf(['step', 'tokens'] as const, s.xAxis, d.xAxis),
-    ema: finite(s.ema) ? Math.min(0.999, Math.max(0, s.ema)) : d.ema,
+    ema: finite(s.ema) ? Math.min(MAX_EMA, Math.max(0, s.ema)) : d.ema,
     logScale: typeof s.logScale === 'boolean' ? s.logScale : d.logScale,
     relative: typeof s.relative === 'boolean' ? s.relative : d.relative,
     targetLoss: finite(s.targetLoss) ? s.targetLoss : d.targetLoss,

@@ -5,20 +5,12 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
-import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
-import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
+import { syntheticRun } from '../../src/dashboard/synthetic-run.js';
+import { BASE_RUN, recordedRuns } from './fixtures.js';
 import { canvasColours, launchChromium, openDashboard, type FakeHost } from './harness.js';
 
 const SHOTS = '.e2e/screenshots';
-const base: Omit<SyntheticRunOptions, 'runId' | 'rotation' | 'seed'> = { blocks: 4, steps: 600, statsEvery: 20, evalEvery: 50, sketchSize: 64 };
-
-function recordedRuns(): TelemetryRecord[] {
-  return [
-    ...syntheticRun({ ...base, runId: 'bf16', name: 'bf16 baseline', rotation: 'none', seed: 1, lossFloor: 2.9 }),
-    ...syntheticRun({ ...base, runId: 'h16', name: 'mxfp4 · H16', rotation: 'hadamard', seed: 2, lossFloor: 3.0 }),
-    ...syntheticRun({ ...base, runId: 'rht', name: 'mxfp4 · RHT16', rotation: 'random-hadamard', seed: 3, lossFloor: 2.95, nanAt: { step: 400, layer: 'blocks.2.mlp.down' } }),
-  ];
-}
+const base = BASE_RUN;
 
 let browser: Browser;
 before(async () => {

@@ -13,12 +13,38 @@ import {
   ScatterController,
   Tooltip,
   type ChartDataset,
+  type Plugin,
 } from 'chart.js';
 import type { Theme } from './theme.js';
 
 Chart.register(LineController, ScatterController, BarController, LineElement, PointElement, BarElement, LinearScale, LogarithmicScale, CategoryScale, Tooltip);
 
 export type XY = { x: number; y: number };
+
+/**
+ * A canvas is opaque to screen readers (and to tests): after every update the chart describes its
+ * axes and series in the canvas's aria-label, e.g. "loss (logarithmic) 2.9 to 7.1 against step 0 to
+ * 599; 3 series: a · train, …".
+ */
+const describeAxes: Plugin = {
+  id: 'mxscopeDescribe',
+  afterUpdate(chart) {
+    const axis = (id: string): string => {
+      const scale = chart.scales[id];
+      if (!scale) return '';
+      const title = (scale.options as { title?: { text?: string } }).title?.text ?? id;
+      const kind = scale.type === 'logarithmic' ? ' (logarithmic)' : '';
+      return scale.type === 'category' ? `${title} ${chart.data.labels?.length ?? 0} categories` : `${title}${kind} ${tidy(scale.min)} to ${tidy(scale.max)}`;
+    };
+    const names = chart.data.datasets.map((dataset) => dataset.label ?? '').filter((label) => label !== '');
+    chart.canvas.setAttribute('role', 'img');
+    chart.canvas.setAttribute('aria-label', `${axis('y')} against ${axis('x')}; ${names.length} series: ${names.join(', ')}`);
+  },
+};
+
+function tidy(value: number): string {
+  return Number.isFinite(value) ? String(Number(value.toPrecision(4))) : String(value);
+}
 export type LineDataset = ChartDataset<'line', XY[]>;
 
 export interface AxisOptions {
@@ -65,6 +91,7 @@ export function lineChart(canvas: HTMLCanvasElement, theme: Theme, options: Axis
       scales: axes(theme, options),
       plugins: { tooltip: { enabled: true } },
     },
+    plugins: [describeAxes as Plugin<'line'>],
   });
 }
 
@@ -85,5 +112,6 @@ export function barChart(canvas: HTMLCanvasElement, theme: Theme, options: AxisO
       datasets: { bar: { categoryPercentage: 1, barPercentage: 0.95, grouped: false } },
       plugins: { tooltip: { enabled: true } },
     },
+    plugins: [describeAxes as Plugin<'bar'>],
   });
 }

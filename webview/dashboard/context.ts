@@ -21,7 +21,10 @@ export interface Context {
   color(runId: string): string;
 }
 
-/** One tab's content. */
+/**
+ * One tab's content. The constructor builds the DOM only; the dashboard calls update() once the
+ * root is in the document (a canvas measured while detached is 0×0 and would draw blank).
+ */
 export interface View {
   readonly root: HTMLElement;
   /** Redraw from the current data and state. */

@@ -160,6 +160,7 @@ class Dashboard implements Context {
     }
     this.view = new VIEWS[this.state.tab](this);
     this.body.append(this.view.root);
+    this.view.update();
   }
 
   private mountSidebar(): void {
@@ -167,6 +168,7 @@ class Dashboard implements Context {
     this.view = loss;
     const recent = this.data.alerts.slice(-5).reverse();
     this.body.append(loss.root, element('h3', undefined, 'Recent alerts'), alertList(this, recent), button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }));
+    loss.update();
   }
 
   /** Run chips: who is on screen, their colours and status. Rebuilt only when run info changes. */

@@ -26,7 +26,6 @@ export class AlertsView implements View {
   readonly root = element('div', 'view alerts-view');
 
   constructor(private readonly ctx: Context) {
-    this.update();
   }
 
   update(): void {

@@ -2,7 +2,7 @@
 // every shown run, optionally as the gap to a baseline run, with divergence points marked.
 import { ema } from '../../../src/dashboard/smoothing.js';
 import { decimateMinMax, sliceToRange } from '../../../src/dashboard/decimate.js';
-import { zoomAround } from '../../../src/dashboard/ui-state.js';
+import { MAX_EMA, zoomAround, type UiState } from '../../../src/dashboard/ui-state.js';
 import { gapTo } from '../../../src/dashboard/interpolate.js';
 import type { LossSeries, RunInfo } from '../../../src/protocol/webview.js';
 import { checkbox, dropdown } from '../../ui/toolkit.js';
@@ -38,7 +38,6 @@ export class LossView implements View {
       canvas.addEventListener('wheel', (event) => this.zoom(event), { passive: false });
       canvas.addEventListener('dblclick', () => ctx.update({ zoom: null }));
     }
-    this.update();
   }
 
   private axisOptions() {
@@ -61,7 +60,9 @@ export class LossView implements View {
   }
 
   private controls(): HTMLElement {
-    const { state, update } = this.ctx;
+    const ctx = this.ctx;
+    const state = ctx.state;
+    const update = (patch: Partial<UiState>) => ctx.update(patch);
     const bar = element('div', 'controls');
     bar.append(
       dropdown([{ value: 'step', label: 'vs step' }, { value: 'tokens', label: 'vs tokens' }], state.xAxis, (v) => update({ xAxis: v as 'step' | 'tokens', zoom: null }), 'x axis'),
@@ -69,7 +70,7 @@ export class LossView implements View {
     const slider = element('input', 'slider');
     slider.type = 'range';
     slider.min = '0';
-    slider.max = '0.99';
+    slider.max = String(MAX_EMA);
     slider.step = '0.01';
     slider.value = String(state.ema);
     slider.title = 'EMA smoothing';

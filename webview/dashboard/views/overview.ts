@@ -22,7 +22,6 @@ export class OverviewView implements View {
     const label = (metric: LayerMetric) => (ctx.state.mode === 'compare' ? `metric: ${METRIC_INFO[metric].label}` : `worst first by ${METRIC_INFO[metric].label}`);
     bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: label(metric) })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'metric'));
     this.root.append(bar, this.note, this.table);
-    this.update();
   }
 
   update(): void {

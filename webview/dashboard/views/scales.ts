@@ -80,7 +80,6 @@ export class ScalesView implements View {
       this.panels.push({ run, chart: barChart(canvas, ctx.theme, { xTitle: 'exponent (2^e)', yTitle: 'fraction of blocks' }), legend, heatmap, stats, title });
     }
     this.root.append(grid);
-    this.update();
   }
 
   private focusSteps(): number[] {
