@@ -88,3 +88,20 @@ export async function pixelAt(page: Page, selector: string, fx: number, fy: numb
 export async function computedStyles(page: Page, selector: string, property: string): Promise<string[]> {
   return page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((node) => getComputedStyle(node).getPropertyValue(${JSON.stringify(property)}))`) as Promise<string[]>;
 }
+
+/**
+ * Wait until an element matching `selector` contains `text`. Locator-based: the page's CSP forbids
+ * eval, which string predicates of waitForFunction need once they poll.
+ */
+export async function waitText(page: Page, selector: string, text: string | RegExp): Promise<void> {
+  await page.locator(selector, { hasText: text }).first().waitFor();
+}
+
+/** Wait until exactly `count` elements match `selector`. */
+export async function waitCount(page: Page, selector: string, count: number): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while ((await page.locator(selector).count()) !== count) {
+    if (Date.now() > deadline) throw new Error(`expected ${count} × ${selector}, have ${await page.locator(selector).count()}`);
+    await page.waitForTimeout(50);
+  }
+}

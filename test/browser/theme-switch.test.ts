@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
 import { recordedRuns } from './fixtures.js';
 import { canvasColours, launchChromium, openDashboard } from './harness.js';
-import { canvasHash, clickTab, computedStyles, pixelAt, settle } from './page-helpers.js';
+import { canvasHash, clickTab, computedStyles, pixelAt, settle, waitText } from './page-helpers.js';
 import { THEMES, type ThemeName } from './themes.js';
 
 let browser: Browser;
@@ -29,7 +29,7 @@ test('after a theme change the block-scale heatmaps and histograms draw at full 
   const { page } = host;
   await page.waitForSelector('.loss-view canvas');
   await clickTab(page, 'Block scales');
-  await page.waitForFunction("document.querySelector('.scales-view .stats')?.textContent?.includes('saturated')");
+  await waitText(page, '.scales-view .stats', 'saturated');
   await settle(page);
   const darkHeat = await canvasHash(page, 'canvas.heatmap');
   assert.notEqual(darkHeat, 'empty');

@@ -56,6 +56,24 @@ export function chartBox(title: string, height: number): { box: HTMLElement; can
   return { box, canvas, legend };
 }
 
+/**
+ * Make a non-button element (a table row, a list item) act like a button: reachable with Tab,
+ * Enter or Space runs the action, as a click does.
+ */
+export function activatable<T extends HTMLElement>(node: T, action: () => void, title: string): T {
+  node.tabIndex = 0;
+  node.classList.add('clickable');
+  node.title = title;
+  node.setAttribute('aria-label', title);
+  node.addEventListener('click', action);
+  node.addEventListener('keydown', (event) => {
+    if (event.key !== 'Enter' && event.key !== ' ') return;
+    event.preventDefault();
+    action();
+  });
+  return node;
+}
+
 export function setLegend(legend: HTMLElement, entries: readonly { label: string; color: string; dashed?: boolean }[]): void {
   legend.replaceChildren(
     ...entries.map((entry) => {

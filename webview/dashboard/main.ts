@@ -177,11 +177,15 @@ class Dashboard implements Context {
     chips.replaceChildren();
     const shown = new Set(this.shownRuns().map((run) => run.runId));
     for (const run of this.data.runs) {
-      const chip = element('span', shown.has(run.runId) ? 'run-chip on' : 'run-chip');
+      const on = shown.has(run.runId);
+      // A real button: reachable with Tab, toggled with Enter or Space, its state announced.
+      const chip = element('button', on ? 'run-chip on' : 'run-chip');
+      chip.type = 'button';
+      chip.setAttribute('aria-pressed', String(on));
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.color(run.runId);
-      chip.append(swatch, run.name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : ` · ${run.status}`));
-      chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to show or hide`;
+      chip.append(swatch, element('span', 'chip-name', run.name), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : ` · ${run.status}`));
+      chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to ${on ? 'hide' : 'show'}`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);
     }

@@ -1,7 +1,7 @@
 // Alerts: NaN scales, loss spikes, ‖∇W‖/‖E‖ below √3, divergence, each with its step and first layer;
 // a click on a layer alert opens that layer's scales at that step.
 import type { Alert } from '../../../src/protocol/webview.js';
-import { element, type Context, type View } from '../context.js';
+import { activatable, element, type Context, type View } from '../context.js';
 
 const KIND_LABEL: Record<Alert['kind'], string> = { 'nan-scales': 'NaN scales', 'loss-spike': 'Loss spike', 'grad-to-err': '‖∇W‖/‖E‖ < √3', divergence: 'Divergence' };
 
@@ -13,9 +13,7 @@ export function alertList(ctx: Context, alerts: readonly Alert[]): HTMLElement {
     const run = ctx.data.run(alert.runId);
     item.append(element('strong', undefined, KIND_LABEL[alert.kind]), element('span', 'muted', ` · ${run?.name ?? alert.runId} · step ${alert.step}`), element('div', undefined, alert.message));
     if (alert.layer !== null) {
-      item.classList.add('clickable');
-      item.title = `Open ${alert.layer} at step ${alert.step}`;
-      item.addEventListener('click', () => ctx.update({ tab: 'scales', layer: alert.layer, step: alert.step, runIds: [alert.runId], mode: 'single' }, true));
+      activatable(item, () => ctx.update({ tab: 'scales', layer: alert.layer, step: alert.step, runIds: [alert.runId], mode: 'single' }, true), `Open ${alert.layer} at step ${alert.step}`);
     }
     list.append(item);
   }
