@@ -62,9 +62,14 @@ test('status bar text and quick actions follow the connection state', () => {
   assert.match(statusText({ state: undefined, url: undefined, run: undefined, nextRunConfig: undefined }).text, /debug-disconnect\) MX Scope$/);
   const store = new RunStore();
   store.ingest({ type: 'runStarted', runId: 'r', name: 'tiny', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
+  const starting = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: baseConfig });
+  assert.equal(starting.text, '$(plug) MX Scope: tiny · starting · F,D,W mxfp4', 'no "step -1 · loss —" before the first step');
   store.ingest({ type: 'step', runId: 'r', step: 3, tokens: 1, loss: 2, lr: 1, gradNorm: 1, stepMs: 1 });
   const live = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: baseConfig });
   assert.equal(live.text, '$(plug) MX Scope: tiny · step 3 · loss 2.0000 · F,D,W mxfp4');
+  store.ingest({ type: 'runEnded', runId: 'r', step: 4, status: 'diverged', reason: 'loss is not finite', endedAt: 't' });
+  const diverged = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: baseConfig });
+  assert.equal(diverged.text, '$(plug) MX Scope: $(error) tiny diverged at step 4 · F,D,W mxfp4', 'a diverged run is not "idle"');
   assert.deepEqual(quickActions(undefined, false).slice(0, 2).map((a) => a.command), ['mxscope.startEmulatedRun', 'mxscope.connect']);
   const running = quickActions('connected', true).map((a) => a.command);
   assert.ok(running.includes('mxscope.stopRun') && !running.includes('mxscope.startNextRun') && running.includes('mxscope.disconnect'));

@@ -31,7 +31,11 @@ export function statusText(input: StatusInput): StatusText {
   const live = run && run.status === 'running';
   const parts: string[] = [];
   if (input.state !== 'connected') parts.push(input.state);
-  if (live) parts.push(runLabel(run, false), `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
+  // A run that has not finished a step yet is "starting", not "step -1 · loss —"; a run that just
+  // diverged says so until the next one starts, rather than going quietly "idle".
+  if (live && run.lastStep < 0) parts.push(runLabel(run, false), 'starting');
+  else if (live) parts.push(runLabel(run, false), `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
+  else if (run?.ended?.status === 'diverged') parts.push(`$(error) ${runLabel(run, false)} diverged at step ${run.ended.step}`);
   else parts.push('idle');
   const rotationOf = live ? run.config : input.nextRunConfig;
   if (rotationOf) parts.push(rotationSummary(rotationOf));
