@@ -23,6 +23,11 @@ export interface SyntheticRunOptions {
   denseLayer?: string;
   /** Inject NaN block scales in this layer at this step. */
   nanAt?: { step: number; layer: string };
+  /**
+   * Diverge: from `step − lead` this layer's Wgrad error and flush grow (its metrics leave their
+   * running range), at `step` the loss jumps to 4× and the run ends `diverged`.
+   */
+  divergeAt?: { step: number; layer: string; lead: number };
 }
 
 const ROLES = ['attn.q', 'attn.k', 'attn.v', 'attn.o', 'mlp.gate', 'mlp.up', 'mlp.down'] as const;
@@ -67,21 +72,26 @@ export function* syntheticRun(options: SyntheticRunOptions): Generator<Telemetry
   const structured = new Map(statsLayers.map((layer) => [layer.name, Array.from({ length: sketchSize }, gauss)]));
   const previous = new Map<string, number[]>();
   const lossAt = (step: number): number => floor + 4 * Math.exp(-step / (steps / 6 + 1));
-  for (let step = 0; step < steps; step++) {
+  const diverge = options.divergeAt;
+  const lastStep = diverge ? Math.min(steps - 1, diverge.step) : steps - 1;
+  for (let step = 0; step <= lastStep; step++) {
     const tokens = (step + 1) * TOKENS_PER_STEP;
-    yield { type: 'step', runId, step, tokens, loss: lossAt(step) + 0.05 * gauss(), lr: 3e-4, gradNorm: 1 + 0.1 * rand(), stepMs: 20 };
+    const blowUp = diverge !== undefined && step === diverge.step;
+    yield { type: 'step', runId, step, tokens, loss: (lossAt(step) + 0.05 * gauss()) * (blowUp ? 4 : 1), lr: 3e-4, gradNorm: (1 + 0.1 * rand()) * (blowUp ? 30 : 1), stepMs: 20 };
+    if (blowUp) break;
     if (evalEvery > 0 && step % evalEvery === 0) yield { type: 'validation', runId, step, tokens, loss: lossAt(step) + 0.05 };
     const statsStep = step % statsEvery === 0;
     if (!statsStep && options.denseLayer === undefined) continue;
     const progress = step / Math.max(1, steps);
     for (const layer of statsStep ? statsLayers : statsLayers.filter((l) => l.name === options.denseLayer)) {
+      const drifting = diverge !== undefined && layer.name === diverge.layer && step >= diverge.step - diverge.lead;
       for (const kind of GEMM_KINDS) {
         const operands = GEMM_OPERANDS[kind].map((operand, o) => {
           const centre = 18 + Math.round(6 * progress) + o * 3 + (layer.block % 5);
           const counts = Array.from({ length: 40 }, (_, e) => Math.round(4096 * Math.exp(-((e - centre) ** 2) / (2 * (3 + o) ** 2))));
           const nan = options.nanAt && options.nanAt.layer === layer.name && options.nanAt.step === step ? 7 : 0;
           const blocks = counts.reduce((a, b) => a + b, 0) + nan;
-          return { operand, blocks, elements: blocks * 32, histogram: { minExp: -30, counts, nanBlocks: nan }, saturatedFrac: 0.002 * rand(), flushedFrac: 0.01 * rand() * (1 + layer.block / 10), sqnrDb: 16 + 4 * rand() };
+          return { operand, blocks, elements: blocks * 32, histogram: { minExp: -30, counts, nanBlocks: nan }, saturatedFrac: 0.002 * rand(), flushedFrac: 0.01 * rand() * (1 + layer.block / 10) * (drifting ? 10 : 1), sqnrDb: 16 + 4 * rand() };
         });
         const record: LayerStatsRecord = { type: 'layerStats', runId, step, layer: layer.name, gemm: kind, precision: 'mxfp4', operands };
         if (kind === 'wgrad') {
@@ -89,12 +99,14 @@ export function* syntheticRun(options: SyntheticRunOptions): Generator<Telemetry
           const sketch = base.map((v) => v + 0.3 * gauss());
           const prev = previous.get(layer.name) ?? null;
           previous.set(layer.name, sketch);
-          const relErr = 0.15 + 0.05 * rand() + layer.block * 0.004;
+          const relErr = (0.15 + 0.05 * rand() + layer.block * 0.004) * (drifting ? 4 : 1);
           record.wgradError = { gradNorm: 1, errNorm: relErr, relErr, cosErrGrad: 0.01 * gauss(), alignment: 1 - relErr * 0.1, gradToErr: 1 / relErr, lag1Cos: rotation === 'hadamard' ? 0.9 : 0.02 * gauss(), sketch, sketchPrev: prev };
         }
         yield record;
       }
     }
   }
-  yield { type: 'runEnded', runId, step: steps - 1, status: 'completed', reason: 'reached the planned steps', endedAt: '2026-11-21T13:00:00.000Z' };
+  if (diverge !== undefined && diverge.step < steps) {
+    yield { type: 'runEnded', runId, step: diverge.step, status: 'diverged', reason: 'loss more than 3 above its running minimum', endedAt: '2026-11-21T13:00:00.000Z' };
+  } else yield { type: 'runEnded', runId, step: steps - 1, status: 'completed', reason: 'reached the planned steps', endedAt: '2026-11-21T13:00:00.000Z' };
 }

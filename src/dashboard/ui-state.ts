@@ -3,9 +3,9 @@
 // garbage keeps the defaults for what does not fit).
 import { GEMM_KINDS, type GemmKind } from '../protocol/config.js';
 import { GEMM_OPERANDS, type Operand } from '../protocol/telemetry.js';
-import { LAYER_METRICS, type LayerMetric, type LayerRow } from '../protocol/webview.js';
+import { GRID_METRICS, LAYER_METRICS, type GridMetric, type LayerMetric, type LayerRow } from '../protocol/webview.js';
 
-export const TABS = ['loss', 'overhead', 'scales', 'overview', 'correlation', 'alerts'] as const;
+export const TABS = ['loss', 'overhead', 'scales', 'overview', 'layers', 'correlation', 'alerts'] as const;
 export type Tab = (typeof TABS)[number];
 
 export const MAX_EMA = 0.99;
@@ -31,6 +31,9 @@ export interface UiState {
   overlayRunId: string | null;
   lag: number;
   overviewMetric: LayerMetric;
+  /** The layer × step heatmap's metric and GEMM. */
+  gridMetric: GridMetric;
+  gridGemm: GemmKind;
   /** Loss chart x range (in xAxis units); null shows everything. */
   zoom: { min: number; max: number } | null;
   /** Palette slot per run: a run keeps its colour while it is held, across reloads. */
@@ -55,6 +58,8 @@ export const DEFAULT_UI_STATE: UiState = {
   overlayRunId: null,
   lag: 4,
   overviewMetric: 'wgradRelErr',
+  gridMetric: 'wgradRelErr',
+  gridGemm: 'wgrad',
   zoom: null,
   colors: {},
 };
@@ -86,6 +91,8 @@ export function restoreUiState(saved: unknown): UiState {
     overlayRunId: stringOrNull(s.overlayRunId, d.overlayRunId),
     lag: finite(s.lag) && Number.isInteger(s.lag) && s.lag >= 1 ? Math.min(s.lag, 1000) : d.lag,
     overviewMetric: oneOf(LAYER_METRICS, s.overviewMetric, d.overviewMetric),
+    gridMetric: oneOf(GRID_METRICS, s.gridMetric, d.gridMetric),
+    gridGemm: oneOf(GEMM_KINDS, s.gridGemm, d.gridGemm),
     zoom: restoreZoom(s.zoom),
     colors: restoreColors(s.colors),
   };

@@ -2,7 +2,7 @@
 // (cached, or requested from the host and redrawn when they arrive).
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
-import type { LayerDetailMessage, RunInfo, WebviewToHost } from '../../src/protocol/webview.js';
+import type { GridMetric, LayerDetailMessage, LayerGridMessage, RunInfo, WebviewToHost } from '../../src/protocol/webview.js';
 import type { UiState } from '../../src/dashboard/ui-state.js';
 import type { DashboardData } from './data.js';
 import type { Theme } from './theme.js';
@@ -16,6 +16,8 @@ export interface Context {
   post(message: WebviewToHost): void;
   /** The cached detail, or undefined after asking the host (the view updates when it arrives). */
   detail(runId: string, layer: string, gemm: GemmKind, operand: Operand): LayerDetailMessage | undefined;
+  /** The cached layer × step grid, or undefined after asking the host. */
+  grid(runId: string, metric: GridMetric, gemm: GemmKind): LayerGridMessage | undefined;
   /** The runs on screen: compared runs, or the chosen runs (all when none chosen). */
   shownRuns(): RunInfo[];
   color(runId: string): string;

@@ -8,13 +8,15 @@ import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from '
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
-import { hostToWebviewSchema, isEmptyDelta, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { hostToWebviewSchema, isEmptyDelta, type GridMetric, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
 import { element, type Context, type View } from './context.js';
-import { DashboardData, detailKey } from './data.js';
+import { DashboardData, detailKey, gridKey } from './data.js';
+import { focusAt } from './focus-at.js';
 import { onThemeChange, readTheme, type Theme } from './theme.js';
 import { AlertsView, alertList } from './views/alerts.js';
 import { CorrelationView } from './views/correlation.js';
+import { LayerHeatmapView } from './views/layer-heatmap.js';
 import { LossView } from './views/loss.js';
 import { OverheadView } from './views/overhead.js';
 import { OverviewView } from './views/overview.js';
@@ -27,8 +29,8 @@ interface VsCodeApi {
 }
 declare function acquireVsCodeApi(): VsCodeApi;
 
-const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
-const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, correlation: CorrelationView, alerts: AlertsView };
+const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', layers: 'Layer heatmap', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
+const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, layers: LayerHeatmapView, correlation: CorrelationView, alerts: AlertsView };
 
 class Dashboard implements Context {
   readonly data = new DashboardData();
@@ -80,6 +82,17 @@ class Dashboard implements Context {
     return undefined;
   }
 
+  grid(runId: string, metric: GridMetric, gemm: GemmKind) {
+    const key = gridKey(runId, metric, gemm);
+    const cached = this.data.grid(key);
+    if (cached || this.requested.has(key)) return cached;
+    const requestId = this.nextRequestId++;
+    this.pending.set(requestId, key);
+    this.requested.add(key);
+    this.post({ type: 'requestLayerGrid', requestId, runId, metric, gemm });
+    return undefined;
+  }
+
   shownRuns(): RunInfo[] {
     const chosen = this.state.runIds.map((id) => this.data.run(id)).filter((run): run is RunInfo => run !== undefined);
     if (this.state.mode === 'compare') return chosen.length >= 2 ? chosen : this.data.runs.slice(-2);
@@ -120,6 +133,7 @@ class Dashboard implements Context {
         this.scheduleUpdate();
         break;
       }
+      case 'layerGrid':
       case 'layerDetail': {
         const key = this.pending.get(message.requestId);
         if (key === undefined) return;
@@ -130,7 +144,7 @@ class Dashboard implements Context {
       }
       case 'focus':
         // Runs are compared at equal tokens (they may differ in tokens per step).
-        this.update({ mode: message.mode, runIds: message.runIds, ...(message.mode === 'compare' ? { xAxis: 'tokens' as const } : {}) }, true);
+        this.update({ mode: message.mode, runIds: message.runIds, ...(message.mode === 'compare' ? { xAxis: 'tokens' as const } : {}), ...(message.at ? focusAt(message.at, this.state) : {}) }, true);
         break;
     }
   }

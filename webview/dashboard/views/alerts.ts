@@ -1,5 +1,6 @@
 // Alerts: NaN scales, loss spikes, ‖∇W‖/‖E‖ below √3, divergence, each with its step and first layer;
 // a click on a layer alert opens that layer's scales at that step.
+import { GEMM_OPERANDS } from '../../../src/protocol/telemetry.js';
 import type { Alert } from '../../../src/protocol/webview.js';
 import { activatable, element, type Context, type View } from '../context.js';
 
@@ -13,7 +14,9 @@ export function alertList(ctx: Context, alerts: readonly Alert[]): HTMLElement {
     const run = ctx.data.run(alert.runId);
     item.append(element('strong', undefined, KIND_LABEL[alert.kind]), element('span', 'muted', ` · ${run?.name ?? alert.runId} · step ${alert.step}`), element('div', undefined, alert.message));
     if (alert.layer !== null) {
-      activatable(item, () => ctx.update({ tab: 'scales', layer: alert.layer, step: alert.step, runIds: [alert.runId], mode: 'single' }, true), `Open ${alert.layer} at step ${alert.step}`);
+      const gemm = alert.gemm ?? ctx.state.gemm;
+      const at = { tab: 'scales' as const, layer: alert.layer, gemm, operand: gemm === ctx.state.gemm ? ctx.state.operand : GEMM_OPERANDS[gemm][0], step: alert.step, runIds: [alert.runId], mode: 'single' as const };
+      activatable(item, () => ctx.update(at, true), `Open ${alert.layer}${alert.gemm ? ` (${alert.gemm})` : ''} at step ${alert.step}`);
     }
     list.append(item);
   }
