@@ -4,7 +4,8 @@
 // the layer and GEMM to look at first (stats arrive in model order, so ties go to the earlier layer).
 import type { GemmKind } from '../protocol/config.js';
 import type { LayerStatsRecord } from '../protocol/telemetry.js';
-import { meanExponent, metricOf, type GridMetric } from './layer-metrics.js';
+import type { GridMetric } from '../protocol/webview.js';
+import { meanExponent, metricOf } from './layer-metrics.js';
 
 interface Watched {
   label: string;

@@ -5,20 +5,6 @@
 import type { LayerStatsRecord } from '../protocol/telemetry.js';
 import type { GridMetric } from '../protocol/webview.js';
 
-export { GRID_METRICS, type GridMetric } from '../protocol/webview.js';
-
-export const GRID_METRIC_INFO: Record<GridMetric, { label: string; worse: 'higher' | 'lower' | 'larger-change' }> = {
-  wgradRelErr: { label: 'Wgrad relative error', worse: 'higher' },
-  saturatedPct: { label: 'Saturated %', worse: 'higher' },
-  flushedPct: { label: 'Flushed %', worse: 'higher' },
-  sqnrDb: { label: 'SQNR (dB)', worse: 'lower' },
-  lag1Cos: { label: 'Lag-1 error correlation', worse: 'higher' },
-  scaleShift: { label: 'Scale shift (Δ mean exponent)', worse: 'larger-change' },
-};
-
-/** Metrics that only wgrad records carry. */
-export const WGRAD_ONLY: ReadonlySet<GridMetric> = new Set(['wgradRelErr', 'lag1Cos']);
-
 /** Mean unbiased block exponent over the record's operands (NaN blocks left out); null without blocks. */
 export function meanExponent(record: LayerStatsRecord): number | null {
   let sum = 0;

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
 import { NoticeFilter } from '../../src/dashboard/notice.js';
-import { syntheticRun } from '../../src/dashboard/synthetic-run.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { BASE_RUN } from './fixtures.js';
 import { launchChromium, openDashboard } from './harness.js';
 import { canvasHash, choose, clickTab, settle, uiState, waitText } from './page-helpers.js';

@@ -1,6 +1,6 @@
 // Recorded runs the browser tests share: three synthetic runs of the same model (bf16-like baseline,
 // deterministic H16, random Hadamard with a NaN-scale event), long enough for every view to draw.
-import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
+import { syntheticRun, type SyntheticRunOptions } from '../fixtures/synthetic-run.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 
 export const BASE_RUN: Omit<SyntheticRunOptions, 'runId' | 'rotation' | 'seed'> = { blocks: 4, steps: 600, statsEvery: 20, evalEvery: 50, sketchSize: 64 };

@@ -2,7 +2,7 @@
 // chart's self-description (its canvas aria-label: axis titles, ranges, series), a pixel hash of a
 // canvas, and the toolkit controls driven the way a user drives them (clicks, typing, keys).
 import type { Page } from 'playwright-core';
-import type { UiState } from '../../src/dashboard/ui-state.js';
+import type { UiState } from '../../webview/dashboard/model/ui-state.js';
 
 export async function uiState(page: Page): Promise<UiState> {
   return (await page.evaluate('__mxscopeState()')) as UiState;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DepartureTracker } from '../../src/dashboard/departures.js';
 import { NoticeFilter } from '../../src/dashboard/notice.js';
-import { syntheticRun } from '../../src/dashboard/synthetic-run.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
 
 const run = { runId: 'r', blocks: 3, steps: 300, statsEvery: 10, evalEvery: 0, sketchSize: 16, rotation: 'none' as const, seed: 4 };
 

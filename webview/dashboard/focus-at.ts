@@ -1,7 +1,7 @@
 // Where "Show in Dashboard" on a divergence or spike notification lands: the layer × step heatmap
 // with the event's step marked when a layer moved first (its GEMM chosen), else the Loss tab; the
 // loss chart zoomed to the steps before the event either way.
-import type { UiState } from '../../src/dashboard/ui-state.js';
+import type { UiState } from './model/ui-state.js';
 import type { FocusAt } from '../../src/protocol/webview.js';
 
 export function focusAt(at: FocusAt, state: UiState): Partial<UiState> {

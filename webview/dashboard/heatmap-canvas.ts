@@ -3,7 +3,7 @@
 // not 400,000 fillRects. Two kinds share the painter: step × exponent (block-scale histograms over
 // time) and layer × step (any per-layer metric). Each draw returns its geometry, so the pointer and
 // the keyboard can find the cell under them (tooltips, click-through).
-import type { HeatmapGrid } from '../../src/dashboard/heatmap.js';
+import type { HeatmapGrid } from './model/heatmap.js';
 import { rgb, type Theme } from './theme.js';
 
 const MARGIN = { right: 8, top: 6, bottom: 18 };

@@ -3,7 +3,7 @@
 // stats steps, brighter is worse. It answers "which layer moved first?" before a divergence.
 // Hover names the cell's layer, step and value; a click (or Enter) opens that layer's block scales
 // at that step; the chosen step (e.g. a divergence) is marked.
-import { GRID_METRIC_INFO, WGRAD_ONLY } from '../../../src/dashboard/layer-metrics.js';
+import { GRID_METRIC_INFO, WGRAD_ONLY } from '../model/grid-metrics.js';
 import { GEMM_KINDS, type GemmKind } from '../../../src/protocol/config.js';
 import { GEMM_OPERANDS } from '../../../src/protocol/telemetry.js';
 import { GRID_METRICS, type GridMetric, type LayerGridMessage } from '../../../src/protocol/webview.js';

@@ -2,7 +2,7 @@
 // from mxscope-train is the step the dashboard's alert and divergence marker show.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ProgressReporter } from '../../src/trainer/progress.js';
+import { ProgressReporter } from '../../src/cli/train-progress.js';
 
 test('the CLI names the same divergence step as the dashboard', () => {
   let out = '';
