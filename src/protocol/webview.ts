@@ -30,6 +30,9 @@ export interface LossSeries {
   step: number[];
   tokens: number[];
   loss: (number | null)[];
+  /** Training series only: the global gradient norm before clipping (null: non-finite) and the learning rate, per step. */
+  gradNorm?: (number | null)[];
+  lr?: number[];
 }
 
 export const LAYER_METRICS = ['wgradRelErr', 'alignment', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos'] as const;
@@ -208,7 +211,7 @@ const runInfoSchema = object<RunInfo>({
   divergedAt: nullable(nonNegInt),
 });
 
-const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums });
+const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums, gradNorm: optional(nullableNums), lr: optional(nums) });
 const layerOverviewSchema = object<LayerOverview>({
   runId,
   step: intIn(-1, Number.MAX_SAFE_INTEGER),

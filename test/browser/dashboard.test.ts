@@ -34,10 +34,10 @@ for (const theme of ['dark', 'light'] as const) {
     const cut = records.findIndex((r) => r.type === 'step' && r.runId === 'rht' && r.step === 450);
     const host = await openDashboard(browser, theme, { before: (h) => h.ingest(records.slice(0, cut)) });
     const { page } = host;
-    await page.waitForSelector('.loss-view canvas');
+    await page.waitForSelector('.loss-view .loss-chart canvas');
     await page.waitForTimeout(100);
     assert.equal((host.received[0] as { type: string }).type, 'ready', 'the webview speaks first');
-    assert.ok((await canvasColours(page, '.loss-view canvas'))[0]! > 8, 'loss chart drew');
+    assert.ok((await canvasColours(page, '.loss-view .loss-chart canvas'))[0]! > 8, 'loss chart drew');
     const entries = await legend(host);
     for (const name of ['bf16 baseline', 'mxfp4 · H16', 'mxfp4 · RHT16']) {
       assert.ok(entries.includes(`${name} · train`), `legend has ${name} · train: ${entries.join(' | ')}`);
@@ -46,7 +46,7 @@ for (const theme of ['dark', 'light'] as const) {
     assert.match(await page.textContent('.run-chips') ?? '', /RHT16.*live/, 'the cut-off run is still live');
     await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-loss.png` });
     // Wheel zooms the x axis around the pointer; double-click shows everything again.
-    const box = (await page.locator('.loss-view canvas').boundingBox())!;
+    const box = (await page.locator('.loss-view .loss-chart canvas').boundingBox())!;
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
     await page.mouse.wheel(0, -200);
     await page.waitForTimeout(100);

@@ -21,7 +21,7 @@ const DIVERGING = { ...BASE_RUN, runId: 'rht32', name: 'dgrad bf16 · RHT32', ro
 test('Show in Dashboard opens the layer heatmap at the divergence; hover and click lead to the layer that moved first', async () => {
   const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(syntheticRun(DIVERGING)) });
   const { page } = host;
-  await page.waitForSelector('.loss-view canvas');
+  await page.waitForSelector('.loss-view .loss-chart canvas');
   const alert = host.alerts.alerts.find((a) => a.kind === 'divergence')!;
   assert.equal(alert.step, 424);
   const notice = new NoticeFilter().notice(alert, 'dgrad bf16 · RHT32')!;
@@ -58,7 +58,7 @@ test('Show in Dashboard opens the layer heatmap at the divergence; hover and cli
 test('Layer heatmap: every metric and GEMM draws; wgrad-only metrics pin the GEMM', async () => {
   const host = await openDashboard(browser, 'light', { before: (h) => h.ingest(syntheticRun(DIVERGING)) });
   const { page } = host;
-  await page.waitForSelector('.loss-view canvas');
+  await page.waitForSelector('.loss-view .loss-chart canvas');
   await clickTab(page, 'Layer heatmap');
   await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
   const seen = new Set<string>();

@@ -18,16 +18,16 @@ const TAB_VIEWS: Record<string, string> = { Loss: '.loss-view', 'Token overhead'
 test('run chips show and hide runs, Compare runs lays them side by side, every tab opens its view', async () => {
   const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
   const { page } = host;
-  await page.waitForSelector('.loss-view canvas');
+  await page.waitForSelector('.loss-view .loss-chart canvas');
   await settle(page);
-  assert.match(await chartLabel(page, '.loss-view canvas'), /mxfp4 · H16 · train/);
+  assert.match(await chartLabel(page, '.loss-view .loss-chart canvas'), /mxfp4 · H16 · train/);
   await page.click('.run-chip:has-text("mxfp4 · H16")');
   await settle(page);
-  assert.doesNotMatch(await chartLabel(page, '.loss-view canvas'), /H16/, 'hidden run leaves the chart');
+  assert.doesNotMatch(await chartLabel(page, '.loss-view .loss-chart canvas'), /H16/, 'hidden run leaves the chart');
   assert.equal(await page.getAttribute('.run-chip:has-text("mxfp4 · H16")', 'aria-pressed'), 'false');
   await page.click('.run-chip:has-text("mxfp4 · H16")');
   await settle(page);
-  assert.match(await chartLabel(page, '.loss-view canvas'), /mxfp4 · H16 · train/, 'shown again');
+  assert.match(await chartLabel(page, '.loss-view .loss-chart canvas'), /mxfp4 · H16 · train/, 'shown again');
 
   for (const [label, selector] of Object.entries(TAB_VIEWS)) {
     await clickTab(page, label);
@@ -60,18 +60,18 @@ async function tabTo(page: Page, selector: string, options: { text?: string; bac
 test('keyboard only: chips, tabs, table rows and the heatmap are reachable with Tab and work with Enter, Space and arrows', async () => {
   const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
   const { page } = host;
-  await page.waitForSelector('.loss-view canvas');
+  await page.waitForSelector('.loss-view .loss-chart canvas');
   await settle(page);
   // A run chip: Space hides the run, Enter shows it again.
   await tabTo(page, '.run-chip');
   const chipName = (await page.evaluate('document.activeElement.querySelector(".chip-name").textContent')) as string;
   await page.keyboard.press('Space');
   await settle(page);
-  assert.doesNotMatch(await chartLabel(page, '.loss-view canvas'), new RegExp(`${chipName} · train`));
+  assert.doesNotMatch(await chartLabel(page, '.loss-view .loss-chart canvas'), new RegExp(`${chipName} · train`));
   await tabTo(page, `.run-chip[aria-pressed="false"]`);
   await page.keyboard.press('Enter');
   await settle(page);
-  assert.match(await chartLabel(page, '.loss-view canvas'), new RegExp(`${chipName} · train`));
+  assert.match(await chartLabel(page, '.loss-view .loss-chart canvas'), new RegExp(`${chipName} · train`));
 
   // The Layer overview tab, then a row: Enter opens its layer in Block scales.
   await tabTo(page, 'nav.tabs button', { text: 'Layer overview' });

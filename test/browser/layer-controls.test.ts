@@ -17,7 +17,7 @@ after(async () => browser?.close());
 
 async function open(): Promise<FakeHost> {
   const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
-  await host.page.waitForSelector('.loss-view canvas');
+  await host.page.waitForSelector('.loss-view .loss-chart canvas');
   return host;
 }
 

@@ -8,7 +8,7 @@ import { recordedRuns } from './fixtures.js';
 import { launchChromium, openDashboard } from './harness.js';
 import { canvasHash, chartLabel, choose, clickTab, dropdownValue, isChecked, settle, toggle, uiState, xRange, yRange } from './page-helpers.js';
 
-const CHART = '.loss-view canvas';
+const CHART = '.loss-view .loss-chart canvas';
 let browser: Browser;
 before(async () => {
   browser = await launchChromium();
@@ -76,6 +76,49 @@ test('Loss tab: smoothing, log scale, relative, baseline and x axis each change 
   assert.equal(await dropdownValue(page, 'baseline run'), 'h16');
   assert.equal(await dropdownValue(page, 'x axis'), 'tokens');
   assert.match(await chartLabel(page, CHART), /^loss − baseline .* against tokens/);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Loss tab: a spike does not set the y range (Clip outliers), shift+wheel zooms y, Reset zoom restores both; grad norm and learning rate draw', async () => {
+  const records = recordedRuns().map((r) => (r.type === 'step' && r.runId === 'h16' && r.step === 300 ? { ...r, loss: 40 } : r));
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(records) });
+  const { page } = host;
+  await page.waitForSelector(CHART);
+  await settle(page);
+  await page.locator('.loss-view input.slider').fill('0');
+  await settle(page);
+  const [, clipped] = await yRange(page, CHART);
+  assert.ok(clipped < 10, `the loss-40 spike runs off the top: y max ${clipped}`);
+  await toggle(page, 'Clip outliers');
+  const [, full] = await yRange(page, CHART);
+  assert.ok(full >= 40, `without clipping the axis reaches the spike: ${full}`);
+  await toggle(page, 'Clip outliers');
+
+  const reset = page.locator('.loss-view vscode-button:has-text("Reset zoom")');
+  assert.equal(await reset.getAttribute('disabled'), '', 'nothing to reset yet');
+  const box = (await page.locator(CHART).boundingBox())!;
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.keyboard.down('Shift');
+  await page.mouse.wheel(0, -200);
+  await page.keyboard.up('Shift');
+  await settle(page);
+  const yZoom = (await uiState(page)).yZoom;
+  assert.ok(yZoom && yZoom.max - yZoom.min < clipped, `y zoomed in: ${JSON.stringify(yZoom)}`);
+  const [zlo, zhi] = await yRange(page, CHART);
+  assert.ok(Math.abs(zlo - yZoom!.min) < 1e-3 && Math.abs(zhi - yZoom!.max) < 1e-3, 'the axis shows the y zoom');
+  await page.mouse.wheel(0, -200);
+  await settle(page);
+  assert.ok((await uiState(page)).zoom, 'x zoomed too');
+  assert.equal(await reset.getAttribute('disabled'), null);
+  await reset.click();
+  await settle(page);
+  const state = await uiState(page);
+  assert.deepEqual([state.zoom, state.yZoom], [null, null]);
+  assert.equal(await reset.getAttribute('disabled'), '');
+
+  assert.match(await chartLabel(page, '.grad-norm canvas'), /^grad norm \(logarithmic\) .* 3 series: .*bf16 baseline · grad norm/);
+  assert.match(await chartLabel(page, '.learning-rate canvas'), /^learning rate .* 3 series/);
   assert.deepEqual(host.errors, []);
   await page.close();
 });

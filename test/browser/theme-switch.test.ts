@@ -27,7 +27,7 @@ async function switchTheme(page: Page, theme: ThemeName): Promise<void> {
 test('after a theme change the block-scale heatmaps and histograms draw at full size in the new colours', async () => {
   const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
   const { page } = host;
-  await page.waitForSelector('.loss-view canvas');
+  await page.waitForSelector('.loss-view .loss-chart canvas');
   await clickTab(page, 'Block scales');
   await waitText(page, '.scales-view .stats', 'saturated');
   await settle(page);

@@ -42,6 +42,14 @@ const describeAxes: Plugin = {
   },
 };
 
+function xTitleOf(chart: Chart): string {
+  return (chart.options.scales?.x as { title?: { text?: string } } | undefined)?.title?.text ?? '';
+}
+
+function tidyTick(value: number): string {
+  return Number.isInteger(value) ? String(value) : tidy(value);
+}
+
 function tidy(value: number): string {
   return Number.isFinite(value) ? String(Number(value.toPrecision(4))) : String(value);
 }
@@ -55,6 +63,8 @@ export interface AxisOptions {
   xRange?: [number, number];
   /** Fixed y range (e.g. [-1, 1] for cosines), so side-by-side charts read on the same scale. */
   yRange?: [number, number];
+  /** x values are whole numbers (steps): no 31.5 ticks when zoomed in. */
+  integerX?: boolean;
 }
 
 function axes(theme: Theme, options: AxisOptions) {
@@ -62,7 +72,7 @@ function axes(theme: Theme, options: AxisOptions) {
   const ticks = { color: theme.muted, maxTicksLimit: 8, padding: 4 };
   const title = (text: string) => ({ display: true, text, color: theme.muted });
   return {
-    x: { type: 'linear' as const, grid, ticks, title: title(options.xTitle), border: { color: theme.grid }, min: options.xRange?.[0], max: options.xRange?.[1] },
+    x: { type: 'linear' as const, grid, ticks: options.integerX ? { ...ticks, precision: 0 } : ticks, title: title(options.xTitle), border: { color: theme.grid }, min: options.xRange?.[0], max: options.xRange?.[1] },
     y: {
       type: options.logY ? ('logarithmic' as const) : ('linear' as const),
       grid,
@@ -89,7 +99,13 @@ export function lineChart(canvas: HTMLCanvasElement, theme: Theme, options: Axis
       interaction: { mode: 'nearest', axis: 'x', intersect: false },
       elements: { point: { radius: 0, hitRadius: 4 }, line: { borderWidth: 1.5, tension: 0 } },
       scales: axes(theme, options),
-      plugins: { tooltip: { enabled: true } },
+      plugins: {
+        tooltip: {
+          enabled: true,
+          // "step 102", not a bare "102": the title names the x axis.
+          callbacks: { title: (items) => (items[0] ? `${xTitleOf(items[0].chart)} ${tidyTick(items[0].parsed.x ?? NaN)}` : '') },
+        },
+      },
     },
     plugins: [describeAxes as Plugin<'line'>],
   });

@@ -64,13 +64,18 @@ function append(target: Map<string, LossSeries>, slices: readonly LossSeries[]):
   for (const slice of slices) {
     const series = target.get(slice.runId);
     if (!series) {
-      target.set(slice.runId, { runId: slice.runId, step: [...slice.step], tokens: [...slice.tokens], loss: [...slice.loss] });
+      const copy: LossSeries = { runId: slice.runId, step: [...slice.step], tokens: [...slice.tokens], loss: [...slice.loss] };
+      if (slice.gradNorm) copy.gradNorm = [...slice.gradNorm];
+      if (slice.lr) copy.lr = [...slice.lr];
+      target.set(slice.runId, copy);
       continue;
     }
     for (let i = 0; i < slice.step.length; i++) {
       series.step.push(slice.step[i]!);
       series.tokens.push(slice.tokens[i]!);
       series.loss.push(slice.loss[i]!);
+      series.gradNorm?.push(slice.gradNorm?.[i] ?? null);
+      series.lr?.push(slice.lr?.[i] ?? 0);
     }
   }
 }

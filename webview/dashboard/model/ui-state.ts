@@ -36,6 +36,10 @@ export interface UiState {
   gridGemm: GemmKind;
   /** Loss chart x range (in xAxis units); null shows everything. */
   zoom: { min: number; max: number } | null;
+  /** Loss chart y range set by shift+wheel; null: automatic. */
+  yZoom: { min: number; max: number } | null;
+  /** Automatic y range ignores outliers (a spike runs off the top instead of squashing the rest). */
+  robustY: boolean;
   /** Palette slot per run: a run keeps its colour while it is held, across reloads. */
   colors: Record<string, number>;
 }
@@ -61,6 +65,8 @@ export const DEFAULT_UI_STATE: UiState = {
   gridMetric: 'wgradRelErr',
   gridGemm: 'wgrad',
   zoom: null,
+  yZoom: null,
+  robustY: true,
   colors: {},
 };
 
@@ -94,6 +100,8 @@ export function restoreUiState(saved: unknown): UiState {
     gridMetric: oneOf(GRID_METRICS, s.gridMetric, d.gridMetric),
     gridGemm: oneOf(GEMM_KINDS, s.gridGemm, d.gridGemm),
     zoom: restoreZoom(s.zoom),
+    yZoom: restoreZoom(s.yZoom),
+    robustY: typeof s.robustY === 'boolean' ? s.robustY : d.robustY,
     colors: restoreColors(s.colors),
   };
 }
