@@ -140,3 +140,21 @@ test('the sidebar view draws a compact loss chart and opens the dashboard', asyn
   await host.page.screenshot({ path: `${SHOTS}/sidebar-dark.png` });
   assert.deepEqual(host.errors, []);
 });
+
+test('with three runs the sidebar fits a short side bar and the chips stay on one line', async () => {
+  const host = await openDashboard(browser, 'light', { layout: 'sidebar', width: 300, height: 420, before: (h) => h.ingest(recordedRuns()) });
+  const { page } = host;
+  await page.waitForSelector('canvas');
+  await page.waitForTimeout(100);
+  const bottom = async (selector: string) => (await page.locator(selector).last().boundingBox())!;
+  const alert = await bottom('ul.alerts li');
+  assert.ok(alert.y + alert.height <= 420, `the newest alerts are above the fold: ${alert.y + alert.height}`);
+  const open = await bottom('vscode-button:text("Open Dashboard")');
+  assert.ok(open.y + open.height <= 420);
+  const tops = await page.$$eval('.run-chip', (chips) => chips.map((chip) => Math.round(chip.getBoundingClientRect().top)));
+  assert.equal(tops.length, 3);
+  assert.equal(new Set(tops).size, 1, `chips on one line: ${tops}`);
+  await page.screenshot({ path: `${SHOTS}/sidebar-light-three-runs.png` });
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mergeRunConfig } from '../../src/protocol/index.js';
 import { combineChanges, isEmptyChange } from '../../src/live/next-run-change.js';
-import { describeGemms, modeOf, precisionChange, rotationChange, rotationSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
+import { describeGemms, modeOf, precisionChange, rotationChange, recipeSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
 import { configRows, runRow } from '../../src/host/model/run-tree.js';
 import { quickActions, statusText } from '../../src/host/model/status-text.js';
 import { RunStore } from '../../src/store/run-store.js';
@@ -36,9 +36,10 @@ test('GEMM description collapses when the three agree', () => {
   assert.equal(describeGemms(baseConfig), 'all mxfp4');
   const mixed = mergeRunConfig(baseConfig, combineChanges(rotationChange('random-hadamard-sr', 16, ['wgrad']), precisionChange('fprop', 'bf16')));
   assert.equal(describeGemms(mixed), 'F bf16 · D mxfp4 · W mxfp4 · RHT16+SR¾');
-  assert.equal(rotationSummary(mixed), 'D mxfp4 · W mxfp4 · RHT16+SR¾');
-  assert.equal(rotationSummary(mergeRunConfig(baseConfig, rotationChange('hadamard', 32, ['dgrad', 'wgrad']))), 'F mxfp4 · D,W mxfp4 · H32');
-  assert.equal(rotationSummary(mergeRunConfig(baseConfig, { gemms: { fprop: { precision: 'fp32' }, dgrad: { precision: 'bf16' }, wgrad: { precision: 'fp8' } } })), 'no MXFP4');
+  assert.equal(recipeSummary(mixed), 'F bf16 · D mxfp4 · W mxfp4 · RHT16+SR¾');
+  assert.equal(recipeSummary(mergeRunConfig(baseConfig, rotationChange('hadamard', 32, ['dgrad', 'wgrad']))), 'F mxfp4 · D,W mxfp4 · H32');
+  assert.equal(recipeSummary(mergeRunConfig(baseConfig, { gemms: { fprop: { precision: 'fp32' }, dgrad: { precision: 'bf16' }, wgrad: { precision: 'fp8' } } })), 'F fp32 · D bf16 · W fp8');
+  assert.equal(recipeSummary(mergeRunConfig(baseConfig, precisionChange('dgrad', 'bf16'))), 'F,W mxfp4 · D bf16', 'a non-MXFP4 GEMM is named, not dropped');
 });
 
 test('runs view rows: running vs ended wording, config rows from the run config', () => {

@@ -180,8 +180,11 @@ class Dashboard implements Context {
   private mountSidebar(): void {
     const loss = new LossView(this, true);
     this.view = loss;
-    const recent = this.data.alerts.slice(-5).reverse();
-    this.body.append(loss.root, element('h3', undefined, 'Recent alerts'), alertList(this, recent), button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }));
+    // A side bar is short: the button first, then the chart, then the three newest alerts, one line each.
+    const recent = this.data.alerts.slice(-3).reverse();
+    const alerts = alertList(this, recent);
+    alerts.classList.add('compact');
+    this.body.append(button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }), loss.root, element('h3', undefined, 'Recent alerts'), alerts);
     loss.update();
   }
 

@@ -2,7 +2,7 @@
 // rows. Pure functions of a store summary, so the wording is tested without VS Code.
 import { GEMM_KINDS } from '../../protocol/index.js';
 import type { RunStatus, RunSummary } from '../../store/run-store.js';
-import { rotationSummary } from './rotation-modes.js';
+import { recipeSummary } from './rotation-modes.js';
 
 export interface RunRow {
   label: string;
@@ -37,7 +37,7 @@ const LABEL_MAX = 28;
 export function runLabel(summary: RunSummary, withRecipe = true): string {
   if (summary.name.length <= LABEL_MAX || !summary.config) return summary.name;
   const time = summary.startedAt?.match(/T(\d\d:\d\d)/)?.[1];
-  return [summary.config.preset, withRecipe ? rotationSummary(summary.config) : undefined, time].filter((part) => part !== undefined).join(' · ');
+  return [summary.config.preset, withRecipe ? recipeSummary(summary.config) : undefined, time].filter((part) => part !== undefined).join(' · ');
 }
 
 export function runRow(summary: RunSummary): RunRow {

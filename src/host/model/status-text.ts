@@ -3,7 +3,7 @@ import type { RunConfig } from '../../protocol/index.js';
 import type { ConnectionState } from '../../link/trainer-client.js';
 import type { RunSummary } from '../../store/run-store.js';
 import { formatLoss, runLabel } from './run-tree.js';
-import { describeGemms, rotationSummary } from './rotation-modes.js';
+import { describeGemms, recipeSummary } from './rotation-modes.js';
 
 export interface StatusInput {
   /** undefined: never connected (or disconnected by the user). */
@@ -38,7 +38,7 @@ export function statusText(input: StatusInput): StatusText {
   else if (run?.ended?.status === 'diverged') parts.push(`$(error) ${runLabel(run, false)} diverged at step ${run.ended.step}`);
   else parts.push('idle');
   const rotationOf = live ? run.config : input.nextRunConfig;
-  if (rotationOf) parts.push(rotationSummary(rotationOf));
+  if (rotationOf) parts.push(recipeSummary(rotationOf));
   const tooltip = [
     `MX Scope: ${input.state} to ${input.url ?? 'a trainer'}`,
     run ? `run: ${run.name} (${run.status})` : 'no run yet',

@@ -12,6 +12,7 @@ export function alertList(ctx: Context, alerts: readonly Alert[]): HTMLElement {
   for (const alert of alerts) {
     const item = element('li', `alert ${alert.kind}`);
     const run = ctx.data.run(alert.runId);
+    item.title = alert.message;
     item.append(element('strong', undefined, KIND_LABEL[alert.kind]), element('span', 'muted', ` · ${run?.name ?? alert.runId} · step ${alert.step}`), element('div', undefined, alert.message));
     if (alert.layer !== null) {
       const gemm = alert.gemm ?? ctx.state.gemm;

@@ -35,7 +35,7 @@ export class LossView implements View {
     private readonly ctx: Context,
     private readonly compact = false,
   ) {
-    const { box, canvas, legend } = chartBox(compact ? 'Loss' : 'Training and validation loss', compact ? 180 : 360);
+    const { box, canvas, legend } = chartBox(compact ? 'Loss' : 'Training and validation loss', compact ? 150 : 360);
     this.legend = legend;
     box.classList.add('loss-chart');
     if (!compact) this.root.append(this.controls());
