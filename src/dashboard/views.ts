@@ -49,11 +49,23 @@ export function lossSlice(runId: string, records: readonly (StepRecord | Validat
   const from = firstAfter(records, after);
   const n = records.length - from;
   const series: LossSeries = { runId, step: new Array(n), tokens: new Array(n), loss: new Array(n) };
+  // Training steps also carry the gradient norm and learning rate (validation points do not).
+  const training = n > 0 && records[from]!.type === 'step';
+  const gradNorm: (number | null)[] = training ? new Array(n) : [];
+  const lr: number[] = training ? new Array(n) : [];
   for (let i = 0; i < n; i++) {
     const record = records[from + i]!;
     series.step[i] = record.step;
     series.tokens[i] = record.tokens;
     series.loss[i] = record.loss;
+    if (training && record.type === 'step') {
+      gradNorm[i] = record.gradNorm;
+      lr[i] = record.lr;
+    }
+  }
+  if (training) {
+    series.gradNorm = gradNorm;
+    series.lr = lr;
   }
   return series;
 }

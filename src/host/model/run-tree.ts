@@ -3,7 +3,7 @@
 import { GEMM_KINDS } from '../../protocol/index.js';
 import { withGemmNotes } from '../../dashboard/gemm-notes.js';
 import type { RunStatus, RunSummary, RunView } from '../../store/run-store.js';
-import { rotationSummary } from './rotation-modes.js';
+import { recipeSummary } from './rotation-modes.js';
 
 export interface RunRow {
   label: string;
@@ -38,7 +38,7 @@ const LABEL_MAX = 28;
 export function runLabel(summary: RunSummary, withRecipe = true): string {
   if (summary.name.length <= LABEL_MAX || !summary.config) return summary.name;
   const time = summary.startedAt?.match(/T(\d\d:\d\d)/)?.[1];
-  return [summary.config.preset, withRecipe ? rotationSummary(summary.config) : undefined, time].filter((part) => part !== undefined).join(' · ');
+  return [summary.config.preset, withRecipe ? recipeSummary(summary.config) : undefined, time].filter((part) => part !== undefined).join(' · ');
 }
 
 export function runRow(summary: RunSummary): RunRow {

@@ -49,7 +49,6 @@ export class CorrelationView implements View {
       });
     }
     this.root.append(grid);
-    this.update();
   }
 
   update(): void {

@@ -21,7 +21,6 @@ export class OverheadView implements View {
     }));
     if (runs.length > 0) bar.append(dropdown(runs, this.baselineId(), (baselineRunId) => ctx.update({ baselineRunId }), 'baseline run'));
     this.root.append(bar, this.note, this.table);
-    this.update();
   }
 
   private baselineId(): string | null {
