@@ -36,7 +36,8 @@ export function syntheticStep(runId: string, step: number): StepRecord {
 function operand(name: OperandStats['operand'], seed: number): OperandStats {
   const counts = new Array<number>(LLAMA_8B.histogramBins);
   for (let i = 0; i < counts.length; i++) counts[i] = (seed * 31 + i * 17) % 5000;
-  return { operand: name, blocks: 524_288, elements: 16_777_216, histogram: { minExp: -20, counts, nanBlocks: 0 }, saturatedFrac: 1e-4, flushedFrac: 0.01 + (seed % 10) / 1000, sqnrDb: 18 + (seed % 5) / 10 };
+  const blocks = counts.reduce((sum, count) => sum + count, 0);
+  return { operand: name, blocks, elements: blocks * 32, histogram: { minExp: -20, counts, nanBlocks: 0 }, saturatedFrac: 1e-4, flushedFrac: 0.01 + (seed % 10) / 1000, sqnrDb: 18 + (seed % 5) / 10 };
 }
 
 function sketch(seed: number): number[] {
