@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTrainerServer } from '../../src/link/trainer-server.js';
 import { TrainerClient } from '../../src/link/trainer-client.js';
-import { serveToken } from '../../src/link/serve-command.js';
+import { serveToken } from '../../src/cli/serve.js';
 import { splitTokenUrl, urlWithToken } from '../../src/link/auth.js';
 import { parseListeningLine, formatListeningLine } from '../../src/link/listening-line.js';
 import { checkCheckpointPath } from '../../src/link/checkpoint-path.js';
