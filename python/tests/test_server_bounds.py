@@ -185,6 +185,54 @@ class ReaderErrors(unittest.TestCase):
         until(lambda: not server_side_sockets(server._server.port), what="the stuck client's socket closed")
 
 
+def thread_cpu_s(name: str) -> float:
+    """CPU seconds used so far by this process's threads called `name` (from /proc, 100 Hz ticks)."""
+    total = 0
+    for thread in threading.enumerate():
+        if thread.name == name and thread.native_id:
+            with open(f"/proc/self/task/{thread.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Cpu(unittest.TestCase):
+    def test_a_flood_of_cheap_requests_gets_about_a_tenth_of_a_core(self):
+        server = TrainerServer(run_config(), no_token=True, poll_s=0.2)
+        self.addCleanup(server.close)
+        client = Client(server.url, timeout=10)
+        self.addCleanup(client.close)
+        client.recv()
+        request = frame(b'{"type":"startRun","id":"flood"}')
+        threading.Thread(target=self.drain, args=(client.sock,), daemon=True).start()
+        started, cpu_before = time.monotonic(), thread_cpu_s("mxscope-ws-reader")
+        batch = memoryview(request * 100)
+        sent = offset = 0
+        client.sock.settimeout(0.05)
+        while time.monotonic() - started < 3.0 or offset:  # whole frames only: end on a frame boundary
+            try:
+                offset += client.sock.send(batch[offset:])
+            except socket.timeout:
+                continue  # the server is pacing this client: its buffers are full
+            if offset == len(batch):
+                sent, offset = sent + 100, 0
+        wall, cpu = time.monotonic() - started, thread_cpu_s("mxscope-ws-reader") - cpu_before
+        print(f"\nflood of cheap requests for {wall:.1f} s: {sent} sent, the reader used {cpu:.2f} s CPU ({cpu / wall:.0%} of a core)")
+        self.assertLess(cpu / wall, 0.25)
+        self.assertTrue(server._peers, "the flooding client is paced, not disconnected")
+
+    @staticmethod
+    def drain(sock):
+        while True:
+            try:
+                if not sock.recv(1 << 20):
+                    return
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+
 class DeepJson(unittest.TestCase):
     def test_deep_frames_are_refused_before_parsing_and_the_connection_lives(self):
         server = TrainerServer(run_config(), no_token=True, poll_s=0.2)
