@@ -21,7 +21,7 @@ import secrets
 import threading
 import uuid
 from collections import deque
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .config import merge_run_config
 from .messages import read_frame
@@ -100,8 +100,16 @@ class ReplayBuffer:
             self.bytes -= self.frames.popleft()[1]
             self.oldest_seq += 1
 
-    def since(self, start: int) -> List[tuple]:
-        return list(self.frames)[max(0, start - self.oldest_seq):]
+    def since(self, start: int, max_bytes: int) -> Tuple[int, List[tuple]]:
+        """(first seq, frames): the frames from seq `start` on, or from the oldest held, cut from the
+        front to the newest `max_bytes`, which one connection may queue at once."""
+        frames = list(self.frames)[max(0, start - self.oldest_seq):]
+        total = sum(size for _, size in frames)
+        skip = 0
+        while total > max_bytes and skip < len(frames):
+            total -= frames[skip][1]
+            skip += 1
+        return max(start, self.oldest_seq) + skip, frames[skip:]
 
 
 def telemetry_frame(line: str, seq: int) -> str:
@@ -141,6 +149,7 @@ class TrainerServer:
         self._replay = ReplayBuffer(replay_bytes)
         self._next_run_config = base_config
         self._on_record_written = on_record_written
+        self._max_backlog = max_client_backlog_bytes
         self._handlers: Dict[str, Callable[[dict], Optional[str]]] = {}
         self._idle = threading.Condition()
         self._pending = 0
@@ -304,13 +313,18 @@ class TrainerServer:
             return f"{self.trainer['name']} {self.trainer['version']}"
         if kind == "subscribe":
             with self._lock:
-                start = message.get("from", self.last_seq + 1)
-                for frame in self._replay.since(start):
+                start = max(1, message.get("from", self.last_seq + 1))
+                # Half the client's backlog at most, so a replay never closes the client with 1013
+                # (it would reconnect and ask for the same replay again).
+                first, frames = self._replay.since(start, self._max_backlog // 2)
+                for frame in frames:
                     peer.conn.send_frame(*frame)
                 peer.subscribed = True
-                gap = start < self._replay.oldest_seq and self.last_seq > 0
-                detail = (f"replayed from seq {self._replay.oldest_seq}: seqs {start}..{self._replay.oldest_seq - 1} are no longer held" if gap
-                          else f"replayed from seq {min(start, self.last_seq + 1)}")
+                detail = f"replayed from seq {min(first, self.last_seq + 1)}"
+                if start < first <= self.last_seq:
+                    why = ("no longer held" if first == self._replay.oldest_seq
+                           else f"over the {self._max_backlog / 2**21:g} MiB one connection may queue at once")
+                    detail = f"replayed from seq {first}: seqs {start}..{first - 1} are {why}"
                 self._send(peer, {"type": "ack", "seq": self.last_seq, "id": message["id"], "detail": detail})
                 self._send(peer, {"type": "nextRunConfig", "seq": self.last_seq, "config": self._next_run_config})
             return _REPLIED
