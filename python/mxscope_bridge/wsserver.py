@@ -79,6 +79,14 @@ def upgrade_problem(method: str, headers: Dict[str, str]) -> Optional[Refusal]:
     return None
 
 
+def _keep_alive(sock: socket.socket) -> None:
+    """A client that vanished (laptop asleep, tunnel dropped) frees its slot within about two minutes."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 6)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
 def http_reply(sock: socket.socket, status: int, body: str) -> None:
     payload = body.encode("utf-8")
     extra = "Sec-WebSocket-Version: 13\r\n" if status == 426 else ""
@@ -250,6 +258,7 @@ class WebSocketServer:
         try:
             sock.settimeout(1.0)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _keep_alive(sock)
             sock.sendall(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n".encode())
         except OSError:
             sock.close()
