@@ -227,8 +227,9 @@ class TrainerServer:
                     self._replay.push(frame)
                     for peer in list(self._peers):
                         if peer.subscribed and not peer.conn.send_frame(*frame):
-                            self.log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
-                            self._peers.remove(peer)
+                            if peer.conn.close_code == 1013:
+                                self._connection_log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
+                            self._peers.remove(peer)  # closing, for whatever reason: it gets nothing more
                 if self._on_record_written is not None:
                     self._on_record_written(record, line)
             except Exception as error:  # a bad record must not kill the pump
