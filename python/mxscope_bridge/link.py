@@ -83,9 +83,14 @@ class RequestError(Exception):
         self.code = code
 
 
+REPLAY_ENTRY_OVERHEAD = 128
+"""Bytes an entry costs beyond its payload (bytes and tuple objects, header, deque slot), so the
+replay bound is a bound on memory even for 150-byte step records."""
+
+
 class ReplayBuffer:
     """Recent telemetry as ready websocket frames ((frame bytes, payload size), shared with every
-    client's send queue: a frame is built once), bounded by payload bytes, oldest dropped first."""
+    client's send queue: a frame is built once), bounded in bytes, oldest dropped first."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
@@ -95,9 +100,9 @@ class ReplayBuffer:
 
     def push(self, frame: tuple) -> None:
         self.frames.append(frame)
-        self.bytes += frame[1]
+        self.bytes += frame[1] + REPLAY_ENTRY_OVERHEAD
         while self.bytes > self.max_bytes and len(self.frames) > 1:
-            self.bytes -= self.frames.popleft()[1]
+            self.bytes -= self.frames.popleft()[1] + REPLAY_ENTRY_OVERHEAD
             self.oldest_seq += 1
 
     def since(self, start: int, max_bytes: int) -> Tuple[int, List[tuple]]:
