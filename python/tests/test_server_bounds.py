@@ -217,6 +217,22 @@ class Cpu(unittest.TestCase):
         self.assertLess(cpu / wall, 0.25)
         self.assertTrue(server._peers, "the flooding client is paced, not disconnected")
 
+    def test_a_flood_of_refused_upgrades_gets_about_a_tenth_of_a_core(self):
+        server = TrainerServer(run_config(), token="t")
+        self.addCleanup(server.close)
+        request = (b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        started, cpu_before = time.monotonic(), thread_cpu_s("mxscope-ws-accept")
+        refused = 0
+        while time.monotonic() - started < 2.0:
+            with socket.create_connection(host_port(server.url), timeout=5) as sock:
+                sock.sendall(request)
+                refused += sock.recv(64).startswith(b"HTTP/1.1 401")
+        wall, cpu = time.monotonic() - started, thread_cpu_s("mxscope-ws-accept") - cpu_before
+        print(f"\nconnection flood for {wall:.1f} s: {refused} upgrades refused, the accept thread used {cpu:.2f} s CPU ({cpu / wall:.0%} of a core)")
+        self.assertGreater(refused, 10)
+        self.assertLess(cpu / wall, 0.25)
+
     @staticmethod
     def drain(sock):
         while True:
