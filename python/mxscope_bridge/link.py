@@ -212,6 +212,7 @@ class TrainerServer:
 
     def close(self) -> None:
         self.flush()
+        self._queue.put(_STOP_PUMP)
         self._server.close()
         with self._lock:
             for peer in self._peers:
@@ -222,6 +223,8 @@ class TrainerServer:
     def _pump(self) -> None:
         while True:
             record = self._queue.get()
+            if record is _STOP_PUMP:
+                return
             try:
                 # Encoded once for the socket and the run log: a stats step's records hold the GIL
                 # while they encode, which the training thread waits for.
@@ -345,6 +348,7 @@ class TrainerServer:
 
 
 _REPLIED = object()
+_STOP_PUMP = {"type": "the pump thread ends here"}
 
 
 def _request_id(message) -> Optional[str]:
