@@ -270,7 +270,12 @@ class WebSocketServer:
         except OSError:
             sock.close()
             return self._release()
-        threading.Thread(target=self._serve, args=(sock, request, rest), name="mxscope-ws-reader", daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, args=(sock, request, rest), name="mxscope-ws-reader", daemon=True).start()
+        except RuntimeError as error:  # the process is out of threads: this client only goes
+            self._log(f"could not serve {request.peer}: {error}")
+            sock.close()
+            self._release()
 
     # ------------------------------------------------------------------ one connection's reader thread
 
