@@ -1,4 +1,4 @@
-// Protocol 1.1: the production recipes in run configs (precisions, rotation, scale rule, NVFP4 tiles),
+// Protocol 1.2: the production recipes in run configs (precisions, rotation, scale rule, NVFP4 tiles),
 // their labels, the configuration-time refusal of combinations that cannot run, and layer stats
 // that declare their block format, block size and scale-histogram kind.
 import { test } from 'node:test';
@@ -24,8 +24,8 @@ const config: RunConfig = {
   gemms: { fprop: { ...gemm }, dgrad: { ...gemm }, wgrad: { ...gemm } }, model: { dim: 64 }, optimizer: { lr: 1e-3 },
 };
 
-test('protocol 1.1: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
-  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 1 });
+test('protocol 1.2: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 2 });
   check(runConfigSchema, config);
   const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
   check(runConfigSchema, recipes);
@@ -50,11 +50,10 @@ test('labels name the format, the rotation (FSH = fixed-sign), a non-default sca
   assert.equal(rotationNote('fp8'), '');
 });
 
-test('combinations that cannot run are refused with what to change', () => {
-  assert.deepEqual(gemmRecipeProblems('wgrad', { ...gemm, precision: 'nvfp4', rotation: 'hadamard', hadamardBlock: 32 }, { dim: 48 }), [
-    'wgrad: Hadamard block 32 does not divide the reduction dimension dim = 48; choose hadamardBlock 16 or rotation none',
-  ]);
+test('combinations that cannot run are refused with what to change; a misfit Hadamard block is padded instead', () => {
+  assert.deepEqual(gemmRecipeProblems('wgrad', { ...gemm, precision: 'nvfp4', rotation: 'hadamard', hadamardBlock: 32 }, { dim: 48 }), [], 'a misfit Hadamard block is padded (48 → 64), not refused');
   assert.deepEqual(gemmRecipeProblems('fprop', { ...gemm, precision: 'nvfp4' }, { dim: 48 }), [], 'NVFP4 needs multiples of 16 only');
+  assert.deepEqual(gemmRecipeProblems('fprop', { ...gemm, precision: 'nvfp4' }, { dim: 40 }), ['fprop: reduction dimension dim = 40 is not a multiple of the nvfp4 block 16; change the model shape or the precision']);
   assert.match(gemmRecipeProblems('fprop', { ...gemm, precision: 'mxfp8' }, { dim: 48 }).join(), /dim = 48 is not a multiple of the mxfp8 block 32/);
   assert.match(gemmRecipeProblems('dgrad', { ...gemm, precision: 'nvfp4', scaleRule: 'rceil' }).join(), /scale rule 'rceil' is for MX formats .* set scaleRule to floor or precision to mxfp4\/mxfp8/);
   assert.match(gemmRecipeProblems('fprop', { ...gemm, nvfp4Weight2d: true }).join(), /nvfp4Weight2d needs precision nvfp4 \(it is mxfp4\)/);
@@ -65,12 +64,13 @@ test('combinations that cannot run are refused with what to change', () => {
 const histogram = { minExp: -3, counts: [1, 2], nanBlocks: 0 };
 const operand = { operand: 'x', blocks: 3, elements: 96, histogram, saturatedFrac: 0, flushedFrac: 0, sqnrDb: 20 };
 const layerStats = (operands: unknown[]) => ({ type: 'layerStats', runId: 'r', step: 0, layer: 'l', gemm: 'fprop', precision: 'nvfp4', operands });
+const asW = (stats: object) => ({ ...stats, operand: 'w' });
 
 test('layer stats declare their format, block size and histogram kind, and the three must agree', () => {
-  check(telemetryRecordSchema, layerStats([operand, operand]));
+  check(telemetryRecordSchema, layerStats([operand, asW(operand)]));
   const nvfp4 = { ...operand, format: 'nvfp4', blockSize: 16, histogram: { kind: 'e4m3', minExp: 40, counts: [1, 2], nanBlocks: 0 } };
   check(telemetryRecordSchema, layerStats([nvfp4, { ...nvfp4, operand: 'w', blockSize: 256 }]));
-  check(telemetryRecordSchema, layerStats([{ ...operand, format: 'mxfp8-e5m2', blockSize: 32 }, operand]));
+  check(telemetryRecordSchema, layerStats([{ ...operand, format: 'mxfp8-e5m2', blockSize: 32 }, asW(operand)]));
   const cases: [unknown, RegExp][] = [
     [{ ...nvfp4, histogram: histogram }, /\.operands\[0\]\.histogram\.kind: expected 'e4m3' for format nvfp4, got "e8m0"/],
     [{ ...operand, format: 'mxfp8-e4m3', histogram: nvfp4.histogram }, /histogram\.kind: expected 'e8m0' for format mxfp8-e4m3/],
@@ -78,12 +78,12 @@ test('layer stats declare their format, block size and histogram kind, and the t
     [{ ...operand, blockSize: 16 }, /\.blockSize: expected 32 for format mxfp4/],
     [{ ...operand, blockSize: 17 }, /\.blockSize: expected one of 16, 32, 256/],
     [{ ...operand, format: 'nvfp5' }, /\.format: expected one of "mxfp4", "nvfp4"/],
-    [{ ...nvfp4, histogram: { kind: 'e4m3', minExp: -1, counts: [1], nanBlocks: 0 } }, /\.histogram\.minExp: expected an e4m3 bin in \[0, 126\]/],
-    [{ ...nvfp4, histogram: { kind: 'e4m3', minExp: 120, counts: [1, 1, 1, 1, 1, 1, 1, 1], nanBlocks: 0 } }, /\.histogram\.counts: expected at most 7 bins from minExp 120/],
-    [{ ...operand, histogram: { minExp: 126, counts: [1, 1, 1], nanBlocks: 0 } }, /at most 2 bins from minExp 126 \(e8m0 codes end at 127\)/],
+    [{ ...nvfp4, blocks: 1, histogram: { kind: 'e4m3', minExp: -1, counts: [1], nanBlocks: 0 } }, /\.histogram\.minExp: expected an e4m3 scale code in \[0, 126\]/],
+    [{ ...nvfp4, blocks: 8, histogram: { kind: 'e4m3', minExp: 120, counts: [1, 1, 1, 1, 1, 1, 1, 1], nanBlocks: 0 } }, /\.histogram\.counts: expected at most 7 bins from minExp 120 \(e4m3 scale codes end at 126\)/],
+    [{ ...operand, histogram: { minExp: 126, counts: [1, 1, 1], nanBlocks: 0 } }, /at most 2 bins from minExp 126 \(exponents end at 127\)/],
     [{ ...operand, histogram: { ...histogram, kind: 'e3m4' } }, /\.histogram\.kind: expected one of "e8m0", "e4m3"/],
   ];
   for (const [bad, message] of cases) {
-    assert.throws(() => check(telemetryRecordSchema, layerStats([bad, operand])), (e: unknown) => e instanceof ValidationError && message.test(e.message), message.source);
+    assert.throws(() => check(telemetryRecordSchema, layerStats([bad, asW(operand)])), (e: unknown) => e instanceof ValidationError && message.test(e.message), message.source);
   }
 });

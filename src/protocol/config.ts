@@ -72,6 +72,9 @@ export function scaleRuleOf(config: GemmConfig): ScaleRule {
 /**
  * What is wrong with a GEMM recipe as configured, each problem naming what to change; empty when
  * it can run. `reductions` names the GEMM's reduction dimensions (e.g. { dim: 64 }) when known.
+ * A Hadamard block that does not divide one is not a problem: both operands are zero-padded to its
+ * next multiple (src/mx/rotation-fit.ts, the bridge's default rule), and the format's blocks then
+ * run along the padded length, which the Hadamard block (a multiple of 16) keeps whole for NVFP4.
  */
 export function gemmRecipeProblems(kind: GemmKind, config: GemmConfig, reductions: Record<string, number> = {}): string[] {
   const problems: string[] = [];
@@ -89,10 +92,6 @@ export function gemmRecipeProblems(kind: GemmKind, config: GemmConfig, reduction
   for (const [name, length] of Object.entries(reductions)) {
     if (length % formatBlock !== 0) {
       problems.push(`${kind}: reduction dimension ${name} = ${length} is not a multiple of the ${isBlockPrecision(precision) ? precision : 'MXFP4 stats'} block ${formatBlock}; change the model shape or the precision`);
-    }
-    if (config.rotation !== 'none' && length % config.hadamardBlock !== 0) {
-      const fits = HADAMARD_BLOCKS.filter((block) => length % block === 0);
-      problems.push(`${kind}: Hadamard block ${config.hadamardBlock} does not divide the reduction dimension ${name} = ${length}; choose hadamardBlock ${fits.length ? fits.join(' or ') : '(none fits)'} or rotation none`);
     }
   }
   return problems;
@@ -168,8 +167,10 @@ export const runConfigSchema: Schema<RunConfig> = object<RunConfig>({
 function partialOf<T>(schemas: { [K in keyof T]-?: Schema<T[K]> }, what: string): Schema<Partial<T>> {
   return (v, p) => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ValidationError(p, what, v);
+    // Object.hasOwn, not a lookup: "__proto__", "valueOf", "constructor"… must not find
+    // Object.prototype's members (one crashed the server; others were accepted silently).
     for (const [key, value] of Object.entries(v)) {
-      const schema = (schemas as Record<string, Schema<unknown>>)[key];
+      const schema = Object.hasOwn(schemas, key) ? (schemas as Record<string, Schema<unknown>>)[key] : undefined;
       if (schema === undefined) throw new ValidationError(`${p}.${key}`, `no such field: ${what} has ${Object.keys(schemas).join(', ')}`, value);
       if (value !== undefined) schema(value, `${p}.${key}`);
     }

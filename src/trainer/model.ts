@@ -5,6 +5,7 @@ import { GEMM_KINDS, gemmRecipeProblems, type GemmKind, type RunConfig } from '.
 import type { LayerInfo } from '../protocol/telemetry.js';
 import { CausalAttention } from './attention.js';
 import { Linear, type GemmStep } from './linear.js';
+import { operandSlots } from './operand.js';
 import { crossEntropy, rmsNormBackward, rmsNormForward, swigluBackward, swigluForward } from './ops.js';
 import { createParam, fillNormal, type Param } from './params.js';
 
@@ -43,7 +44,9 @@ export function modelShape(config: RunConfig): ModelShape {
     dgrad: { dim: shape.dim, hidden: shape.hidden, vocab: shape.vocab },
     wgrad: { 'batch·seqLen': tokens },
   };
-  // Checked at every precision: layer stats measure MXFP4 (or the GEMM's block format) under the GEMM's rotation regardless.
+  // Format blocks must divide every reduction dimension (checked at every precision: layer stats measure
+  // MXFP4 or the GEMM's block format regardless). A Hadamard block that does not is not an error: both
+  // operands are zero-padded to its next multiple (src/trainer/linear.ts), runStarted reports "padded".
   const problems = GEMM_KINDS.flatMap((kind) => gemmRecipeProblems(kind, config.gemms[kind], reductions[kind]));
   if (problems.length > 0) throw new Error(`config.gemms cannot run: ${problems.join('; ')}`);
   return shape;
@@ -103,12 +106,13 @@ export class LlamaModel {
     const initRng = new Rng(streamSeed(seed, SEED_STREAMS.init));
     const sketchRng = new Rng(streamSeed(seed, SEED_STREAMS.sketch));
     const residualStd = INIT_STD / Math.sqrt(2 * layers);
+    const slots = operandSlots();
     const linear = (name: string, kind: string, block: number, outFeatures: number, inFeatures: number, std: number): Linear => {
       const weight = createParam(`${name}.weight`, [outFeatures, inFeatures], true);
       fillNormal(weight.data, std, initRng);
       this.params.push(weight);
       const info: LayerInfo = { name, kind, block, outFeatures, inFeatures, sketchIndices: sketchIndices(outFeatures * inFeatures, sketchSize, sketchRng) };
-      const layer = new Linear(info, weight, T);
+      const layer = new Linear(info, weight, T, slots);
       this.linears.push(layer);
       return layer;
     };

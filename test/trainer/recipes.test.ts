@@ -86,10 +86,18 @@ test('scale rules change the MXFP4 histograms and saturation: rceil never satura
   assert.ok(saturation('even') < saturation('floor'), 'even rounds the amax up before picking the exponent');
 });
 
-test('a format/block/rotation combination that cannot work is refused when the run is configured', () => {
-  const nvfp4H32 = microConfig({ fprop: { precision: 'nvfp4', rotation: 'hadamard', hadamardBlock: 32 } });
+test('a format/block/rotation combination that cannot work is refused when the run is configured; a misfit Hadamard block is padded', () => {
+  // NVFP4 with H32 on a dimension of 48: 16 divides 48, and the rotation pads 48 to 64 (main's rule).
+  const h32 = { precision: 'nvfp4', rotation: 'fixed-sign-hadamard', hadamardBlock: 32 } as const;
+  const nvfp4H32 = microConfig({ fprop: h32, dgrad: h32, wgrad: h32 });
   nvfp4H32.model = { ...nvfp4H32.model, dim: 48, heads: 2 };
-  assert.throws(() => startRun({ config: nvfp4H32, outDir: tmpdir() }), /fprop: Hadamard block 32 does not divide the reduction dimension dim = 48; choose hadamardBlock 16 or rotation none/);
+  const records = train(nvfp4H32, 1);
+  for (const record of records) check(telemetryRecordSchema, record);
+  const padded = layerStats(records).find((r) => r.gemm === 'fprop' && r.operands[1]!.elements % 48 !== 0);
+  assert.ok(padded && padded.operands[1]!.format === 'nvfp4', 'some fprop reduces over 48 padded to 64');
+  const mxfp8On48 = microConfig({ fprop: { precision: 'mxfp8' } });
+  mxfp8On48.model = { ...mxfp8On48.model, dim: 48, heads: 2 };
+  assert.throws(() => startRun({ config: mxfp8On48, outDir: tmpdir() }), /fprop: reduction dimension dim = 48 is not a multiple of the mxfp8 block 32; change the model shape or the precision/);
   assert.throws(() => startRun({ config: microConfig({ dgrad: { precision: 'nvfp4', scaleRule: 'even' } }), outDir: tmpdir() }), /dgrad: scale rule 'even' is for MX formats/);
   assert.throws(() => startRun({ config: microConfig({ wgrad: { precision: 'mxfp8', rounding: 'stochastic' } }), outDir: tmpdir() }), /wgrad: stochastic rounding is implemented for mxfp4 only/);
 });

@@ -50,7 +50,6 @@ export class CorrelationView implements View {
       });
     }
     this.root.append(grid);
-    this.update();
   }
 
   update(): void {
