@@ -45,7 +45,7 @@ run_config_schema = obj({
     "gemms": obj({kind: gemm_config_schema for kind in GEMM_KINDS}),
     "model": record_of(_scalar, 64), "optimizer": record_of(_scalar, 64),
 })
-_partial_gemm = partial_of(_gemm_fields, "a GEMM config")
+_partial_gemm = partial_of({key: field.schema if isinstance(field, optional) else field for key, field in _gemm_fields.items()}, "a GEMM config")
 next_run_config_schema = partial_of({
     "gemms": partial_of({kind: _partial_gemm for kind in GEMM_KINDS}, "a map of fprop/dgrad/wgrad"),
     "seed": non_neg_int, "steps": int_in(1, 100_000_000), "statsEvery": int_in(1, 1_000_000), "preset": string(128),

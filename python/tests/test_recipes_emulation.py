@@ -6,7 +6,8 @@ import unittest
 import torch
 
 from mxscope_bridge import formats
-from mxscope_bridge.config import ConfigError, check_gemm, check_next_run_config
+from mxscope_bridge import messages
+from mxscope_bridge.config import ConfigError, check_gemm
 from mxscope_bridge.precision import quantize_operand
 from mxscope_bridge.rotation import make_rotation, rotate
 
@@ -56,7 +57,14 @@ class RecipesEmulation(unittest.TestCase):
     def test_config_accepts_the_new_fields_and_names_bad_values(self):
         check_gemm(gemm(precision="nvfp4", rotation="fixed-sign-hadamard", nvfp4Weight2d=True), "gemms.wgrad")
         check_gemm(gemm(precision="mxfp8", scaleRule="even"), "gemms.fprop")
-        check_next_run_config({"gemms": {"wgrad": {"scaleRule": "rceil", "rotation": "fixed-sign-hadamard"}}})
+        self.assertIsNone(messages.check(messages.next_run_config_schema, {"gemms": {"wgrad": {"scaleRule": "rceil", "rotation": "fixed-sign-hadamard", "precision": "nvfp4"}}}))
+        self.assertRegex(messages.check(messages.next_run_config_schema, {"gemms": {"wgrad": {"scaleRule": "up"}}}), r"\.gemms\.wgrad\.scaleRule: expected one of")
+        stats = {"operand": "x", "format": "nvfp4", "blockSize": 16, "blocks": 3, "elements": 48, "sqnrDb": 20.0, "saturatedFrac": 0, "flushedFrac": 0,
+                 "histogram": {"kind": "e4m3", "minExp": 40, "counts": [1, 2], "nanBlocks": 0}}
+        record = {"type": "layerStats", "runId": "r", "step": 0, "layer": "l", "gemm": "fprop", "precision": "nvfp4", "operands": [stats, dict(stats, operand="w", blockSize=256)]}
+        self.assertIsNone(messages.check(messages.telemetry_record_schema, record))
+        bad = dict(record, operands=[dict(stats, histogram=dict(stats["histogram"], kind="e8m0")), dict(stats, operand="w")])
+        self.assertRegex(messages.check(messages.telemetry_record_schema, bad), r"operands\[0\]\.histogram\.kind: expected 'e4m3' for format nvfp4")
         with self.assertRaisesRegex(ConfigError, "scaleRule: expected one of floor, rceil, even, got 'ceil'"):
             check_gemm(gemm(scaleRule="ceil"), "gemms.fprop")
         with self.assertRaisesRegex(ValueError, "implemented with nearest-even rounding only"):
