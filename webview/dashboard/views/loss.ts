@@ -227,8 +227,8 @@ export class LossView implements View {
   }
 
   csv() {
-    const rows = this.curves.flatMap((curve) => curve.xs.map((x, i) => [curve.run.name, curve.kind, x, curve.ys[i]!] as (string | number | null)[]));
-    return { name: 'loss.csv', header: ['run', 'series', this.ctx.state.xAxis, this.ctx.state.relative ? 'loss_minus_baseline' : 'loss'], rows };
+    const rows = this.curves.flatMap((curve) => curve.xs.map((x, i) => [curve.run.runId, curve.run.name, curve.kind, x, curve.ys[i]!] as (string | number | null)[]));
+    return { name: 'loss.csv', header: ['run_id', 'run', 'series', this.ctx.state.xAxis, this.ctx.state.relative ? 'loss_minus_baseline' : 'loss'], rows };
   }
 
   canvas(): HTMLCanvasElement {
