@@ -134,7 +134,7 @@ async function main(): Promise<void> {
     ];
     for (const file of files) await writeBf16Checkpoint(file.path, file.tensors);
     console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (page cache hot); one child process per line, each timing its second pass`);
-    console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read');
+    console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read (wall, CPU)');
     const idle = inChild('idle', files[0].path);
     console.log(`${'-'.padEnd(10)} ${'node + tsx, no work'.padEnd(20)}${' '.repeat(28)}${fmt(idle.maxRssMiB, 0)}`);
     const plan: [number, Mode, string][] = [
@@ -149,6 +149,7 @@ async function main(): Promise<void> {
       [2, 'sqnr-all', 'full, SQNR all rows'],
     ];
     const raw = new Map<number, number>();
+    const rawCpu = new Map<number, number>();
     const histogram = new Map<number, Measurement>();
     let fullOnBig: Measurement | undefined;
     for (const [index, mode, name] of plan) {
@@ -157,17 +158,23 @@ async function main(): Promise<void> {
       if (mode === 'full' && index === 0) fullOnBig = m;
       const label = mode.startsWith('histogram') ? `${name}, ${m.path}` : name;
       const rate = m.bytes / m.seconds / 1e9;
-      if (mode === 'read') raw.set(index, rate);
-      const ratio = mode === 'read' ? '' : fmt(rate / raw.get(index)!, 2);
+      const cpuRate = m.bytes / m.cpuSeconds / 1e9;
+      if (mode === 'read') {
+        raw.set(index, rate);
+        rawCpu.set(index, cpuRate);
+      }
+      const ratio = mode === 'read' ? '' : `${fmt(rate / raw.get(index)!, 2)}${fmt(cpuRate / rawCpu.get(index)!, 2)}`;
       console.log(`${files[index].label.padEnd(10)} ${label.padEnd(20)}${fmt(rate)}${fmt(m.seconds)}${fmt(m.bytes / m.cpuSeconds / 1e9)}${fmt(m.maxRssMiB, 0)}    ${ratio}`);
     }
     const [big, quarter] = [histogram.get(0)!, histogram.get(1)!];
     const bigRate = big.bytes / big.seconds / 1e9;
     const bigRatio = bigRate / raw.get(0)!;
-    console.log(`\nhistogram pass on 1 GiB (${big.path}): ${bigRate.toFixed(2)} GB/s wall, ${bigRatio.toFixed(2)}× raw read (goal ≥ 0.75×: ${bigRatio >= 0.75 ? 'met' : 'not met on this run'}), ${(big.bytes / big.cpuSeconds / 1e9).toFixed(2)} GB/CPU-s`);
+    const cpuRatio = (m: Measurement) => m.bytes / m.cpuSeconds / 1e9 / rawCpu.get(0)!;
+    console.log('\n(wall ratios need an idle machine: on a loaded one the read and the scan wait for a core; CPU ratios hold under contention)');
+    console.log(`histogram pass on 1 GiB (${big.path}): ${bigRate.toFixed(2)} GB/s wall, ${bigRatio.toFixed(2)}× raw read wall, ${cpuRatio(big).toFixed(2)}× per CPU-second (goal ≥ 0.75×: ${bigRatio >= 0.75 ? 'met' : 'not met'} wall, ${cpuRatio(big) >= 0.75 ? 'met' : 'not met'} CPU)`);
     const full = fullOnBig!;
     const fullRatio = full.bytes / full.seconds / 1e9 / raw.get(0)!;
-    console.log(`default full pass on 1 GiB: ${(full.bytes / full.seconds / 1e9).toFixed(2)} GB/s wall, ${fullRatio.toFixed(2)}× raw read (goal ≥ 0.5×: ${fullRatio >= 0.5 ? 'met' : 'not met on this run'})`);
+    console.log(`default full pass on 1 GiB: ${(full.bytes / full.seconds / 1e9).toFixed(2)} GB/s wall, ${fullRatio.toFixed(2)}× raw read wall, ${cpuRatio(full).toFixed(2)}× per CPU-second (goal ≥ 0.5×: ${fullRatio >= 0.5 ? 'met' : 'not met'} wall, ${cpuRatio(full) >= 0.5 ? 'met' : 'not met'} CPU)`);
     console.log(`peak RSS above idle, 1 GiB vs 0.25 GiB file: ${(big.maxRssMiB - idle.maxRssMiB).toFixed(0)} vs ${(quarter.maxRssMiB - idle.maxRssMiB).toFixed(0)} MiB (ratio ${((big.maxRssMiB - idle.maxRssMiB) / (quarter.maxRssMiB - idle.maxRssMiB)).toFixed(2)}; 4× the data)`);
   } finally {
     await rm(dir, { recursive: true, force: true });
