@@ -25,6 +25,22 @@ export class OperandScratch {
   private quantBuffer: Float32Array | undefined;
   private statsBuffer: Float32Array | undefined;
 
+  private padBuffer: Float32Array | undefined;
+
+  /**
+   * `raw` [rows, cols] zero-padded to [rows, paddedCols]: a Hadamard block that does not divide the
+   * reduction dimension rotates both operands padded to its next multiple (the exact product is unchanged).
+   */
+  padded(raw: Float32Array, rows: number, cols: number, paddedCols: number): Float32Array {
+    this.padBuffer = sized(this.padBuffer, rows * paddedCols);
+    const out = this.padBuffer;
+    for (let r = 0; r < rows; r++) {
+      out.set(raw.subarray(r * cols, (r + 1) * cols), r * paddedCols);
+      out.fill(0, r * paddedCols + cols, (r + 1) * paddedCols);
+    }
+    return out;
+  }
+
   /** The operand in fp32 with the reduction dimension last (no copy when it already is). */
   raw(source: OperandSource): Float32Array {
     if (!source.transposed) return source.src;
