@@ -184,9 +184,33 @@ class Bridge:
 
     def wait_for_start(self, timeout: Optional[float] = None) -> Optional[dict]:
         """Block until a client sends startRun; start that run and return its config (None on
-        timeout or when the bridge closes). A config no layer can honour is refused to the client."""
+        timeout or when the bridge closes). A config no layer can honour is refused to the client.
+        Under torch.distributed every rank calls it: the others wait in a collective for rank 0."""
         self._finish_left_run("stopped", "the script left the run loop")
         deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            request = self._next_start_request(deadline) if self.rank == 0 else None
+            if self.world > 1:
+                box = [request is not None]
+                torch.distributed.broadcast_object_list(box, src=0, group=self.group)
+                starting = box[0]
+            else:
+                starting = request is not None
+            if not starting:
+                return None
+            try:
+                config = self.start_run()
+            except ValueError as error:
+                if request is not None:
+                    request.finish(error=RequestError("invalid-message", str(error)))
+                    self.log(f"refused a startRun: {error}")
+                continue
+            if request is not None:
+                request.finish(self.run_id)
+            return config
+
+    def _next_start_request(self, deadline: Optional[float]) -> Optional[_TrainingThreadRequest]:
+        """Rank 0: the next startRun request (others are answered here), or None at the deadline or on close."""
         while not self._closed:
             remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
             if remaining <= 0:
@@ -195,18 +219,20 @@ class Bridge:
                 request = self._requests.get(timeout=remaining)
             except queue.Empty:
                 continue
-            if request.message["type"] != "startRun":
-                request.finish(error=RequestError("no-active-run", "no run is active"))
-                continue
-            try:
-                config = self.start_run()
-            except ValueError as error:
-                request.finish(error=RequestError("invalid-message", str(error)))
-                self.log(f"refused a startRun: {error}")
-                continue
-            request.finish(self.run_id)
-            return config
+            if request.message["type"] == "startRun":
+                return request
+            request.finish(error=RequestError("no-active-run", "no run is active"))
         return None
+
+    def stop_agreed(self) -> bool:
+        """stop_requested as rank 0 sees it, on every rank (a collective when distributed: every
+        rank must call it at the same step; Run.steps() does)."""
+        if self.world == 1:
+            return self.stop_requested
+        box = [self.stop_requested]
+        torch.distributed.broadcast_object_list(box, src=0, group=self.group)
+        self.stop_requested = box[0]
+        return self.stop_requested
 
     # ------------------------------------------------------------------ run lifecycle
 
