@@ -79,6 +79,7 @@ class _TrainingThreadRequest:
 class Bridge:
     def __init__(self, model: torch.nn.Module, config: Optional[dict] = None, *, out_dir: Optional[str] = "mxscope-runs",
                  serve: bool = True, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: Optional[str] = None,
+                 no_token: bool = False, allowed_origins=(),
                  include=None, exclude=(), adapters: Optional[Dict[str, LinearLike]] = None, modules=(),
                  precision: Union[None, str, Dict[str, str]] = None, emulate: bool = False, hadamard_misfit: str = "pad",
                  process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
@@ -126,7 +127,7 @@ class Bridge:
         self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
-            self.server = self._listen(host, port, token, max_queued_stats)
+            self.server = self._listen(host, port, token, no_token, allowed_origins, max_queued_stats)
             self.server.handle("startRun", self._on_request)
             self.server.handle("stopRun", self._on_request)
             if save_checkpoint is not None:
@@ -136,10 +137,10 @@ class Bridge:
         if handle_exit:
             install_exit_handlers(self)
 
-    def _listen(self, host: str, port: int, token: Optional[str], max_queued_stats: int) -> TrainerServer:
+    def _listen(self, host: str, port: int, token: Optional[str], no_token: bool, allowed_origins, max_queued_stats: int) -> TrainerServer:
         def server(at_port: int) -> TrainerServer:
-            return TrainerServer(self.config, host=host, port=at_port, token=token, trainer=TRAINER,
-                                 max_queued_stats=max_queued_stats, on_record_written=self._write_record, log=self.log)
+            return TrainerServer(self.config, host=host, port=at_port, token=token, no_token=no_token, allowed_origins=allowed_origins,
+                                 trainer=TRAINER, max_queued_stats=max_queued_stats, on_record_written=self._write_record, log=self.log)
         try:
             return server(port)
         except OSError as error:

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
-import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
+import { syntheticRun, type SyntheticRunOptions } from '../fixtures/synthetic-run.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 import { canvasColours, launchChromium, openDashboard, type FakeHost } from './harness.js';
 

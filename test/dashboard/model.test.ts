@@ -5,8 +5,8 @@ import { hostToWebviewSchema, webviewToHostSchema, LAYER_METRICS } from '../../s
 import { RunStore } from '../../src/store/run-store.js';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DashboardFeed } from '../../src/dashboard/feed.js';
-import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
-import { assignColorSlots, DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../src/dashboard/ui-state.js';
+import { syntheticRun, type SyntheticRunOptions } from '../fixtures/synthetic-run.js';
+import { assignColorSlots, DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../webview/dashboard/model/ui-state.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 
 const small: SyntheticRunOptions = { runId: 'a', blocks: 2, steps: 40, statsEvery: 10, evalEvery: 10, sketchSize: 16, rotation: 'hadamard', seed: 1 };

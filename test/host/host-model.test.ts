@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mergeRunConfig } from '../../src/protocol/index.js';
-import { combineChanges, isEmptyChange } from '../../src/host/model/next-run-change.js';
+import { combineChanges, isEmptyChange } from '../../src/live/next-run-change.js';
 import { describeGemms, modeOf, precisionChange, rotationChange, rotationSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
 import { configRows, runRow } from '../../src/host/model/run-tree.js';
 import { quickActions, statusText } from '../../src/host/model/status-text.js';

@@ -3,7 +3,7 @@
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import type { LayerDetailMessage, RunInfo, WebviewToHost } from '../../src/protocol/webview.js';
-import type { UiState } from '../../src/dashboard/ui-state.js';
+import type { UiState } from './model/ui-state.js';
 import type { DashboardData } from './data.js';
 import type { Theme } from './theme.js';
 

@@ -1,7 +1,7 @@
 // Draws a step × exponent heatmap: the binned grid becomes one small ImageData (one pixel per cell)
 // scaled up without smoothing, so 10,000 steps × 40 exponents costs one putImageData and one
 // drawImage, not 400,000 fillRects.
-import type { HeatmapGrid } from '../../src/dashboard/heatmap.js';
+import type { HeatmapGrid } from './model/heatmap.js';
 import { rgb, type Theme } from './theme.js';
 
 const MARGIN = { left: 36, right: 8, top: 6, bottom: 18 };

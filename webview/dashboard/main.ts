@@ -3,8 +3,8 @@
 // The same bundle serves the editor panel (full dashboard, single or compare layout) and the
 // compact sidebar view (body data-layout="sidebar").
 import './dashboard.css';
-import { toCsv } from '../../src/dashboard/csv.js';
-import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from '../../src/dashboard/ui-state.js';
+import { toCsv } from './model/csv.js';
+import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from './model/ui-state.js';
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';

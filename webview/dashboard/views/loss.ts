@@ -1,9 +1,9 @@
 // Loss against step or tokens: train (EMA-smoothed, raw faint behind) and validation (dashed) for
 // every shown run, optionally as the gap to a baseline run, with divergence points marked.
-import { ema } from '../../../src/dashboard/smoothing.js';
-import { decimateMinMax, sliceToRange } from '../../../src/dashboard/decimate.js';
-import { zoomAround } from '../../../src/dashboard/ui-state.js';
-import { gapTo } from '../../../src/dashboard/interpolate.js';
+import { ema } from '../model/smoothing.js';
+import { decimateMinMax, sliceToRange } from '../model/decimate.js';
+import { zoomAround } from '../model/ui-state.js';
+import { gapTo } from '../model/interpolate.js';
 import type { LossSeries, RunInfo } from '../../../src/protocol/webview.js';
 import { checkbox, dropdown } from '../../ui/toolkit.js';
 import { lineChart, setAxes, type LineDataset, type XY } from '../charts.js';

@@ -1,6 +1,6 @@
 // The token-overhead table: tokens each run needed to reach a target validation loss and the extra
 // percentage over the baseline run. Recomputed on every delta, so it fills in live.
-import { defaultTargetLoss, overheadTable, type OverheadRow } from '../../../src/dashboard/overhead.js';
+import { defaultTargetLoss, overheadTable, type OverheadRow } from '../model/overhead.js';
 import { dropdown, textField } from '../../ui/toolkit.js';
 import { element, formatNumber, formatTokens, type Context, type View } from '../context.js';
 

@@ -1,7 +1,7 @@
 // Layer overview: every layer × every metric as a table whose cells are shaded by how bad they are
 // (a heatmap you can read), sorted worst first by the chosen metric; a click drills into the layer.
 // In compare mode: the chosen metric per run and the difference (last run − first run).
-import { METRIC_INFO, worstFirst } from '../../../src/dashboard/ui-state.js';
+import { METRIC_INFO, worstFirst } from '../model/ui-state.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { element, formatNumber, type Context, type View } from '../context.js';

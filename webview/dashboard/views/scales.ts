@@ -1,7 +1,7 @@
 // Per-layer MX block scales: for the chosen (layer, GEMM, operand), the exact E8M0 exponent
 // histogram at a chosen step and the step × exponent heatmap, one panel per shown run (compare mode:
 // side by side on the same exponent axis and the same step), with an optional overlay run.
-import { binHeatmap } from '../../../src/dashboard/heatmap.js';
+import { binHeatmap } from '../model/heatmap.js';
 import type { LayerDetailMessage, RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { barChart } from '../charts.js';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyEmulationChange } from '../../src/link/serve-command.js';
+import { applyEmulationChange } from '../../src/cli/serve.js';
 import { presetConfig } from '../../src/trainer/index.js';
 
 test('switching preset brings that preset\'s model and keeps the chosen GEMM settings and seed', () => {

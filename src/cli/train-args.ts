@@ -3,8 +3,8 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, ROTATIONS, ROUNDINGS, type GemmConfig, type GemmKind, type RunConfig } from '../protocol/config.js';
-import { ABLATION_DEFAULTS } from './ablation.js';
-import { PRESET_NAMES, presetConfig, type PresetName } from './presets.js';
+import { ABLATION_DEFAULTS } from '../trainer/ablation.js';
+import { PRESET_NAMES, presetConfig, type PresetName } from '../trainer/presets.js';
 
 export class CliError extends Error {
   override name = 'CliError';

@@ -1,9 +1,9 @@
 // mxscope-inspect: analyse one safetensors checkpoint or compare two (see --help).
-import { analyseCheckpoint } from './analysis.js';
-import { openCheckpoint, selectTensors, type Checkpoint } from './checkpoint.js';
-import { HELP, parseInspectArgs, UsageError, type InspectCommand } from './cli-args.js';
-import { compareCheckpoints } from './compare.js';
-import { formatComparison, formatReport, toJson } from './format.js';
+import { analyseCheckpoint } from '../checkpoint/analysis.js';
+import { openCheckpoint, selectTensors, type Checkpoint } from '../checkpoint/checkpoint.js';
+import { HELP, parseInspectArgs, UsageError, type InspectCommand } from './inspect-args.js';
+import { compareCheckpoints } from '../checkpoint/compare.js';
+import { formatComparison, formatReport, toJson } from '../shared/checkpoint-format.js';
 
 async function open(path: string, filter: RegExp | undefined): Promise<Checkpoint> {
   const checkpoint = await openCheckpoint(path);

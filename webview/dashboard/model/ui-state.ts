@@ -1,9 +1,9 @@
 // The dashboard's UI state: what is selected and how charts are drawn. Persisted with the webview's
 // setState, so it is restored field by field from whatever was saved (an older version's state or
 // garbage keeps the defaults for what does not fit).
-import { GEMM_KINDS, type GemmKind } from '../protocol/config.js';
-import { GEMM_OPERANDS, type Operand } from '../protocol/telemetry.js';
-import { LAYER_METRICS, type LayerMetric, type LayerRow } from '../protocol/webview.js';
+import { GEMM_KINDS, type GemmKind } from '../../../src/protocol/config.js';
+import { GEMM_OPERANDS, type Operand } from '../../../src/protocol/telemetry.js';
+import { LAYER_METRICS, type LayerMetric, type LayerRow } from '../../../src/protocol/webview.js';
 
 export const TABS = ['loss', 'overhead', 'scales', 'overview', 'correlation', 'alerts'] as const;
 export type Tab = (typeof TABS)[number];

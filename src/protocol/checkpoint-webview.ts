@@ -1,8 +1,8 @@
 // Messages between the extension host and the checkpoint webview (editor and compare panel).
 // Webview → host messages are validated on arrival: the page is never trusted.
-import { HADAMARD_BLOCKS, type HadamardBlock } from '../protocol/config.js';
-import { intIn, literal, object, union, type Schema } from '../protocol/validate.js';
-import type { CheckpointComparison, CheckpointReport } from './report.js';
+import { HADAMARD_BLOCKS, type HadamardBlock } from './config.js';
+import { intIn, literal, object, union, type Schema } from './validate.js';
+import type { CheckpointComparison, CheckpointReport } from './checkpoint-report.js';
 
 export type CheckpointHostMessage =
   | { type: 'progress'; title: string; bytesDone: number; bytesTotal: number }

@@ -1,5 +1,5 @@
 // Plain-text tables of an analysis or comparison, as mxscope-inspect prints them, and the JSON form.
-import type { CheckpointComparison, CheckpointReport, TensorReport, TensorSummary } from './report.js';
+import type { CheckpointComparison, CheckpointReport, TensorReport, TensorSummary } from '../protocol/checkpoint-report.js';
 
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

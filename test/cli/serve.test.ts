@@ -4,14 +4,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TrainerClient } from '../../src/link/trainer-client.js';
-import { spawnTrainer } from '../../src/host/trainer-process.js';
+import { spawnTrainer } from '../../src/live/trainer-process.js';
 import { readRunLog } from '../../src/runlog/index.js';
 import type { ServerTelemetry } from '../../src/protocol/index.js';
-import { until } from './helpers.js';
+import { until } from '../link/helpers.js';
 
 test('mxscope-train --serve: listening line, a requested run streams and is logged, a run resumes from its checkpoint, SIGTERM stops it cleanly', async () => {
   const outDir = mkdtempSync(join(tmpdir(), 'mxscope-serve-'));
-  const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'src/trainer/cli.ts', '--serve', '--port', '0', '--out', outDir, '--preset', 'tiny'], env: { MXSCOPE_TOKEN: 'tk' } });
+  const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'src/cli/train.ts', '--serve', '--port', '0', '--out', outDir, '--preset', 'tiny'], env: { MXSCOPE_TOKEN: 'tk' } });
   const records: ServerTelemetry[] = [];
   const client = new TrainerClient({ url: trainer.info.url, token: trainer.info.token!, onTelemetry: (record) => records.push(record) });
   try {

@@ -1,10 +1,10 @@
 // mxscope-train: train, run the ablation series, or serve protocol v1 (see --help).
 import { resolve } from 'node:path';
 import type { TelemetryRecord, ValidationRecord } from '../protocol/telemetry.js';
-import { ABLATION_SERIES, ablationConfig, defaultTarget, formatAblationTable, type AblationResult } from './ablation.js';
-import { CliError, HELP, parseCliArgs, type CliCommand } from './cli-args.js';
-import { ProgressReporter } from './progress.js';
-import { startRun } from './run.js';
+import { ABLATION_SERIES, ablationConfig, defaultTarget, formatAblationTable, type AblationResult } from '../trainer/ablation.js';
+import { CliError, HELP, parseCliArgs, type CliCommand } from './train-args.js';
+import { ProgressReporter } from './train-progress.js';
+import { startRun } from '../trainer/run.js';
 
 async function train(command: Extract<CliCommand, { kind: 'train' }>, signal: AbortSignal): Promise<number> {
   const progress = new ProgressReporter(process.stdout, command.config.steps, 'mxscope-train');
@@ -52,7 +52,7 @@ async function ablation(command: Extract<CliCommand, { kind: 'ablation' }>, sign
 }
 
 async function serve(command: Extract<CliCommand, { kind: 'serve' }>): Promise<number> {
-  const { runServeCommand } = await import('../link/serve-command.js');
+  const { runServeCommand } = await import('./serve.js');
   await runServeCommand({ host: command.host, port: command.port, outDir: resolve(command.outDir), baseConfig: command.config, ...(command.token === undefined ? {} : { token: command.token }) });
   return 0;
 }

@@ -3,9 +3,9 @@
 // run is remembered by the directory its trainer said it logs to (runStarted.logDir).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { TELEMETRY_NDJSON } from '../../runlog/index.js';
-import { loadRunLog } from '../../store/load-run-log.js';
-import type { Disposable, RunStore } from '../../store/run-store.js';
+import { TELEMETRY_NDJSON } from '../runlog/index.js';
+import { loadRunLog } from './load-run-log.js';
+import type { Disposable, RunStore } from './run-store.js';
 
 /** The run-log directories of the store's runs, oldest first, without duplicates. */
 function runLogDirsOf(store: RunStore): string[] {

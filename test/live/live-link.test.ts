@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
-import { LiveLink } from '../../src/host/live-link.js';
-import { spawnTrainer } from '../../src/host/trainer-process.js';
+import { LiveLink } from '../../src/live/live-link.js';
+import { spawnTrainer } from '../../src/live/trainer-process.js';
 import { rotationChange } from '../../src/host/model/rotation-modes.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { until } from '../link/helpers.js';
@@ -20,7 +20,7 @@ function alive(pid: number): boolean {
 
 test('spawned trainer: changes made before connecting apply to the run, telemetry lands in the store, stop leaves no process', async () => {
   const stderr: string[] = [];
-  const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'test/host/fake-trainer.ts', 'tok3n'], onStderr: (line) => stderr.push(line) });
+  const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'test/live/fake-trainer.ts', 'tok3n'], onStderr: (line) => stderr.push(line) });
   assert.equal(trainer.info.token, 'tok3n');
   const store = new RunStore();
   const logs: string[] = [];

@@ -4,7 +4,7 @@
 import { mergeRunConfig, type AckMessage, type NextRunConfig, type RunConfig } from '../protocol/index.js';
 import { TrainerClient, type ClientRequest, type ConnectionState } from '../link/trainer-client.js';
 import type { RunStore, RunSummary } from '../store/run-store.js';
-import { combineChanges, isEmptyChange } from './model/next-run-change.js';
+import { combineChanges, isEmptyChange } from './next-run-change.js';
 
 export interface LinkSnapshot {
   state: ConnectionState | undefined;

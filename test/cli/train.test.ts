@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { CliError, parseCliArgs } from '../../src/trainer/cli-args.js';
+import { CliError, parseCliArgs } from '../../src/cli/train-args.js';
 
 test('flags set the run config; per-GEMM flags override the shared ones', () => {
   const command = parseCliArgs(['--preset', 'small', '--steps', '12', '--seed', '5', '--precision', 'mxfp4', '--wgrad', 'fp8', '--rotation', 'hadamard', '--hadamard-block', '32', '--dgrad-rounding', 'stochastic', '--sr-prescale', '--stats-every', '3', '--data', 'x.txt', '--out', 'runs']);
@@ -52,7 +52,7 @@ test('unknown flags and bad values are rejected with a clear message', () => {
 });
 
 test('the CLI exits with status 2 and says what was wrong', () => {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/trainer/cli.ts', '--fprop', 'int4'], { encoding: 'utf8' });
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/train.ts', '--fprop', 'int4'], { encoding: 'utf8' });
   assert.equal(result.status, 2);
   assert.match(result.stderr, /mxscope-train: --fprop: "int4" is not one of/);
 });

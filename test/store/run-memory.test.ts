@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { rememberRunLogs, restoreRunLogs } from '../../src/host/model/run-memory.js';
+import { rememberRunLogs, restoreRunLogs } from '../../src/store/run-memory.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { startRun } from '../../src/trainer/index.js';
 import { microConfig } from '../trainer/micro.js';

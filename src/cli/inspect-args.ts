@@ -1,8 +1,8 @@
 // Command-line flags of mxscope-inspect. Every rejection names the flag, what it got and what it accepts.
 import { parseArgs } from 'node:util';
 import { HADAMARD_BLOCKS, type HadamardBlock } from '../protocol/config.js';
-import { DEFAULT_ANALYSIS_OPTIONS } from './analysis.js';
-import type { AnalysisOptions } from './report.js';
+import { DEFAULT_ANALYSIS_OPTIONS } from '../checkpoint/analysis.js';
+import type { AnalysisOptions } from '../protocol/checkpoint-report.js';
 
 const MIB = 1 << 20;
 

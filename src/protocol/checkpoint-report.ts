@@ -1,6 +1,7 @@
 // What an analysis or comparison produces: plain data (no I/O types), shared by the CLI, the
 // extension host and the checkpoint webview, which imports this file alone.
-import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
+import type { HadamardBlock } from './config.js';
+import type { ScaleHistogram } from './telemetry.js';
 import type { Dtype } from './dtypes.js';
 
 /** Rows per tensor SQNR is measured on by default (evenly spaced; smaller tensors in full). */

@@ -2,12 +2,12 @@
 // page is ready, again when it asks for another rotation block, and post progress, the result or an
 // error. A new request or closing the page aborts the one running; a reloaded page gets the last
 // result again without recomputing it.
-import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../../checkpoint/analysis.js';
-import { openCheckpoint, type Checkpoint } from '../../checkpoint/checkpoint.js';
-import { compareCheckpoints } from '../../checkpoint/compare.js';
-import type { AnalysisOptions } from '../../checkpoint/report.js';
-import { checkpointWebviewMessageSchema, type CheckpointHostMessage } from '../../checkpoint/webview-messages.js';
-import { tryCheck } from '../../protocol/validate.js';
+import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from './analysis.js';
+import { openCheckpoint, type Checkpoint } from './checkpoint.js';
+import { compareCheckpoints } from './compare.js';
+import type { AnalysisOptions } from '../protocol/checkpoint-report.js';
+import { checkpointWebviewMessageSchema, type CheckpointHostMessage } from '../protocol/checkpoint-webview.js';
+import { tryCheck } from '../protocol/validate.js';
 
 export type SessionTarget =
   | { kind: 'analyse'; path: string }

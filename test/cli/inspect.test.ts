@@ -4,10 +4,10 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { createMxStats, fakeQuantMxfp4, hadamardInPlace } from '../../src/mx/index.js';
-import { main } from '../../src/checkpoint/cli.js';
-import { formatDb, formatPercent } from '../../src/checkpoint/format.js';
+import { main } from '../../src/cli/inspect.js';
+import { formatDb, formatPercent } from '../../src/shared/checkpoint-format.js';
 
-const fixtures = join(__dirname, 'fixtures');
+const fixtures = join(__dirname, '..', 'fixtures', 'safetensors');
 const fixtureValue = (i: number) => ((i % 15) - 7) * 2 ** ((i % 5) - 2);
 
 async function inspect(...argv: string[]): Promise<{ code: number; out: string; err: string }> {

@@ -1,6 +1,6 @@
 // Requested changes to the next run, collected while no trainer is connected (or before it starts)
 // and sent as one setNextRunConfig when it connects. Later changes win field by field.
-import { GEMM_KINDS, type NextRunConfig } from '../../protocol/index.js';
+import { GEMM_KINDS, type NextRunConfig } from '../protocol/index.js';
 
 export function combineChanges(earlier: NextRunConfig, later: NextRunConfig): NextRunConfig {
   const combined: NextRunConfig = { ...earlier, ...later };

@@ -2,9 +2,9 @@
 // Prints one listening line (listening-line.ts) on stdout for whoever spawned it.
 import { mergeRunConfig, type NextRunConfig, type RunConfig } from '../protocol/index.js';
 import { presetConfig, PRESET_NAMES, startRun, type PresetName } from '../trainer/index.js';
-import { generateToken, isLoopbackHost } from './auth.js';
-import { formatListeningLine, PARENT_PID_ENV, TOKEN_ENV } from './listening-line.js';
-import { startTrainerServer } from './trainer-server.js';
+import { generateToken, isLoopbackHost } from '../link/auth.js';
+import { formatListeningLine, PARENT_PID_ENV, TOKEN_ENV } from '../link/listening-line.js';
+import { startTrainerServer } from '../link/trainer-server.js';
 
 export interface ServeOptions {
   host: string;
