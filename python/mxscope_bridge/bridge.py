@@ -35,9 +35,10 @@ from .config import GEMM_KINDS, check_gemm, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
-from .link import RequestError, TrainerServer
+from .link import TOKEN_ENV, RequestError, TrainerServer
 from .observe import declared_precisions, observer_hook
 from .rotation import MISFITS, DeviceGenerators
+from .remembered import remembered_token
 from .runloop import Run, serve_runs
 from .runlog import RunLogWriter, checkpoint_path, compact
 
@@ -127,6 +128,8 @@ class Bridge:
         self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
+            if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
+                token = remembered_token(self.log)  # a fixed URL across restarts: nothing to paste again
             self.server = self._listen(host, port, token, no_token, allowed_origins, max_queued_stats)
             self.server.handle("startRun", self._on_request)
             self.server.handle("stopRun", self._on_request)

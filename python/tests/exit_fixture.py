@@ -25,10 +25,10 @@ def press_start(url):
 def main(mode, out):
     model = TinyNet()
     bridge = Bridge(model, run_config(steps=50, stats_every=5, tokens_per_step=64), out_dir=out, port=0, print_listening=False)
-    threading.Thread(target=press_start, args=(bridge.server.url,), daemon=True).start()
+    threading.Thread(target=press_start, args=(bridge.server.connect_url,), daemon=True).start()
 
     def body():
-        for run in bridge.runs():
+        for run in bridge.runs(idle_timeout=60):
             print(os.path.join(out, run.id), flush=True)
             for step in run.steps():
                 model(torch.randn(2, 8, 64)).pow(2).mean().backward()

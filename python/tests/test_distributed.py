@@ -75,9 +75,9 @@ def runs_worker(rank, port, out_dir):
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())
     bridge = Bridge(model, run_config(steps=40, stats_every=5, tokens_per_step=64), out_dir=out_dir, port=0, print_listening=False, handle_exit=False)
     if rank == 0:
-        threading.Thread(target=press_start_twice_then_stop, args=(bridge.server.url,), daemon=True).start()
+        threading.Thread(target=press_start_twice_then_stop, args=(bridge.server.connect_url,), daemon=True).start()
     seen = []
-    for run in bridge.runs(max_runs=2):
+    for run in bridge.runs(max_runs=2, idle_timeout=60):  # a broken client must not hang the suite
         steps = 0
         for _ in run.steps(6 if not seen else None):
             model(torch.randn(2, 8, 64)).pow(2).mean().backward()
