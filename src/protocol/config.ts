@@ -73,7 +73,7 @@ export function scaleRuleOf(config: GemmConfig): ScaleRule {
  * What is wrong with a GEMM recipe as configured, each problem naming what to change; empty when
  * it can run. `reductions` names the GEMM's reduction dimensions (e.g. { dim: 64 }) when known.
  * A Hadamard block that does not divide one is not a problem: both operands are zero-padded to its
- * next multiple (src/mx/rotation-fit.ts, the bridge's default rule), and the format's blocks then
+ * next multiple (src/trainer/rotation-fit.ts, the bridge's default rule), and the format's blocks then
  * run along the padded length, which the Hadamard block (a multiple of 16) keeps whole for NVFP4.
  */
 export function gemmRecipeProblems(kind: GemmKind, config: GemmConfig, reductions: Record<string, number> = {}): string[] {

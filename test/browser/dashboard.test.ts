@@ -60,8 +60,8 @@ for (const theme of ['dark', 'light'] as const) {
     await page.waitForTimeout(100);
     const exports = host.received.filter((m) => (m as { type: string }).type === 'export') as { format: string; data: string }[];
     assert.deepEqual(exports.map((e) => e.format), ['csv', 'png']);
-    assert.match(exports[0]!.data, /^run,series,step,loss\n/);
-    assert.equal(exports[0]!.data.split('\n').filter((line) => line.startsWith('bf16 baseline,train,')).length, 600);
+    assert.match(exports[0]!.data, /^run_id,run,series,step,loss\n/);
+    assert.equal(exports[0]!.data.split('\n').filter((line) => line.startsWith('bf16,bf16 baseline,train,')).length, 600);
     assert.match(exports[1]!.data, /^data:image\/png;base64,/);
 
     // The rest of the run arrives as a delta: the run ends and the NaN alert appears.

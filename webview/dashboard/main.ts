@@ -12,6 +12,7 @@ import { hostToWebviewSchema, isEmptyDelta, type GridMetric, type HostToWebview,
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
 import { element, type Context, type View } from './context.js';
 import { DashboardData, detailKey, gridKey } from './data.js';
+import { composePng } from './export-png.js';
 import { focusAt } from './focus-at.js';
 import { onThemeChange, readTheme, type Theme } from './theme.js';
 import { AlertsView, alertList } from './views/alerts.js';
@@ -243,18 +244,21 @@ class Dashboard implements Context {
   }
 
   private exportPng(): void {
-    const source = this.view?.canvas();
-    if (!source) return;
-    // Canvases are transparent; paint the theme background so the PNG reads outside VS Code too.
-    const out = document.createElement('canvas');
-    out.width = source.width;
-    out.height = source.height;
-    const g = out.getContext('2d')!;
-    g.fillStyle = this.theme.background;
-    g.fillRect(0, 0, out.width, out.height);
-    g.drawImage(source, 0, 0);
-    this.post({ type: 'export', format: 'png', fileName: `${this.state.tab}.png`, data: out.toDataURL('image/png') });
+    const view = this.view;
+    if (!view) return;
+    const detail = view.root.querySelector('.panel-title')?.textContent;
+    const data = composePng(
+      {
+        title: `MX Scope — ${TAB_LABELS[this.state.tab]}${detail ? ` — ${detail}` : ''}`,
+        runs: this.shownRuns().map((run) => ({ name: run.name, color: this.color(run.runId) })),
+        chart: view.canvas(),
+        root: view.root,
+      },
+      this.theme,
+    );
+    this.post({ type: 'export', format: 'png', fileName: `${this.state.tab}.png`, data });
   }
+
 }
 
 registerToolkit();

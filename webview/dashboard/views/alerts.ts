@@ -38,8 +38,8 @@ export class AlertsView implements View {
   csv() {
     return {
       name: 'alerts.csv',
-      header: ['run', 'kind', 'step', 'layer', 'message'],
-      rows: this.ctx.data.alerts.map((a) => [this.ctx.data.run(a.runId)?.name ?? a.runId, a.kind, a.step, a.layer, a.message]),
+      header: ['run_id', 'run', 'kind', 'step', 'layer', 'gemm', 'message'],
+      rows: this.ctx.data.alerts.map((a) => [a.runId, this.ctx.data.run(a.runId)?.name ?? a.runId, a.kind, a.step, a.layer, a.gemm ?? null, a.message]),
     };
   }
 

@@ -58,8 +58,8 @@ export class OverheadView implements View {
   csv() {
     return {
       name: 'token-overhead.csv',
-      header: ['run', 'target_loss', 'tokens', 'extra_pct'],
-      rows: this.rows.map((row) => [this.ctx.data.run(row.runId)?.name ?? row.runId, this.target, row.tokens, row.extraPct]),
+      header: ['run_id', 'run', 'target_loss', 'tokens', 'extra_pct'],
+      rows: this.rows.map((row) => [row.runId, this.ctx.data.run(row.runId)?.name ?? row.runId, this.target, row.tokens, row.extraPct]),
     };
   }
 

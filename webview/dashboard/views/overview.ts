@@ -53,7 +53,7 @@ export class OverviewView implements View {
       return tr;
     });
     this.table.replaceChildren(head, ...body);
-    this.csvData = { header: ['layer', ...LAYER_METRICS], rows: rows.map((row) => [row.layer, ...row.values]) };
+    this.csvData = { header: ['run_id', 'layer', ...LAYER_METRICS], rows: rows.map((row) => [overview.runId, row.layer, ...row.values]) };
   }
 
   private renderCompare(overviews: LayerOverview[]): void {
@@ -84,7 +84,7 @@ export class OverviewView implements View {
       return tr;
     });
     this.table.replaceChildren(head, ...body);
-    this.csvData = { header: ['layer', ...names, 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
+    this.csvData = { header: ['layer', ...overviews.map((o) => `${metric} ${o.runId}`), 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
   }
 
   private rowFor(layer: string): HTMLTableRowElement {

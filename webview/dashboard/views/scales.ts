@@ -193,7 +193,7 @@ export class ScalesView implements View {
       const heat = binHeatmap(detail, Math.max(1, panel.heatmap.clientWidth - 44));
       const column = Math.min(heat.columns - 1, Math.floor((index * heat.columns) / detail.steps.length));
       panel.drawn = { grid: heat, geometry: drawHeatmap(panel.heatmap, heat, { minExp: detail.minExp, lo, hi }, theme, column), hi, minExp: detail.minExp, steps: detail.steps };
-      for (const s of series) for (const bin of bins) this.csvRows.push([s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, bin, s.histogram.fractions.get(bin) ?? 0]);
+      for (const s of series) for (const bin of bins) this.csvRows.push([s.run.runId, s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, bin, s.histogram.fractions.get(bin) ?? 0]);
     }
     for (const panel of this.panels) {
       const y = panel.chart.options.scales?.y;
@@ -203,7 +203,8 @@ export class ScalesView implements View {
   }
 
   csv() {
-    return { name: 'scale-histogram.csv', header: ['run', 'layer', 'gemm', 'operand', 'step', 'scale bin (E8M0 exponent or E4M3 code)', 'fraction'], rows: this.csvRows };
+    // 'exponent' is the bin: the E8M0 exponent, or the E4M3 scale code for NVFP4 layers.
+    return { name: 'scale-histogram.csv', header: ['run_id', 'run', 'layer', 'gemm', 'operand', 'step', 'exponent', 'fraction'], rows: this.csvRows };
   }
 
   canvas(): HTMLCanvasElement | null {
