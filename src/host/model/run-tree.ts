@@ -1,7 +1,8 @@
 // What the Runs view shows for each run: a label, a one-line description, and the config as child
 // rows. Pure functions of a store summary, so the wording is tested without VS Code.
 import { GEMM_KINDS } from '../../protocol/index.js';
-import type { RunStatus, RunSummary } from '../../store/run-store.js';
+import type { RunStatus } from '../../protocol/index.js';
+import type { RunSummary } from '../../store/run-store.js';
 import { rotationSummary } from './rotation-modes.js';
 
 export interface RunRow {
