@@ -180,7 +180,7 @@ export const layerInfoSchema = object<LayerInfo>({
   sketchIndices: arrayOf(nonNegInt, LIMITS.sketch),
 });
 
-const histogramSchema = object<ScaleHistogram>({
+export const histogramSchema = object<ScaleHistogram>({
   minExp: intIn(-127, 127),
   counts: arrayOf(nonNegInt, LIMITS.histogramBins),
   nanBlocks: nonNegInt,

@@ -9,7 +9,9 @@ import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
 import { hostToWebviewSchema, isEmptyDelta, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { PendingRequests } from '../../src/shared/pending-requests.js';
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
+import { vscodeApi, type VsCodeApi } from '../ui/vscode-api.js';
 import { element, type Context, type View } from './context.js';
 import { DashboardData, detailKey } from './data.js';
 import { onThemeChange, readTheme, type Theme } from './theme.js';
@@ -19,13 +21,6 @@ import { LossView } from './views/loss.js';
 import { OverheadView } from './views/overhead.js';
 import { OverviewView } from './views/overview.js';
 import { ScalesView } from './views/scales.js';
-
-interface VsCodeApi {
-  postMessage(message: unknown): void;
-  getState(): unknown;
-  setState(state: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
 
 const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
 const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, correlation: CorrelationView, alerts: AlertsView };
@@ -39,13 +34,13 @@ class Dashboard implements Context {
   private readonly chips = element('div', 'run-chips');
   private readonly body = element('main', 'content');
   private readonly sidebar = document.body.dataset.layout === 'sidebar';
-  private nextRequestId = 1;
-  private readonly pending = new Map<number, string>();
+  /** Open requestLayer requests, each with the detail key its reply is stored under. */
+  private readonly requests = new PendingRequests<string>();
   private readonly requested = new Set<string>();
   private updateQueued = false;
   private hasSnapshot = false;
 
-  constructor(private readonly vscode: VsCodeApi) {
+  constructor(private readonly vscode: VsCodeApi<WebviewToHost>) {
     this.state = restoreUiState(vscode.getState());
     document.body.append(this.header, this.body);
     this.body.append(element('p', 'note', 'Waiting for data from MX Scope…'));
@@ -73,8 +68,7 @@ class Dashboard implements Context {
     const key = detailKey(runId, layer, gemm, operand, this.state.lag);
     const cached = this.data.detail(key);
     if (cached || this.requested.has(key)) return cached;
-    const requestId = this.nextRequestId++;
-    this.pending.set(requestId, key);
+    const requestId = this.requests.start(key);
     this.requested.add(key);
     this.post({ type: 'requestLayer', requestId, runId, layer, gemm, operand, lag: this.state.lag });
     return undefined;
@@ -108,7 +102,7 @@ class Dashboard implements Context {
         this.data.applySnapshot(message);
         this.assignColors();
         this.requested.clear();
-        this.pending.clear();
+        this.requests.clear();
         this.hasSnapshot = true;
         this.remount();
         break;
@@ -121,9 +115,8 @@ class Dashboard implements Context {
         break;
       }
       case 'layerDetail': {
-        const key = this.pending.get(message.requestId);
+        const key = this.requests.settle(message.requestId);
         if (key === undefined) return;
-        this.pending.delete(message.requestId);
         this.data.storeDetail(key, message);
         this.scheduleUpdate();
         break;
@@ -235,4 +228,4 @@ class Dashboard implements Context {
 }
 
 registerToolkit();
-new Dashboard(acquireVsCodeApi());
+new Dashboard(vscodeApi<WebviewToHost>());
