@@ -72,10 +72,13 @@ class _TrainingThreadRequest:
 class Bridge:
     def __init__(self, model: torch.nn.Module, config: Optional[dict] = None, *, out_dir: Optional[str] = "mxscope-runs",
                  serve: bool = True, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
+                 no_token: bool = False, allowed_origins=(),
                  modules=(), process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
                  on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None):
-        """`token='generate'` makes one up (printed on the listening line); off loopback one is required.
+        """Clients must present `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the
+        listening line. `no_token=True` serves without one (loopback only). `allowed_origins`: browser
+        origins allowed to connect (others are refused; MX Scope itself sends no Origin).
         `save_checkpoint(path)` serves the saveCheckpoint request (it must write a .safetensors file).
         `on_local_stats(step, keys, vectors)` sees this rank's operand vectors before the reduction
         (keys: (layer, gemm, operand) per row; for checking the reduction)."""
@@ -110,7 +113,8 @@ class Bridge:
                 self._hooks.append(module.register_forward_hook(self._forward_hook(name)))
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
-            self.server = TrainerServer(self.config, host=host, port=port, token=token, trainer=TRAINER,
+            self.server = TrainerServer(self.config, host=host, port=port, token=token, no_token=no_token,
+                                        allowed_origins=allowed_origins, trainer=TRAINER,
                                         max_queued_stats=max_queued_stats, on_record_written=self._write_record, log=self.log)
             self.server.handle("startRun", self._on_request)
             self.server.handle("stopRun", self._on_request)
