@@ -33,6 +33,7 @@ from .capture import GEMM_OPERANDS, StepCapture, quantized_wgrad
 from .config import GEMM_KINDS, run_config
 from .layers import layer_info, observed_modules
 from .link import RequestError, TrainerServer
+from .protocol import describe_gemm
 from .rotation import DeviceGenerators
 from .runlog import RunLogWriter, checkpoint_path, compact
 
@@ -379,11 +380,4 @@ class Bridge:
 
 
 def _describe(config: dict) -> str:
-    gemm = config["gemms"]["wgrad"]
-    label = gemm["precision"]
-    if gemm["precision"] == "mxfp4":
-        rotation = {"hadamard": f"H{gemm['hadamardBlock']}", "random-hadamard": f"RHT{gemm['hadamardBlock']}"}.get(gemm["rotation"], "")
-        rounding = ("SR¾" if gemm["srPrescale"] else "SR") if gemm["rounding"] == "stochastic" else ""
-        parts = "+".join(p for p in (rotation, rounding) if p)
-        label = f"mxfp4 · {parts}" if parts else "mxfp4"
-    return f"{config['preset']} · wgrad {label}"
+    return f"{config['preset']} · wgrad {describe_gemm(config['gemms']['wgrad'])}"

@@ -13,8 +13,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-ROTATIONS = ("none", "hadamard", "random-hadamard")
-HADAMARD_BLOCKS = (16, 32, 64, 128)
+from .protocol import HADAMARD_BLOCKS, ROTATIONS
 
 
 class Rotation(NamedTuple):
