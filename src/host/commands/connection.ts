@@ -13,7 +13,7 @@ export function whenConnected(services: HostServices, timeoutMs = 15_000): Promi
     const check = () => {
       const { state, detail } = services.link.snapshot();
       if (state === 'connected') finish();
-      else if (state === 'closed' || state === undefined) finish(new Error(`could not connect: ${detail ?? 'the connection was closed (see the MX Scope output)'}`));
+      else if (state === 'closed' || state === undefined) finish(new Error(vscode.l10n.t('could not connect: {0}', detail ?? vscode.l10n.t('the connection was closed (see the MX Scope output)'))));
     };
     const finish = (error?: Error) => {
       clearTimeout(timer);
@@ -21,7 +21,7 @@ export function whenConnected(services: HostServices, timeoutMs = 15_000): Promi
       if (error) reject(error);
       else resolve();
     };
-    const timer = setTimeout(() => finish(new Error(`not connected after ${timeoutMs / 1000} s: is the trainer running and the URL right?`)), timeoutMs);
+    const timer = setTimeout(() => finish(new Error(vscode.l10n.t('not connected after {0} s: is the trainer running and the URL right?', timeoutMs / 1000))), timeoutMs);
     const subscription = services.link.onDidChange(check);
     check();
   });
@@ -34,28 +34,28 @@ export async function startEmulatedRun(services: HostServices, emulation: Emulat
   await whenConnected(services);
   await services.link.changeNextRun({ statsEvery: settings.statsEvery });
   const ack = await services.link.request({ type: 'startRun' });
-  void vscode.window.showInformationMessage(`MX Scope: started emulated run ${ack.detail ?? ''} (${settings.preset}).`);
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: started emulated run {0} ({1}).', ack.detail ?? '', settings.preset));
 }
 
 export async function connectToTrainer(services: HostServices, context: vscode.ExtensionContext): Promise<void> {
   const remembered = context.workspaceState.get<string>(LAST_URL_KEY) ?? services.settings().defaultUrl;
   const url = await vscode.window.showInputBox({
-    title: 'MX Scope: Connect to Trainer',
-    prompt: 'The trainer\'s websocket URL (it prints it on its MXSCOPE_LISTENING line)',
+    title: vscode.l10n.t('MX Scope: Connect to Trainer'),
+    prompt: vscode.l10n.t("The trainer's websocket URL (it prints it on its MXSCOPE_LISTENING line)"),
     value: remembered,
-    validateInput: (value) => (/^wss?:\/\/[^\s/]+/.test(value.trim()) ? undefined : 'a ws:// or wss:// URL, e.g. ws://127.0.0.1:7340'),
+    validateInput: (value) => (/^wss?:\/\/[^\s/]+/.test(value.trim()) ? undefined : vscode.l10n.t('a ws:// or wss:// URL, e.g. ws://127.0.0.1:7340')),
   });
   if (!url) return;
   const trimmed = url.trim();
   const stored = await context.secrets.get(tokenKey(trimmed));
-  const token = await vscode.window.showInputBox({ title: 'MX Scope: token (optional)', prompt: 'Leave empty if the trainer needs none. Kept in VS Code\'s secret storage.', password: true, value: stored ?? '' });
+  const token = await vscode.window.showInputBox({ title: vscode.l10n.t('MX Scope: token (optional)'), prompt: vscode.l10n.t("Leave empty if the trainer needs none. Kept in VS Code's secret storage."), password: true, value: stored ?? '' });
   if (token === undefined) return;
   await context.workspaceState.update(LAST_URL_KEY, trimmed);
   if (token) await context.secrets.store(tokenKey(trimmed), token);
   else await context.secrets.delete(tokenKey(trimmed));
   services.link.connect(trimmed, token || undefined);
   await whenConnected(services);
-  void vscode.window.showInformationMessage(`MX Scope: connected to ${trimmed}.`);
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: connected to {0}.', trimmed));
 }
 
 export async function disconnect(services: HostServices, emulation: EmulationTrainer): Promise<void> {
@@ -65,6 +65,6 @@ export async function disconnect(services: HostServices, emulation: EmulationTra
 
 export async function showQuickActions(services: HostServices): Promise<void> {
   const { state, run } = services.link.snapshot();
-  const picked = await vscode.window.showQuickPick(quickActions(state, run?.status === 'running'), { title: 'MX Scope', placeHolder: 'Quick actions' });
+  const picked = await vscode.window.showQuickPick(quickActions(state, run?.status === 'running'), { title: 'MX Scope', placeHolder: vscode.l10n.t('Quick actions') });
   if (picked) await vscode.commands.executeCommand(picked.command);
 }
