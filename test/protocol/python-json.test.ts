@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describeGemm } from '../../src/protocol/config.js';
 import { gemmLabelKey, protocolJson } from '../../src/protocol/python-json.js';
+import { PROTOCOL_VERSION } from '../../src/protocol/wire.js';
 
 const committed = readFileSync('python/mxscope_bridge/protocol.json', 'utf8');
 
@@ -14,7 +15,7 @@ test('the committed protocol.json is current (else run `npm run protocol:python`
 
 test('it carries the version, the enums and a label for every GEMM config', () => {
   const json = JSON.parse(committed);
-  assert.deepEqual(json.protocolVersion, { major: 1, minor: 0 });
+  assert.deepEqual(json.protocolVersion, PROTOCOL_VERSION);
   assert.deepEqual(json.gemmOperands.wgrad, ['dy', 'x']);
   const gemm = { precision: 'mxfp4', rotation: 'random-hadamard', hadamardBlock: 16, rounding: 'stochastic', srPrescale: true } as const;
   assert.equal(json.gemmLabels[gemmLabelKey(gemm)], 'mxfp4 · RHT16+SR¾');

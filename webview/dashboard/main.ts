@@ -8,22 +8,25 @@ import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from '
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
-import { hostToWebviewSchema, isEmptyDelta, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { hostToWebviewSchema, isEmptyDelta, type GridMetric, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
 import { PendingRequests } from '../../src/shared/pending-requests.js';
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
 import { vscodeApi, type VsCodeApi } from '../ui/vscode-api.js';
 import { element, type Context, type View } from './context.js';
-import { DashboardData, detailKey } from './data.js';
+import { DashboardData, detailKey, gridKey } from './data.js';
+import { composePng } from './export-png.js';
+import { focusAt } from './focus-at.js';
 import { onThemeChange, readTheme, type Theme } from './theme.js';
 import { AlertsView, alertList } from './views/alerts.js';
 import { CorrelationView } from './views/correlation.js';
+import { LayerHeatmapView } from './views/layer-heatmap.js';
 import { LossView } from './views/loss.js';
 import { OverheadView } from './views/overhead.js';
 import { OverviewView } from './views/overview.js';
 import { ScalesView } from './views/scales.js';
 
-const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
-const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, correlation: CorrelationView, alerts: AlertsView };
+const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', layers: 'Layer heatmap', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
+const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, layers: LayerHeatmapView, correlation: CorrelationView, alerts: AlertsView };
 
 class Dashboard implements Context {
   readonly data = new DashboardData();
@@ -34,7 +37,7 @@ class Dashboard implements Context {
   private readonly chips = element('div', 'run-chips');
   private readonly body = element('main', 'content');
   private readonly sidebar = document.body.dataset.layout === 'sidebar';
-  /** Open requestLayer requests, each with the detail key its reply is stored under. */
+  /** Open requestLayer / requestLayerGrid requests, each with the key its reply is stored under. */
   private readonly requests = new PendingRequests<string>();
   private readonly requested = new Set<string>();
   private updateQueued = false;
@@ -71,6 +74,16 @@ class Dashboard implements Context {
     const requestId = this.requests.start(key);
     this.requested.add(key);
     this.post({ type: 'requestLayer', requestId, runId, layer, gemm, operand, lag: this.state.lag });
+    return undefined;
+  }
+
+  grid(runId: string, metric: GridMetric, gemm: GemmKind) {
+    const key = gridKey(runId, metric, gemm);
+    const cached = this.data.grid(key);
+    if (cached || this.requested.has(key)) return cached;
+    const requestId = this.requests.start(key);
+    this.requested.add(key);
+    this.post({ type: 'requestLayerGrid', requestId, runId, metric, gemm });
     return undefined;
   }
 
@@ -114,6 +127,7 @@ class Dashboard implements Context {
         this.scheduleUpdate();
         break;
       }
+      case 'layerGrid':
       case 'layerDetail': {
         const key = this.requests.settle(message.requestId);
         if (key === undefined) return;
@@ -123,7 +137,7 @@ class Dashboard implements Context {
       }
       case 'focus':
         // Runs are compared at equal tokens (they may differ in tokens per step).
-        this.update({ mode: message.mode, runIds: message.runIds, ...(message.mode === 'compare' ? { xAxis: 'tokens' as const } : {}) }, true);
+        this.update({ mode: message.mode, runIds: message.runIds, ...(message.mode === 'compare' ? { xAxis: 'tokens' as const } : {}), ...(message.at ? focusAt(message.at, this.state) : {}) }, true);
         break;
     }
   }
@@ -153,13 +167,18 @@ class Dashboard implements Context {
     }
     this.view = new VIEWS[this.state.tab](this);
     this.body.append(this.view.root);
+    this.view.update();
   }
 
   private mountSidebar(): void {
     const loss = new LossView(this, true);
     this.view = loss;
-    const recent = this.data.alerts.slice(-5).reverse();
-    this.body.append(loss.root, element('h3', undefined, 'Recent alerts'), alertList(this, recent), button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }));
+    // A side bar is short: the button first, then the chart, then the three newest alerts, one line each.
+    const recent = this.data.alerts.slice(-3).reverse();
+    const alerts = alertList(this, recent);
+    alerts.classList.add('compact');
+    this.body.append(button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }), loss.root, element('h3', undefined, 'Recent alerts'), alerts);
+    loss.update();
   }
 
   /** Run chips: who is on screen, their colours and status. Rebuilt only when run info changes. */
@@ -168,11 +187,15 @@ class Dashboard implements Context {
     chips.replaceChildren();
     const shown = new Set(this.shownRuns().map((run) => run.runId));
     for (const run of this.data.runs) {
-      const chip = element('span', shown.has(run.runId) ? 'run-chip on' : 'run-chip');
+      const on = shown.has(run.runId);
+      // A real button: reachable with Tab, toggled with Enter or Space, its state announced.
+      const chip = element('button', on ? 'run-chip on' : 'run-chip');
+      chip.type = 'button';
+      chip.setAttribute('aria-pressed', String(on));
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.color(run.runId);
-      chip.append(swatch, run.name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : ` · ${run.status}`));
-      chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to show or hide`;
+      chip.append(swatch, element('span', 'chip-name', run.name), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : ` · ${run.status}`));
+      chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to ${on ? 'hide' : 'show'}`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);
     }
@@ -213,18 +236,21 @@ class Dashboard implements Context {
   }
 
   private exportPng(): void {
-    const source = this.view?.canvas();
-    if (!source) return;
-    // Canvases are transparent; paint the theme background so the PNG reads outside VS Code too.
-    const out = document.createElement('canvas');
-    out.width = source.width;
-    out.height = source.height;
-    const g = out.getContext('2d')!;
-    g.fillStyle = this.theme.background;
-    g.fillRect(0, 0, out.width, out.height);
-    g.drawImage(source, 0, 0);
-    this.post({ type: 'export', format: 'png', fileName: `${this.state.tab}.png`, data: out.toDataURL('image/png') });
+    const view = this.view;
+    if (!view) return;
+    const detail = view.root.querySelector('.panel-title')?.textContent;
+    const data = composePng(
+      {
+        title: `MX Scope — ${TAB_LABELS[this.state.tab]}${detail ? ` — ${detail}` : ''}`,
+        runs: this.shownRuns().map((run) => ({ name: run.name, color: this.color(run.runId) })),
+        chart: view.canvas(),
+        root: view.root,
+      },
+      this.theme,
+    );
+    this.post({ type: 'export', format: 'png', fileName: `${this.state.tab}.png`, data });
   }
+
 }
 
 registerToolkit();

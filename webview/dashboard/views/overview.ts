@@ -5,7 +5,7 @@ import { worstFirst } from '../model/ui-state.js';
 import { layerMetric } from '../../../src/protocol/layer-metrics.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
-import { element, formatNumber, type Context, type View } from '../context.js';
+import { activatable, element, formatNumber, type Context, type View } from '../context.js';
 import { controlsWithRunPicker } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
@@ -23,7 +23,6 @@ export class OverviewView implements View {
     const label = (metric: LayerMetric) => (ctx.state.mode === 'compare' ? `metric: ${layerMetric(metric).label}` : `worst first by ${layerMetric(metric).label}`);
     bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: label(metric) })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'metric'));
     this.root.append(bar, this.note, this.table);
-    this.update();
   }
 
   update(): void {
@@ -46,9 +45,8 @@ export class OverviewView implements View {
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
     LAYER_METRICS.forEach((m) => {
-      const th = element('th', m === metric ? 'sorted clickable' : 'clickable', `${layerMetric(m).label}${layerMetric(m).unit ? ` (${layerMetric(m).unit})` : ''}${m === metric ? ' ▼' : ''}`);
-      th.addEventListener('click', () => this.ctx.update({ overviewMetric: m }));
-      head.append(th);
+      const th = element('th', m === metric ? 'sorted' : undefined, `${layerMetric(m).label}${layerMetric(m).unit ? ` (${layerMetric(m).unit})` : ''}${m === metric ? ' ▼' : ''}`);
+      head.append(activatable(th, () => this.ctx.update({ overviewMetric: m }, true), `Sort worst first by ${layerMetric(m).label}`));
     });
     const body = rows.slice(0, MAX_ROWS).map((row) => {
       const tr = this.rowFor(row.layer);
@@ -56,7 +54,7 @@ export class OverviewView implements View {
       return tr;
     });
     this.table.replaceChildren(head, ...body);
-    this.csvData = { header: ['layer', ...LAYER_METRICS], rows: rows.map((row) => [row.layer, ...row.values]) };
+    this.csvData = { header: ['run_id', 'layer', ...LAYER_METRICS], rows: rows.map((row) => [overview.runId, row.layer, ...row.values]) };
   }
 
   private renderCompare(overviews: LayerOverview[]): void {
@@ -87,14 +85,12 @@ export class OverviewView implements View {
       return tr;
     });
     this.table.replaceChildren(head, ...body);
-    this.csvData = { header: ['layer', ...names, 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
+    this.csvData = { header: ['layer', ...overviews.map((o) => `${metric} ${o.runId}`), 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
   }
 
   private rowFor(layer: string): HTMLTableRowElement {
-    const tr = element('tr', 'clickable');
+    const tr = activatable(element('tr'), () => this.ctx.update({ layer, tab: 'scales' }, true), `Open ${layer} in Block scales`);
     tr.append(element('td', 'layer-name', layer));
-    tr.title = `Open ${layer} in Block scales`;
-    tr.addEventListener('click', () => this.ctx.update({ layer, tab: 'scales' }, true));
     return tr;
   }
 
