@@ -37,6 +37,7 @@ from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
 from .link import TOKEN_ENV, RequestError, TrainerServer
 from .observe import declared_precisions, observer_hook
+from .protocol import describe_gemm
 from .rotation import MISFITS, DeviceGenerators
 from .remembered import remembered_token
 from .runloop import Run, serve_runs
@@ -582,11 +583,4 @@ def _mark_kernel(record: dict, kernel: bool) -> dict:
 
 
 def _describe(config: dict) -> str:
-    gemm = config["gemms"]["wgrad"]
-    label = gemm["precision"]
-    if gemm["precision"] == "mxfp4":
-        rotation = {"hadamard": f"H{gemm['hadamardBlock']}", "random-hadamard": f"RHT{gemm['hadamardBlock']}"}.get(gemm["rotation"], "")
-        rounding = ("SR¾" if gemm["srPrescale"] else "SR") if gemm["rounding"] == "stochastic" else ""
-        parts = "+".join(p for p in (rotation, rounding) if p)
-        label = f"mxfp4 · {parts}" if parts else "mxfp4"
-    return f"{config['preset']} · wgrad {label}"
+    return f"{config['preset']} · wgrad {describe_gemm(config['gemms']['wgrad'])}"

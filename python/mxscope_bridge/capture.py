@@ -15,7 +15,8 @@ from . import mxfp4, stats
 from .precision import quantize_operand
 from .rotation import DeviceGenerators, make_rotation, rotate
 
-GEMM_OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
+from .protocol import GEMM_OPERANDS
+
 GRADIENT_OPERANDS = ("dy",)
 
 

@@ -18,8 +18,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-ROTATIONS = ("none", "hadamard", "random-hadamard")
-HADAMARD_BLOCKS = (16, 32, 64, 128)
+from .protocol import HADAMARD_BLOCKS, ROTATIONS
+
 #: What to do with a reduction dimension the Hadamard block does not divide.
 MISFITS = ("pad", "skip", "error")
 
