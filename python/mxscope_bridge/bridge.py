@@ -29,12 +29,14 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from . import __version__, stats
-from .capture import GEMM_OPERANDS, StepCapture, quantized_wgrad
+from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, run_config
 from .layers import layer_info, observed_modules
 from .link import RequestError, TrainerServer
+from .observe import Observer
 from .rotation import DeviceGenerators
 from .runlog import RunLogWriter, checkpoint_path, compact
+from .wgrad_error import WgradErrors
 
 TRAINER = {"name": "mxscope-bridge", "version": __version__}
 REQUEST_TIMEOUT_S = 60.0
@@ -74,11 +76,14 @@ class Bridge:
                  serve: bool = True, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
                  modules=(), process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
-                 on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None):
+                 on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, micro_batches: int = 1):
         """`token='generate'` makes one up (printed on the listening line); off loopback one is required.
         `save_checkpoint(path)` serves the saveCheckpoint request (it must write a .safetensors file).
         `on_local_stats(step, keys, vectors)` sees this rank's operand vectors before the reduction
-        (keys: (layer, gemm, operand) per row; for checking the reduction)."""
+        (keys: (layer, gemm, operand) per row; for checking the reduction).
+        `micro_batches`: backward passes per step (gradient accumulation). With 1, each layer's Wgrad
+        error is summed as its backward runs and E never outlives it; with more, E and ∇W are kept
+        per layer until end_step (weight-sized device memory), so that they sum over micro-batches."""
         self.model = model
         self.config = copy.deepcopy(config or run_config())
         self.out_dir = out_dir
@@ -99,15 +104,12 @@ class Bridge:
         self._requests: "queue.SimpleQueue[_TrainingThreadRequest]" = queue.SimpleQueue()
         self._writer: Optional[RunLogWriter] = None
         self._layer_infos: List[dict] = []
-        self._sketch: Dict[str, torch.Tensor] = {}
-        self._prev_err: Dict[str, torch.Tensor] = {}
-        self._prev_step: Optional[int] = None
+        self._micro_batches = micro_batches
+        self._errors: Optional[WgradErrors] = None
         self._step_started = 0.0
-        self._hooks = []
         self._emulations = {getattr(m, "_mxscope_emulation", None) for _, m in self.layers} - {None}
-        for name, module in self.layers:
-            if getattr(module, "_mxscope_emulation", None) is None:
-                self._hooks.append(module.register_forward_hook(self._forward_hook(name)))
+        # Hooks are attached only for the steps that capture: other steps run exactly as without the bridge.
+        self._observer = Observer([(n, m) for n, m in self.layers if getattr(m, "_mxscope_emulation", None) is None], lambda: self.config["gemms"])
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             self.server = TrainerServer(self.config, host=host, port=port, token=token, trainer=TRAINER,
@@ -167,9 +169,9 @@ class Bridge:
             torch.distributed.broadcast_object_list(box, src=0, group=self.group)
             self.run_id = box[0]
         self.stop_requested = False
-        self._prev_err, self._prev_step = {}, None
         self._layer_infos = [layer_info(n, m, config["sketchSize"], config["seed"]) for n, m in self.layers]
-        self._sketch = {}
+        sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
@@ -187,7 +189,10 @@ class Bridge:
         self.step = step
         self._step_started = time.perf_counter()
         is_stats, before_stats = step % every == 0, (step + 1) % every == 0
-        self.capture = StepCapture(is_stats, self.generators) if is_stats or before_stats else None
+        self.capture = StepCapture(is_stats, self.generators, self._errors) if is_stats or before_stats else None
+        if self.capture is not None:
+            self._errors.begin(step, is_stats, keep=before_stats)
+            self._observer.attach(self.capture)
         for emulation in self._emulations:
             emulation.capture = self.capture
 
@@ -196,9 +201,14 @@ class Bridge:
         Every rank must call it (stats are reduced collectively)."""
         capture, step = self.capture, self.step
         self.capture = None
+        self._observer.detach()
         for emulation in self._emulations:
             emulation.capture = None
-        records = self._finish_capture(capture, step) if capture is not None else []
+        records = []
+        if capture is not None:
+            self._errors.finish_micro_batches()
+            records = self._stats_records(capture, step) if capture.with_stats else []
+            self._errors.finish()
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
         tokens = tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]
         self._publish({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": _finite(loss),
@@ -228,50 +238,11 @@ class Bridge:
     def close(self) -> None:
         if self.run_id is not None:
             self.end_run("stopped", "bridge closed")
-        for hook in self._hooks:
-            hook.remove()
+        self._observer.detach()
         if self.server:
             self.server.close()
 
-    # ------------------------------------------------------------------ observation (hooks)
-
-    def _forward_hook(self, name: str):
-        def hook(module, inputs, output):
-            capture = self.capture
-            if capture is None or not torch.is_grad_enabled() or not isinstance(output, torch.Tensor):
-                return
-            x = inputs[0].detach()
-            x2 = x.reshape(-1, x.shape[-1])
-            weight = module.weight.detach()
-            if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
-                weight = weight.full_tensor()
-            gemms = self.config["gemms"]
-            capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight)
-            capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t())
-            if output.requires_grad:
-                def on_grad(dy):
-                    dy2 = dy.detach().reshape(-1, dy.shape[-1])
-                    capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, None)
-                    quantized_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), self.generators(dy2.device), capture)
-                output.register_hook(on_grad)
-        return hook
-
     # ------------------------------------------------------------------ reduction and records
-
-    def _finish_capture(self, capture: StepCapture, step: int) -> List[dict]:
-        dist = torch.distributed
-        if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's
-            for info in self._layer_infos:
-                for tensor in capture.wgrad.get(info["name"], ()):
-                    dist.all_reduce(tensor, group=self.group)
-                    tensor.div_(self.world)
-        records: List[dict] = []
-        if capture.with_stats:
-            records = self._stats_records(capture, step)
-        keep = (step + 1) % self.config["statsEvery"] == 0
-        self._prev_err = {layer: eg[0] for layer, eg in capture.wgrad.items()} if keep else {}
-        self._prev_step = step if keep else None
-        return records
 
     def _stats_records(self, capture: StepCapture, step: int) -> List[dict]:
         keys = [(info["name"], gemm) for info in self._layer_infos for gemm in GEMM_KINDS if (info["name"], gemm) in capture.operands]
@@ -283,8 +254,7 @@ class Bridge:
             torch.distributed.all_reduce(operand_part, group=self.group)
         if self.rank != 0:
             return []
-        wgrad_layers = [info["name"] for info in self._layer_infos if info["name"] in capture.wgrad]
-        wgrad_rows = self._wgrad_rows(capture, step, wgrad_layers)
+        wgrad_rows = self._wgrad_rows()
         operands = iter(stats.operand_records([op for _, _, op in rows], operand_part))
         records = []
         for layer, gemm in keys:
@@ -295,24 +265,14 @@ class Bridge:
             records.append(record)
         return records
 
-    def _wgrad_rows(self, capture: StepCapture, step: int, layers: List[str]) -> Dict[str, dict]:
+    def _wgrad_rows(self) -> Dict[str, dict]:
         """Each layer's WgradError, from one concatenated vector that reaches the host in one transfer."""
-        k = self.config["sketchSize"]
-        prev = {n: self._prev_err.get(n) if self._prev_step == step - 1 else None for n in layers}
-        parts = [stats.wgrad_vector(*capture.wgrad[n], prev[n], self._sketch_index(n, capture.wgrad[n][0].device)) for n in layers]
-        flat = torch.cat(parts).cpu().tolist() if parts else []
-        errors, offset = {}, 0
-        for n in layers:
-            length = stats.wgrad_length(k, prev[n] is not None)
-            errors[n] = stats.wgrad_error(flat[offset:offset + length], k, prev[n] is not None)
-            offset += length
-        return errors
-
-    def _sketch_index(self, name: str, device) -> torch.Tensor:
-        if name not in self._sketch:
-            info = next(i for i in self._layer_infos if i["name"] == name)
-            self._sketch[name] = torch.tensor(info["sketchIndices"], dtype=torch.long, device=device)
-        return self._sketch[name]
+        layers, vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
+        if vector is None:
+            return {}
+        flat = vector.cpu().tolist()
+        length = len(flat) // len(layers)
+        return {n: self._errors.record(flat[i * length:(i + 1) * length]) for i, n in enumerate(layers)}
 
     # ------------------------------------------------------------------ publishing
 

@@ -1,19 +1,20 @@
 """What one training step contributes to telemetry, gathered from hooks or the emulated GEMMs.
 
-A step is either a stats step (operand stats and the Wgrad error E with the exact ∇W) or the step
-just before one (only E, kept so the stats step can report lag-1 correlation). Contributions from
-several micro-batches add up.
+A step is either a stats step (operand stats and the Wgrad error E against the exact ∇W) or the step
+just before one (only E, kept so the stats step can report lag-1 correlation). Operand stats of
+several micro-batches add up; the Wgrad error goes to `wgrad_error.WgradErrors` layer by layer.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
-from . import mxfp4, stats
-from .precision import quantize_operand
-from .rotation import DeviceGenerators, make_rotation, rotate
+from . import mx_ops, stats
+from .precision import quantize_operand as quantize_at_precision
+from .rotation import DeviceGenerators, make_rotation
+from .wgrad_error import WgradErrors
 
 GEMM_OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
 GRADIENT_OPERANDS = ("dy",)
@@ -31,57 +32,115 @@ def exact_matmuls(source_dtype: torch.dtype):
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch.Tensor:
+    """a·b with float32 accumulation and output. Operands holding `exact_in` values (bf16/fp16, of
+    which MXFP4 values are a subset) are multiplied exactly: on CUDA straight from bf16/fp16 with a
+    float32 output (the bf16 rate), elsewhere as float32 with TF32 allowed only where exact."""
+    if a.is_cuda and a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16):
+        try:
+            return torch.mm(a, b, out_dtype=torch.float32)
+        except TypeError:  # torch before out_dtype
+            pass
+    with exact_matmuls(exact_in):
+        return a.to(torch.float32) @ b.to(torch.float32)
+
+
 class StepCapture:
-    def __init__(self, with_stats: bool, generators: DeviceGenerators):
+    def __init__(self, with_stats: bool, generators: DeviceGenerators, errors: WgradErrors):
         self.with_stats = with_stats
         self.generators = generators
+        self.errors = errors
         #: (layer, gemm) -> (precision, {operand: sums})
         self.operands: Dict[Tuple[str, str], Tuple[str, Dict[str, stats.OperandSums]]] = {}
-        #: layer -> [E, ∇W] (stats step) or [E] (the step before), summed over micro-batches
-        self.wgrad: Dict[str, List[torch.Tensor]] = {}
 
     def add_operand(self, layer: str, gemm: str, precision: str, operand: str, sums: stats.OperandSums) -> None:
         _, by_operand = self.operands.setdefault((layer, gemm), (precision, {}))
         by_operand[operand] = by_operand[operand].merged(sums) if operand in by_operand else sums
 
-    def add_wgrad(self, layer: str, err: torch.Tensor, grad: torch.Tensor) -> None:
-        # Only the stats step reads ∇W: the step before keeps (and, on several ranks, reduces) E alone.
-        parts = [err, grad] if self.with_stats else [err]
-        if layer in self.wgrad:
-            for total, part in zip(self.wgrad[layer], parts):
-                total += part
-        else:
-            self.wgrad[layer] = parts
-
     def observe_operands(self, layer: str, gemm_name: str, gemm: dict, a: Optional[torch.Tensor], b: Optional[torch.Tensor],
-                         quantized: Tuple = (None, None)) -> None:
-        """Operand stats of one GEMM (operands with the reduction dim last; None = seen elsewhere).
-        MXFP4 results the GEMM already computed are reused; otherwise MXFP4 with the GEMM's rotation
-        is computed here (a random rotation then draws its own signs)."""
+                         sums: Tuple = (None, None)) -> None:
+        """Operand stats of one GEMM (2-D operands with the reduction dim last; None = seen elsewhere).
+        Stats the GEMM already computed are reused; otherwise MXFP4 with the GEMM's rotation is
+        computed here (a random rotation then draws its own signs)."""
         if not self.with_stats:
             return
         r = None
-        for name, x, q in zip(GEMM_OPERANDS[gemm_name], (a, b), quantized):
+        for name, x, s in zip(GEMM_OPERANDS[gemm_name], (a, b), sums):
             if x is None:
                 continue
-            if q is None:
+            if s is None:
+                generator = self.generators(x.device)
                 if r is None and gemm["rotation"] != "none":
-                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, self.generators(x.device))
-                q = mxfp4.quantize(rotate(x, r, f"{layer} {gemm_name} {name}"), gemm["rounding"], gemm["srPrescale"], self.generators(x.device))
-            self.add_operand(layer, gemm_name, gemm["precision"], name, stats.operand_sums(q))
+                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator)
+                _, s = mx_ops.quantize_operand(x, gemm, r, generator, f"{layer} {gemm_name} {name}", with_stats=True)
+            self.add_operand(layer, gemm_name, gemm["precision"], name, s)
 
 
-def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator], capture: Optional[StepCapture]):
-    """∇W = ∇Yᵀ·X at the GEMM's precision (dy: [tokens, out], x: [tokens, in]); records E if capturing."""
+def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, generator: Optional[torch.Generator], what: str,
+                  out_dtype: torch.dtype, with_stats: bool):
+    """Both operands of a GEMM (2-D, reduction dim last) as the GEMM consumes them, in `out_dtype`,
+    and (mxfp4 with stats) their OperandSums."""
+    if gemm["precision"] == "mxfp4":
+        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator)
+        aq, sa = mx_ops.quantize_operand(a, gemm, r, generator, what, out_dtype, with_stats)
+        bq, sb = mx_ops.quantize_operand(b, gemm, r, generator, what, out_dtype, with_stats)
+        return aq, bq, (sa, sb)
+    aq, _ = quantize_at_precision(a, gemm, a_is_gradient, None, generator, what)
+    bq, _ = quantize_at_precision(b, gemm, False, None, generator, what)
+    return aq.to(out_dtype), bq.to(out_dtype), (None, None)
+
+
+def _exact_dtype(gemm: dict, source: torch.dtype) -> torch.dtype:
+    # The values a quantized operand holds: MXFP4, bf16 and fp8 values are exact in bf16.
+    return torch.bfloat16 if gemm["precision"] != "fp32" else source
+
+
+def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator],
+                    capture: Optional[StepCapture]) -> torch.Tensor:
+    """∇Ŵ = ∇Yᵀ·X at the GEMM's precision, float32 (dy: [tokens, out], x: [tokens, in], both in the
+    compute dtype); with a capture, E against the exact ∇W goes to its WgradErrors."""
     a, b = dy.t(), x.t()
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy.shape[0], dy.device, generator) if gemm["precision"] == "mxfp4" else None
-    aq, qa = quantize_operand(a, gemm, True, r, generator, f"{layer} wgrad dy")
-    bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} wgrad x")
-    if capture is None:
-        return (aq.to(dy.dtype) @ bq.to(dy.dtype).t())
-    with exact_matmuls(dy.dtype):
-        dw = aq @ bq.t()
-        exact = a.to(torch.float32) @ b.to(torch.float32).t()
-    capture.add_wgrad(layer, dw - exact, exact)
-    capture.observe_operands(layer, "wgrad", gemm, a, b, (qa, qb))
-    return dw
+    operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
+    with_stats = capture is not None and capture.with_stats
+    aq, bq, sums = gemm_operands(gemm, a, b, True, generator, f"{layer} wgrad", operand_dtype, with_stats)
+    dwq = mm_float32(aq, bq.t(), _exact_dtype(gemm, dy.dtype))
+    if capture is not None:
+        dw = mm_float32(a, b.t(), dy.dtype)
+        capture.errors.add(layer, dwq, dw, 0, tuple(dwq.shape))
+        capture.observe_operands(layer, "wgrad", gemm, a, b, sums)
+    return dwq
+
+
+def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, capture: StepCapture) -> None:
+    """E = ∇Ŵ − ∇W of an observed layer (dy: [tokens, out], x: [tokens, in]) and, on stats steps, the
+    Wgrad operand stats. ∇Ŵ and ∇W are made in row chunks of E, so that neither they nor the
+    quantized ∇Yᵀ ever take more than a chunk's memory. A chunk's ∇Yᵀ draws its own stochastic
+    rounding uniforms (the values differ from one whole-tensor draw; the distribution does not)."""
+    tokens, out_features = dy.shape
+    generator = capture.generators(dy.device)
+    exact_in = _exact_dtype(gemm, dy.dtype)
+    operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
+    rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens)
+    what = f"{layer} wgrad"
+    if gemm["precision"] == "mxfp4":
+        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, generator)
+        bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, generator, what, operand_dtype, capture.with_stats)
+    else:
+        bq, _ = quantize_at_precision(x.t(), gemm, False, None, generator, what)
+        bq, sx = bq.to(operand_dtype), None
+    sdy = None
+    for row0 in range(0, out_features, rows):
+        a = dy[:, row0:row0 + rows].t()
+        if gemm["precision"] == "mxfp4":
+            aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats)
+        else:
+            aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
+            aq = aq.to(operand_dtype)
+        if s is not None:
+            sdy = s if sdy is None else sdy.merged(s)
+        dwq = mm_float32(aq, bq.t(), exact_in)
+        del aq
+        dw = mm_float32(a, x, dy.dtype)
+        capture.errors.add(layer, dwq, dw, row0, (out_features, x.shape[1]))
+        del dwq, dw
+    capture.observe_operands(layer, "wgrad", gemm, dy.t(), x.t(), (sdy, sx))

@@ -67,7 +67,11 @@ def make_rotation(rotation: str, block: int, length: int, device: torch.device, 
 
 
 def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> torch.Tensor:
-    """x·R along the last axis, in float32."""
+    """x·R along the last axis, in float32.
+
+    The arithmetic is fixed so that every implementation gives the same bits (src/mx/hadamard.ts, the
+    Triton kernels in mxfp4_triton.py): each element is multiplied by ±1/√b (1/√b rounded to float32),
+    then butterflies (a + b, a − b) run with strides 1, 2, 4, … b/2 in float32."""
     x = x.to(torch.float32)
     if r is None:
         return x
@@ -75,6 +79,18 @@ def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> tor
     n = x.shape[-1]
     if n % block:
         raise ValueError(f"{what}: reduction dimension {n} is not a multiple of the Hadamard block {block}; choose a block that divides it or rotation none")
-    if r.signs is not None:
-        x = x * r.signs
-    return (x.reshape(*x.shape[:-1], n // block, block) @ r.h).reshape(x.shape)
+    norm = hadamard_norm(block)
+    x = x * (r.signs * norm if r.signs is not None else norm)
+    lead = x.shape[:-1]
+    h = 1
+    while h < block:
+        pairs = x.reshape(*lead, n // (2 * h), 2, h)
+        a, b = pairs[..., 0, :], pairs[..., 1, :]
+        x = torch.stack([a + b, a - b], dim=-2).reshape(*lead, n)
+        h *= 2
+    return x
+
+
+def hadamard_norm(block: int) -> float:
+    """1/√block rounded to float32, the factor every element is multiplied by."""
+    return float(torch.tensor(1 / math.sqrt(block), dtype=torch.float32))

@@ -1,0 +1,38 @@
+"""One operand's MXFP4 (values and/or stats): fused Triton kernels on CUDA when Triton imports, the
+torch path (`rotation.rotate` then `mxfp4.quantize`, the reference) otherwise. Both give the same bits.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from . import mxfp4, mxfp4_triton, stats
+from .rotation import Rotation, rotate
+
+
+def _triton_fits(x: torch.Tensor, r: Optional[Rotation]) -> bool:
+    # A Hadamard block that does not divide K goes the torch path, whose rotation rule (an error or
+    # zero padding) then applies unchanged.
+    return mxfp4_triton.available(x) and x.dim() == 2 and (r is None or x.shape[1] % r.h.shape[0] == 0)
+
+
+def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generator: Optional[torch.Generator], what: str,
+                     out_dtype: Optional[torch.dtype] = None, with_stats: bool = False) -> Tuple[Optional[torch.Tensor], Optional[stats.OperandSums]]:
+    """MXFP4 of the 2-D operand x [rows, K] (reduction dim last; a transposed view is fine) with the
+    GEMM's rotation `r` and rounding: (dequantized values of x's shape in `out_dtype`, or None when
+    out_dtype is None; OperandSums when with_stats)."""
+    stochastic = gemm["rounding"] == "stochastic"
+    prescale = bool(gemm["srPrescale"])
+    if _triton_fits(x, r):
+        values, counts, energies = mxfp4_triton.quantize(
+            x, r.signs if r is not None else None, r.h.shape[0] if r is not None else 1, stochastic, prescale, generator, out_dtype, with_stats)
+        sums = None
+        if with_stats:
+            rows, k = x.shape
+            padded = rows * (-(-k // mxfp4.BLOCK) * mxfp4.BLOCK)
+            sums = stats.OperandSums(rows * k, padded, counts[:mxfp4_triton.STATS_COUNTS], energies.sum(dim=0), counts[mxfp4_triton.STATS_COUNTS:])
+        return values, sums
+    q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], prescale, generator)
+    values = q.values.to(out_dtype) if out_dtype is not None else None
+    return values, (stats.operand_sums(q) if with_stats else None)

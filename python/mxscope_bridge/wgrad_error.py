@@ -1,0 +1,250 @@
+"""The Wgrad error E = ∇Ŵ − ∇W, summed as each layer's backward produces it.
+
+E and ∇W are weight-sized (about 4 GiB each for a 1.1B model in float32), so they never outlive the
+layer's Wgrad: on a stats step each layer's sums (‖∇W‖², ‖E‖², ⟨E,∇W⟩, and with E_{t−1}: ‖E_{t−1}‖²,
+⟨E,E_{t−1}⟩) and sketches go into a small vector at once. E_{t−1}, which the stats step needs in
+full for ⟨E,E_{t−1}⟩, waits in pinned host memory from the step before; on the stats step it comes
+back a few layers ahead of use, in the order the step before stored it, on a side stream.
+
+Several micro-batches per step (gradient accumulation) need E and ∇W summed before any norm:
+`Bridge(micro_batches=N)` keeps them on the device until end_step (weight-sized memory).
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import stats
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
+
+#: Row chunks of E whose float32 size stays under this many bytes are held at once (per chunk in flight).
+CHUNK_BYTES = 64 << 20
+#: E_{t−1} chunks fetched ahead of the one in use on a stats step.
+LOOKAHEAD = 3
+
+
+if triton is not None:
+
+    @triton.jit
+    def _error_sums_kernel(dwq_ptr, dw_ptr, prev_ptr, partial_ptr, n, HAS_PREV: tl.constexpr, BLOCK: tl.constexpr):
+        # Per program: float64 sums of the float32 products gg, ee, eg, pp, ep with e = dwq − dw (in float32).
+        pid = tl.program_id(0)
+        programs = tl.num_programs(0)
+        acc = tl.zeros((5, BLOCK), tl.float64)
+        rows = tl.arange(0, 5)[:, None]
+        for start in range(pid * BLOCK, n, programs * BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            mask = offs < n
+            g = tl.load(dw_ptr + offs, mask=mask, other=0.0)
+            e = tl.load(dwq_ptr + offs, mask=mask, other=0.0) - g
+            p = tl.load(prev_ptr + offs, mask=mask, other=0.0) if HAS_PREV else tl.zeros((BLOCK,), tl.float32)
+            products = tl.where(rows == 0, (g * g)[None, :], tl.where(rows == 1, (e * e)[None, :], tl.where(rows == 2, (e * g)[None, :],
+                                tl.where(rows == 3, (p * p)[None, :], (e * p)[None, :]))))
+            acc += products.to(tl.float64)
+        tl.store(partial_ptr + pid * 5 + tl.arange(0, 5), tl.sum(acc, axis=1))
+
+
+def error_sums(dwq: torch.Tensor, dw: torch.Tensor, prev: Optional[torch.Tensor]) -> torch.Tensor:
+    """float64 [gg, ee, eg, pp, ep] of e = dwq − dw (float32 products summed in float64, like
+    stats.wgrad_vector); pp and ep are 0 without prev. One pass on CUDA, no E materialized."""
+    if triton is not None and dwq.is_cuda:
+        n = dwq.numel()
+        block = 2048
+        programs = max(1, min(-(-n // block), 1024))
+        partial = torch.empty((programs, 5), dtype=torch.float64, device=dwq.device)
+        _error_sums_kernel[(programs,)](dwq.reshape(-1), dw.reshape(-1), prev.reshape(-1) if prev is not None else dwq.reshape(-1), partial, n,
+                                        HAS_PREV=prev is not None, BLOCK=block, enable_fp_fusion=False)
+        return partial.sum(dim=0)
+    e, g = (dwq - dw).reshape(-1), dw.reshape(-1)
+    p = prev.reshape(-1) if prev is not None else torch.zeros_like(e)
+    products = e.new_empty(5, e.numel())
+    for row, (a, b) in enumerate(((g, g), (e, e), (e, g), (p, p), (e, p))):
+        torch.mul(a, b, out=products[row])
+    return products.sum(dim=1, dtype=torch.float64)
+
+
+class HostErrorStore:
+    """E_{t−1} per layer in pinned host memory (plain host memory without CUDA), row chunk by row chunk."""
+
+    def __init__(self):
+        self.host: Dict[str, torch.Tensor] = {}
+        #: chunks stored by the step before (readable) and by this step, in the order they came
+        self.order: List[Tuple[str, int, int]] = []
+        self.writing: List[Tuple[str, int, int]] = []
+        self.stream: Optional[torch.cuda.Stream] = None
+        self.ready: Dict[Tuple[str, int, int], Tuple[torch.Tensor, object]] = {}
+
+    def end_step(self, keep: bool) -> None:
+        """What this step stored becomes readable (keep) or everything is forgotten."""
+        self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
+
+    def put(self, layer: str, shape: Tuple[int, int], row0: int, chunk: torch.Tensor) -> None:
+        buffer = self.host.get(layer)
+        if buffer is None or tuple(buffer.shape) != tuple(shape):
+            buffer = torch.empty(shape, dtype=torch.float32, pin_memory=chunk.is_cuda)
+            self.host[layer] = buffer
+        self.writing.append((layer, row0, row0 + chunk.shape[0]))
+        target = buffer[row0:row0 + chunk.shape[0]]
+        if not chunk.is_cuda:
+            target.copy_(chunk)
+            return
+        stream = self._stream(chunk.device)
+        stream.wait_stream(torch.cuda.current_stream(chunk.device))
+        with torch.cuda.stream(stream):
+            target.copy_(chunk, non_blocking=True)
+        chunk.record_stream(stream)  # its memory is not reused before the copy is done
+
+    def get(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
+        key = (layer, row0, row1)
+        if layer not in self.host or key not in self.order:
+            return None
+        if torch.device(device).type != "cuda":
+            return self.host[layer][row0:row1].clone()
+        position = self.order.index(key)
+        for ahead in self.order[position:position + 1 + LOOKAHEAD]:
+            if ahead not in self.ready:
+                self._fetch(ahead, device)
+        tensor, event = self.ready.pop(key)
+        torch.cuda.current_stream(device).wait_event(event)
+        return tensor
+
+    def _fetch(self, key, device) -> None:
+        layer, row0, row1 = key
+        source = self.host[layer][row0:row1]
+        tensor = torch.empty(source.shape, dtype=torch.float32, device=device)
+        stream = self._stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            tensor.copy_(source, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(stream)
+        self.ready[key] = (tensor, event)
+
+    def _stream(self, device) -> "torch.cuda.Stream":
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(device=device)
+        return self.stream
+
+
+class WgradErrors:
+    """The Wgrad error sums of one run: per-layer vectors of the current stats step, E_{t−1} of the step before."""
+
+    def __init__(self, sketch_size: int, sketch_index: Callable[[str], List[int]], world: int = 1, group=None,
+                 micro_batches: int = 1):
+        self.sketch_size = sketch_size
+        self.sketch_index = sketch_index
+        self.world, self.group = world, group
+        self.micro_batches = micro_batches
+        self.store = HostErrorStore()
+        self.prev_step: Optional[int] = None
+        self.step: Optional[int] = None
+        self.with_stats = False
+        self.keep = False
+        self.has_prev = False
+        #: layer -> float64 [gg, ee, eg, pp, ep, sketch E_t, sketch E_{t−1}] of this stats step
+        self.vectors: Dict[str, torch.Tensor] = {}
+        #: layer -> [E, ∇W] summed over micro-batches (micro_batches > 1 only)
+        self.pending: Dict[str, List[torch.Tensor]] = {}
+        self._seen: Dict[str, int] = {}
+        self._slices: Dict[Tuple[str, int, int], tuple] = {}
+
+    def begin(self, step: int, with_stats: bool, keep: bool) -> None:
+        """A capturing step: with stats (sums and sketches) and/or keeping E for the next step's lag-1."""
+        self.step, self.with_stats, self.keep = step, with_stats, keep
+        self.has_prev = with_stats and self.prev_step == step - 1
+        self.vectors, self.pending, self._seen = {}, {}, {}
+
+    def finish_micro_batches(self) -> None:
+        """Reduce what micro_batches > 1 kept until the step's last backward."""
+        pending, self.pending = self.pending, {}
+        for layer, (dwq, dw) in pending.items():
+            self._reduce(layer, dwq, dw, 0, dwq.shape[0], tuple(dwq.shape))
+
+    def finish(self) -> None:
+        self.store.end_step(self.keep)
+        self.prev_step = self.step if self.keep else None
+
+    def rows_per_chunk(self, out_features: int, in_features: int, tokens: int) -> int:
+        """Rows of E per chunk: E, ∇Ŵ and ∇W chunks and the quantized ∇Y columns stay near CHUNK_BYTES each."""
+        if self.micro_batches > 1:
+            return out_features
+        per_row = max(in_features * 4, tokens * 2)
+        return max(1, min(out_features, CHUNK_BYTES // per_row))
+
+    def add(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, shape: Tuple[int, int]) -> None:
+        """One row chunk [row0, row0 + rows) of ∇Ŵ (at the GEMM's precision) and the exact ∇W, float32."""
+        if self.micro_batches > 1:
+            if layer in self.pending:
+                self.pending[layer][0] += dwq
+                self.pending[layer][1] += dw
+            else:
+                self.pending[layer] = [dwq, dw]
+            return
+        key = (layer, row0)
+        if key in self._seen:
+            raise RuntimeError(f"{layer}: a second Wgrad in one step; with gradient accumulation, create the Bridge with micro_batches=N")
+        self._seen[key] = 1
+        self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
+
+    def _reduce(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
+        if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's gradient
+            if not self.with_stats:
+                dwq = dwq - dw  # the step before a stats step needs E alone
+                dw = torch.zeros_like(dwq)
+            for tensor in (dwq, dw) if self.with_stats else (dwq,):
+                torch.distributed.all_reduce(tensor, group=self.group)
+                tensor.div_(self.world)
+        if self.with_stats:
+            self._add_sums(layer, dwq, dw, row0, row1, shape)
+        if self.keep:  # after the sums: the chunk's E_{t−1} has been read from the buffer it overwrites
+            self.store.put(layer, shape, row0, dwq - dw)
+
+    def _add_sums(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
+        index, positions = self._sketch_slice(layer, row0, row1, shape[1], dwq.device)
+        prev = self.store.get(layer, row0, row1, dwq.device) if self.has_prev else None
+        sums = error_sums(dwq, dw, prev)
+        vector = self.vectors.get(layer)
+        if vector is None:
+            vector = torch.zeros(5 + 2 * self.sketch_size, dtype=torch.float64, device=dwq.device)
+            self.vectors[layer] = vector
+        vector[:5] += sums
+        if index is not None:
+            flat_q, flat_w = dwq.reshape(-1), dw.reshape(-1)
+            vector[5 + positions[0]:5 + positions[1]] = (flat_q[index] - flat_w[index]).to(torch.float64)
+            if prev is not None:
+                start = 5 + self.sketch_size
+                vector[start + positions[0]:start + positions[1]] = prev.reshape(-1)[index].to(torch.float64)
+
+    def _sketch_slice(self, layer: str, row0: int, row1: int, cols: int, device) -> Tuple[Optional[torch.Tensor], Tuple[int, int]]:
+        """The sketch indices that fall in rows [row0, row1), relative to the chunk, and their positions."""
+        key = (layer, row0, row1)
+        if key in self._slices:
+            return self._slices[key]
+        indices = self.sketch_index(layer)
+        lo = bisect.bisect_left(indices, row0 * cols)
+        hi = bisect.bisect_left(indices, row1 * cols)
+        local = torch.tensor([i - row0 * cols for i in indices[lo:hi]], dtype=torch.long).to(device) if lo < hi else None
+        self._slices[key] = (local, (lo, hi))
+        return self._slices[key]
+
+    def records_vector(self, layers: List[str]) -> Tuple[List[str], Optional[torch.Tensor]]:
+        """The layers with a vector this step and their vectors laid end to end (one transfer to the host)."""
+        present = [layer for layer in layers if layer in self.vectors]
+        if not present:
+            return [], None
+        return present, torch.cat([self.vectors[layer] for layer in present])
+
+    def record(self, vector: List[float]) -> dict:
+        """A WgradError record from one layer's vector (as stats.wgrad_error lays it out)."""
+        k = self.sketch_size
+        sums = vector[:5]
+        if self.has_prev:
+            return stats.wgrad_error(sums + vector[5:5 + 2 * k], k, True)
+        return stats.wgrad_error(sums[:3] + vector[5:5 + k], k, False)
