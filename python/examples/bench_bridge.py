@@ -237,6 +237,9 @@ def main():
         cost = f"{with_ms / plain:.2f}×" if "mxfp4" in mode else f"{(with_ms / plain - 1) * 100:+.1f} %"
         oom_note = f" (OOM: {', '.join(sorted(oom))})" if oom else ""
         print(f"| {tokens} | {every} | {mode} | {baseline} | {plain:.1f} | {with_ms:.1f} | {cost} | {peak_plain:.1f} → {peak_with:.1f}{oom_note} |")
+    from mxscope_bridge import capture
+    if capture.FALLBACKS:
+        print(f"bf16 GEMMs with float32 output fell back to float32 operands {len(capture.FALLBACKS)} times, e.g. {sorted(set(capture.FALLBACKS))[:3]}")
     if args.results:
         with open(args.results, "w") as f:
             json.dump({"device": device_name, "torch": torch.__version__, "runs": results}, f, indent=1)

@@ -32,6 +32,10 @@ def exact_matmuls(source_dtype: torch.dtype):
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+#: Why mm_float32 could not multiply bf16 operands directly (for the benchmark's report).
+FALLBACKS = []
+
+
 def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch.Tensor:
     """a·b with float32 accumulation and output. Operands holding `exact_in` values (bf16/fp16, of
     which MXFP4 values are a subset) are multiplied exactly: on CUDA straight from bf16/fp16 with a
@@ -39,8 +43,8 @@ def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch
     if a.is_cuda and a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16):
         try:
             return torch.mm(a, b, out_dtype=torch.float32)
-        except TypeError:  # torch before out_dtype
-            pass
+        except (TypeError, RuntimeError) as error:  # torch before out_dtype, or a layout it does not take
+            FALLBACKS.append(f"{tuple(a.shape)}{a.stride()} x {tuple(b.shape)}{b.stride()}: {error}"[:300])
     with exact_matmuls(exact_in):
         return a.to(torch.float32) @ b.to(torch.float32)
 
@@ -129,15 +133,20 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
         bq, _ = quantize_at_precision(x.t(), gemm, False, None, generator, what)
         bq, sx = bq.to(operand_dtype), None
     sdy = None
+    # On CUDA the chunks of ∇Yᵀ add their stats into one row.
+    row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and gemm["precision"] == "mxfp4" else None
     for row0 in range(0, out_features, rows):
         a = dy[:, row0:row0 + rows].t()
         if gemm["precision"] == "mxfp4":
-            aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats)
+            aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row)
         else:
             aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
             aq = aq.to(operand_dtype)
         if s is not None:
-            sdy = s if sdy is None else sdy.merged(s)
+            if sdy is not None and row is not None and s.counts.data_ptr() == row.data_ptr():
+                sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
+            else:
+                sdy = s if sdy is None else sdy.merged(s)
         dwq = mm_float32(aq, bq.t(), exact_in)
         del aq
         dw = mm_float32(a, x, dy.dtype)

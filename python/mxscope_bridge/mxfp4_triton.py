@@ -29,9 +29,12 @@ except ImportError:  # pragma: no cover - depends on the install
 from . import mxfp4
 
 BLOCK = mxfp4.BLOCK
-#: counts and histogram bins of one operand's stats buffer: zero inputs, zero codes, saturated, then HIST_BINS + 1
+#: One operand's stats row (float64): zero inputs, zero codes, saturated, signal energy, noise energy,
+#: then the HIST_BINS + 1 histogram bins. Kernels add into it atomically (energies thus sum in no fixed order).
 STATS_COUNTS = 3
-STATS_LEN = STATS_COUNTS + mxfp4.HIST_BINS + 1
+STATS_ENERGIES = 2
+STATS_HIST = STATS_COUNTS + STATS_ENERGIES
+STATS_LEN = STATS_HIST + mxfp4.HIST_BINS + 1
 
 
 def available(x: torch.Tensor) -> bool:
@@ -56,7 +59,7 @@ if triton is not None:
         return tl.where(e >= -126, normal, subnormal).to(tl.float32, bitcast=True)
 
     @triton.jit
-    def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, signs_ptr, u_ptr, stats_ptr, energy_ptr,
+    def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, signs_ptr, u_ptr, stats_ptr,
                    R, K, K_PAD, n_tiles, n_ktiles, norm,
                    HB: tl.constexpr, HAS_SIGNS: tl.constexpr, STOCHASTIC: tl.constexpr, PRESCALE: tl.constexpr,
                    WRITE: tl.constexpr, STATS: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
@@ -65,13 +68,12 @@ if triton is not None:
         NB: tl.constexpr = BK // 32
         rows_in_tile = tl.arange(0, BR)
         cols_in_tile = tl.arange(0, BK)
-        zero_in_acc = tl.zeros((BR,), tl.int64)
-        zero_code_acc = tl.zeros((BR,), tl.int64)
-        saturated_acc = tl.zeros((BR,), tl.int64)
+        zero_in_acc = tl.zeros((BR,), tl.int32)
+        zero_code_acc = tl.zeros((BR,), tl.int32)
+        saturated_acc = tl.zeros((BR,), tl.int32)
         hist = tl.zeros((256,), tl.int32)
-        bins = tl.arange(0, 256)
-        signal = tl.zeros((BR, NB), tl.float64)
-        noise = tl.zeros((BR, NB), tl.float64)
+        signal = tl.zeros((BR,), tl.float64)
+        noise = tl.zeros((BR,), tl.float64)
         for tile in range(pid, n_tiles, programs):
             rt = tile // n_ktiles
             kt = tile % n_ktiles
@@ -106,7 +108,8 @@ if triton is not None:
                 x = x * 0.75
             blocks = tl.reshape(x, (BR, NB, 32))
             a_in = tl.abs(blocks)
-            bad = ((blocks != blocks) | (a_in == float("inf"))).to(tl.int32)
+            # NaN and ±Inf have an all-ones exponent field (bit tests: the compiler may assume x == x).
+            bad = ((blocks.to(tl.int32, bitcast=True) & 0x7F800000) == 0x7F800000).to(tl.int32)
             nan_block = tl.max(bad, axis=2) > 0
             amax = tl.max(a_in, axis=2)
             e_field = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF
@@ -122,7 +125,8 @@ if triton is not None:
                 grid = low + tl.where(u < tl.math.div_rn(a - low, step), step, 0.0)
             else:
                 grid = tl.where(a < 2, libdevice.rint(a * 2) * 0.5, tl.where(a < 4, libdevice.rint(a), libdevice.rint(a * 0.5) * 2))
-            signed = tl.where(scaled < 0, -grid, grid)
+            # The sign goes on as a bit: the compiler may negate as 0 − x, which gives +0 for a negative input rounding to 0.
+            signed = tl.where(scaled < 0, (grid.to(tl.int32, bitcast=True) | -2147483648).to(tl.float32, bitcast=True), grid)
             signed = tl.minimum(tl.maximum(signed, -6.0), 6.0)
             out = signed * _exp2(shared)[:, :, None]
             out = tl.where(nan_block[:, :, None], float("nan"), out)
@@ -135,24 +139,21 @@ if triton is not None:
                 kb = kt * NB + tl.arange(0, NB)
                 real = in_rows[:, None] & (kb * 32 < K_PAD)[None, :]  # blocks of the zero-padded operand
                 src = tl.reshape(source, (BR, NB, 32))
-                zero_in_acc += tl.sum(tl.sum((src == 0).to(tl.int32), axis=2) * real, axis=1).to(tl.int64)
-                zero_code_acc += tl.sum(tl.sum((grid == 0).to(tl.int32), axis=2) * real, axis=1).to(tl.int64)
-                saturated_acc += tl.sum(tl.sum((grid > 6.0).to(tl.int32), axis=2) * real, axis=1).to(tl.int64)
+                zero_in_acc += tl.sum(tl.sum((src == 0).to(tl.int32), axis=2) * real, axis=1)
+                zero_code_acc += tl.sum(tl.sum((grid == 0).to(tl.int32), axis=2) * real, axis=1)
+                saturated_acc += tl.sum(tl.sum((grid > 6.0).to(tl.int32), axis=2) * real, axis=1)
                 diff = src - out
-                sq = (src * src).to(tl.float64)
-                dq = (diff * diff).to(tl.float64)
-                signal += tl.where(real, tl.sum(sq, axis=2), 0.0)
-                noise += tl.where(real, tl.sum(dq, axis=2), 0.0)
+                signal += tl.sum(tl.where(real, tl.sum((src * src).to(tl.float64), axis=2), 0.0), axis=1)
+                noise += tl.sum(tl.where(real, tl.sum((diff * diff).to(tl.float64), axis=2), 0.0), axis=1)
                 code = tl.where(nan_block, 255, shared + 127)
-                code = tl.where(real, code, 256)
-                hist += tl.sum((tl.reshape(code, (BR * NB,))[:, None] == bins[None, :]).to(tl.int32), axis=0)
+                hist += tl.histogram(tl.reshape(code, (BR * NB,)), 256, mask=tl.reshape(real, (BR * NB,)))
         if STATS:
-            tl.atomic_add(stats_ptr, tl.sum(zero_in_acc, axis=0).to(tl.float64))
-            tl.atomic_add(stats_ptr + 1, tl.sum(zero_code_acc, axis=0).to(tl.float64))
-            tl.atomic_add(stats_ptr + 2, tl.sum(saturated_acc, axis=0).to(tl.float64))
-            tl.atomic_add(stats_ptr + 3 + bins, hist.to(tl.float64))
-            tl.store(energy_ptr + pid * 2, tl.sum(tl.sum(signal, axis=1), axis=0))
-            tl.store(energy_ptr + pid * 2 + 1, tl.sum(tl.sum(noise, axis=1), axis=0))
+            tl.atomic_add(stats_ptr, tl.sum(zero_in_acc.to(tl.int64), axis=0).to(tl.float64))
+            tl.atomic_add(stats_ptr + 1, tl.sum(zero_code_acc.to(tl.int64), axis=0).to(tl.float64))
+            tl.atomic_add(stats_ptr + 2, tl.sum(saturated_acc.to(tl.int64), axis=0).to(tl.float64))
+            tl.atomic_add(stats_ptr + 3, tl.sum(signal, axis=0))
+            tl.atomic_add(stats_ptr + 4, tl.sum(noise, axis=0))
+            tl.atomic_add(stats_ptr + 5 + tl.arange(0, 256), hist.to(tl.float64))
 
 
 _PROGRAMS_PER_SM = 8
@@ -167,12 +168,12 @@ def _programs(device: torch.device, tiles: int) -> int:
 
 
 def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stochastic: bool, prescale: bool,
-             generator: Optional[torch.Generator], out_dtype: Optional[torch.dtype], stats: bool) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor], Optional[torch.Tensor]]:
+             generator: Optional[torch.Generator], out_dtype: Optional[torch.dtype], stats: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """MXFP4 of a 2-D CUDA operand [rows, K] in blocks along K, read through its strides (a transposed
     view is read in place, with tiles whose contiguous axis is the rows).
 
-    Returns (values of x's shape in `out_dtype`, laid out like x, or None; stats [STATS_LEN] float64
-    or None; per-program energies [programs, 2] float64 or None). `signs` (float32, length K) and `hadamard` (1 = no rotation)
+    Returns the values of x's shape in `out_dtype`, laid out like x (None without out_dtype), and adds
+    the operand's stats into `stats` (a [STATS_LEN] float64 row) when given. `signs` (float32, length K) and `hadamard` (1 = no rotation)
     give the rotation; stochastic rounding draws its uniforms from `generator` exactly as the torch path does.
     """
     rows, k = x.shape
@@ -183,22 +184,22 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     if out_dtype is not None:
         out = torch.empty((rows, k), dtype=out_dtype, device=x.device) if along_last else torch.empty((k, rows), dtype=out_dtype, device=x.device).t()
     bk = max(BLOCK, hadamard)
-    # A tile is about 4096 elements; along the first axis its rows are the contiguous ones.
-    br = max(4096 // bk, 16) if along_last else max(4096 // bk, 64)
+    # A tile is about 4096 elements (2048 with stats, which keep more alive); along the first axis
+    # its rows are the contiguous ones.
+    elements = 2048 if stats is not None else 4096
+    br = max(elements // bk, 16) if along_last else max(elements // bk, 64)
     n_ktiles = -(-k_pad // bk)
     tiles = -(-rows // br) * n_ktiles
     programs = _programs(x.device, tiles)
-    stats_buf = torch.zeros(STATS_LEN, dtype=torch.float64, device=x.device) if stats else None
-    energies = torch.empty((programs, 2), dtype=torch.float64, device=x.device) if stats else None
     dummy = x
     _mx_kernel[(programs,)](
         x, x.stride(0), x.stride(1), out if out is not None else dummy, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
         signs if signs is not None else dummy, u if u is not None else dummy,
-        stats_buf if stats else dummy, energies if stats else dummy,
+        stats if stats is not None else dummy,
         rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard),
         HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
-        WRITE=out is not None, STATS=stats, BR=br, BK=bk, enable_fp_fusion=False, num_warps=4)
-    return out, stats_buf, energies
+        WRITE=out is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=4)
+    return out
 
 
 def mxfp4_norm(hadamard: int) -> float:

@@ -33,41 +33,77 @@ LOOKAHEAD = 3
 if triton is not None:
 
     @triton.jit
-    def _error_sums_kernel(dwq_ptr, dw_ptr, prev_ptr, partial_ptr, n, HAS_PREV: tl.constexpr, BLOCK: tl.constexpr):
-        # Per program: float64 sums of the float32 products gg, ee, eg, pp, ep with e = dwq − dw (in float32).
+    def _error_sums_kernel(dwq_ptr, dw_ptr, prev_ptr, vec_ptr, e_out_ptr, n, sketch_ptr, sketch_count, sketch_at, prev_sketch_at,
+                           HAS_PREV: tl.constexpr, WRITE_E: tl.constexpr, BLOCK: tl.constexpr):
+        # Adds float64 sums of the float32 products gg, ee, eg (and pp, ep) of e = dwq − dw (in float32) into
+        # vec[0:5]; program 0 also writes the sketch of e (and of prev). With WRITE_E, e goes to e_out.
         pid = tl.program_id(0)
         programs = tl.num_programs(0)
-        acc = tl.zeros((5, BLOCK), tl.float64)
-        rows = tl.arange(0, 5)[:, None]
+        gg = tl.zeros((BLOCK,), tl.float64)
+        ee = tl.zeros((BLOCK,), tl.float64)
+        eg = tl.zeros((BLOCK,), tl.float64)
+        pp = tl.zeros((BLOCK,), tl.float64)
+        ep = tl.zeros((BLOCK,), tl.float64)
         for start in range(pid * BLOCK, n, programs * BLOCK):
             offs = start + tl.arange(0, BLOCK)
             mask = offs < n
             g = tl.load(dw_ptr + offs, mask=mask, other=0.0)
             e = tl.load(dwq_ptr + offs, mask=mask, other=0.0) - g
-            p = tl.load(prev_ptr + offs, mask=mask, other=0.0) if HAS_PREV else tl.zeros((BLOCK,), tl.float32)
-            products = tl.where(rows == 0, (g * g)[None, :], tl.where(rows == 1, (e * e)[None, :], tl.where(rows == 2, (e * g)[None, :],
-                                tl.where(rows == 3, (p * p)[None, :], (e * p)[None, :]))))
-            acc += products.to(tl.float64)
-        tl.store(partial_ptr + pid * 5 + tl.arange(0, 5), tl.sum(acc, axis=1))
+            if WRITE_E:
+                tl.store(e_out_ptr + offs, e, mask=mask)
+            gg += (g * g).to(tl.float64)
+            ee += (e * e).to(tl.float64)
+            eg += (e * g).to(tl.float64)
+            if HAS_PREV:
+                p = tl.load(prev_ptr + offs, mask=mask, other=0.0)
+                pp += (p * p).to(tl.float64)
+                ep += (e * p).to(tl.float64)
+        tl.atomic_add(vec_ptr, tl.sum(gg, axis=0))
+        tl.atomic_add(vec_ptr + 1, tl.sum(ee, axis=0))
+        tl.atomic_add(vec_ptr + 2, tl.sum(eg, axis=0))
+        if HAS_PREV:
+            tl.atomic_add(vec_ptr + 3, tl.sum(pp, axis=0))
+            tl.atomic_add(vec_ptr + 4, tl.sum(ep, axis=0))
+        if pid == 0:
+            for start in range(0, sketch_count, 64):
+                j = start + tl.arange(0, 64)
+                keep = j < sketch_count
+                index = tl.load(sketch_ptr + j, mask=keep, other=0)
+                e = tl.load(dwq_ptr + index, mask=keep, other=0.0) - tl.load(dw_ptr + index, mask=keep, other=0.0)
+                tl.store(vec_ptr + sketch_at + j, e.to(tl.float64), mask=keep)
+                if HAS_PREV:
+                    tl.store(vec_ptr + prev_sketch_at + j, tl.load(prev_ptr + index, mask=keep, other=0.0).to(tl.float64), mask=keep)
 
 
-def error_sums(dwq: torch.Tensor, dw: torch.Tensor, prev: Optional[torch.Tensor]) -> torch.Tensor:
-    """float64 [gg, ee, eg, pp, ep] of e = dwq − dw (float32 products summed in float64, like
-    stats.wgrad_vector); pp and ep are 0 without prev. One pass on CUDA, no E materialized."""
+def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, prev: Optional[torch.Tensor], sketch: Optional[torch.Tensor],
+                   sketch_at: int, prev_sketch_at: int, write_e: bool = False) -> Optional[torch.Tensor]:
+    """Adds float64 [gg, ee, eg, pp, ep] of e = dwq − dw (float32 products summed in float64, like
+    stats.wgrad_vector) into vector[0:5] (pp, ep only with prev), and writes e[sketch] (and
+    prev[sketch]) at vector[sketch_at:] (vector[prev_sketch_at:]). Returns e when write_e.
+    On CUDA: one pass, e is not materialized unless asked for."""
+    count = sketch.numel() if sketch is not None else 0
     if triton is not None and dwq.is_cuda:
         n = dwq.numel()
         block = 2048
         programs = max(1, min(-(-n // block), 1024))
-        partial = torch.empty((programs, 5), dtype=torch.float64, device=dwq.device)
-        _error_sums_kernel[(programs,)](dwq.reshape(-1), dw.reshape(-1), prev.reshape(-1) if prev is not None else dwq.reshape(-1), partial, n,
-                                        HAS_PREV=prev is not None, BLOCK=block, enable_fp_fusion=False)
-        return partial.sum(dim=0)
-    e, g = (dwq - dw).reshape(-1), dw.reshape(-1)
-    p = prev.reshape(-1) if prev is not None else torch.zeros_like(e)
-    products = e.new_empty(5, e.numel())
-    for row, (a, b) in enumerate(((g, g), (e, e), (e, g), (p, p), (e, p))):
+        e_out = torch.empty_like(dwq) if write_e else None
+        flat = dwq.reshape(-1)
+        _error_sums_kernel[(programs,)](flat, dw.reshape(-1), prev.reshape(-1) if prev is not None else flat, vector,
+                                        e_out if write_e else flat, n, sketch if count else vector, count, sketch_at, prev_sketch_at,
+                                        HAS_PREV=prev is not None, WRITE_E=write_e, BLOCK=block, enable_fp_fusion=False)
+        return e_out
+    err = dwq - dw
+    e, g = err.reshape(-1), dw.reshape(-1)
+    pairs = [(g, g), (e, e), (e, g)] + ([(prev.reshape(-1),) * 2, (e, prev.reshape(-1))] if prev is not None else [])
+    products = e.new_empty(len(pairs), e.numel())
+    for row, (a, b) in enumerate(pairs):
         torch.mul(a, b, out=products[row])
-    return products.sum(dim=1, dtype=torch.float64)
+    vector[:len(pairs)] += products.sum(dim=1, dtype=torch.float64)
+    if count:
+        vector[sketch_at:sketch_at + count] = e[sketch].to(torch.float64)
+        if prev is not None:
+            vector[prev_sketch_at:prev_sketch_at + count] = prev.reshape(-1)[sketch].to(torch.float64)
+    return err if write_e else None
 
 
 class HostErrorStore:
@@ -201,26 +237,21 @@ class WgradErrors:
             for tensor in (dwq, dw) if self.with_stats else (dwq,):
                 torch.distributed.all_reduce(tensor, group=self.group)
                 tensor.div_(self.world)
+        err = None
         if self.with_stats:
-            self._add_sums(layer, dwq, dw, row0, row1, shape)
+            index, (lo, hi) = self._sketch_slice(layer, row0, row1, shape[1], dwq.device)
+            prev = self.store.get(layer, row0, row1, dwq.device) if self.has_prev else None
+            vector = self._vector(layer, dwq.device)
+            err = add_error_sums(vector, dwq, dw, prev, index, 5 + lo, 5 + self.sketch_size + lo, write_e=self.keep)
         if self.keep:  # after the sums: the chunk's E_{t−1} has been read from the buffer it overwrites
-            self.store.put(layer, shape, row0, dwq - dw)
+            self.store.put(layer, shape, row0, err if err is not None else dwq - dw)
 
-    def _add_sums(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
-        index, positions = self._sketch_slice(layer, row0, row1, shape[1], dwq.device)
-        prev = self.store.get(layer, row0, row1, dwq.device) if self.has_prev else None
-        sums = error_sums(dwq, dw, prev)
+    def _vector(self, layer: str, device) -> torch.Tensor:
         vector = self.vectors.get(layer)
         if vector is None:
-            vector = torch.zeros(5 + 2 * self.sketch_size, dtype=torch.float64, device=dwq.device)
+            vector = torch.zeros(5 + 2 * self.sketch_size, dtype=torch.float64, device=device)
             self.vectors[layer] = vector
-        vector[:5] += sums
-        if index is not None:
-            flat_q, flat_w = dwq.reshape(-1), dw.reshape(-1)
-            vector[5 + positions[0]:5 + positions[1]] = (flat_q[index] - flat_w[index]).to(torch.float64)
-            if prev is not None:
-                start = 5 + self.sketch_size
-                vector[start + positions[0]:start + positions[1]] = prev.reshape(-1)[index].to(torch.float64)
+        return vector
 
     def _sketch_slice(self, layer: str, row0: int, row1: int, cols: int, device) -> Tuple[Optional[torch.Tensor], Tuple[int, int]]:
         """The sketch indices that fall in rows [row0, row1), relative to the chunk, and their positions."""

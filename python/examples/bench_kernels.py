@@ -1,0 +1,66 @@
+"""Throughput of the fused MXFP4 kernels against the torch path, on one large operand (GPU only).
+
+    python3 examples/bench_kernels.py
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from mxscope_bridge import mx_ops, mxfp4_triton, wgrad_error  # noqa: E402
+from mxscope_bridge.rotation import make_rotation  # noqa: E402
+
+
+def timed(fn, repeat=10):
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeat):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeat
+
+
+def main():
+    tokens, features = 8192, 5632
+    x = torch.randn(tokens, features, device="cuda", dtype=torch.bfloat16)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    copy_ms = timed(lambda: x.clone())
+    print(f"operand {tokens}x{features} bf16; a clone (read + write) takes {copy_ms:.3f} ms")
+    print("| mode | axis | output | torch path ms | triton ms | triton GB/s (bf16 in + out) |")
+    print("|---|---|---|---|---|---|")
+    for rotation, rounding in (("none", "nearest-even"), ("hadamard", "nearest-even"), ("hadamard", "stochastic"), ("random-hadamard", "nearest-even")):
+        gemm = {"precision": "mxfp4", "rotation": rotation, "hadamardBlock": 32, "rounding": rounding, "srPrescale": False}
+        for axis, operand in (("last", x), ("first", x.t())):
+            for write, with_stats in ((True, False), (False, True), (True, True)):
+                def run(force_torch=False):
+                    r = make_rotation(rotation, 32, operand.shape[1], x.device, generator)
+                    if force_torch:
+                        saved = mxfp4_triton.available
+                        mxfp4_triton.available = lambda _: False
+                    try:
+                        mx_ops.quantize_operand(operand, gemm, r, generator, "bench", torch.bfloat16 if write else None, with_stats)
+                    finally:
+                        if force_torch:
+                            mxfp4_triton.available = saved
+                torch_ms = timed(lambda: run(True), repeat=2)
+                triton_ms = timed(run)
+                moved = x.numel() * 2 * (2 if write else 1)
+                label = "values" if write and not with_stats else "stats" if not write else "values+stats"
+                print(f"| {rotation} {rounding} | {axis} | {label} | {torch_ms:.2f} | {triton_ms:.3f} | {moved / triton_ms / 1e6:.0f} |", flush=True)
+    a, b, c = (torch.randn(5632, 2048, device="cuda") for _ in range(3))
+    ms = timed(lambda: wgrad_error.error_sums(a, b, c))
+    print(f"error sums over 3 x {a.numel()} float32: {ms:.3f} ms, {3 * a.numel() * 4 / ms / 1e6:.0f} GB/s")
+    host = torch.empty(a.shape, pin_memory=True)
+    d2h = timed(lambda: host.copy_(a, non_blocking=True))
+    h2d = timed(lambda: a.copy_(host, non_blocking=True))
+    print(f"pinned copies of {a.numel() * 4 / 2**20:.0f} MiB: device->host {a.numel() * 4 / d2h / 1e6:.1f} GB/s, host->device {a.numel() * 4 / h2d / 1e6:.1f} GB/s")
+
+
+if __name__ == "__main__":
+    main()
