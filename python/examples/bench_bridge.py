@@ -134,15 +134,34 @@ def run_step(trainer, samples, kind, **bridge):
     samples.add(kind, ms, peak)
 
 
+HOOK_SECONDS = {}
+
+
+def _time_hooks():
+    """Wall time the training thread spends inside the bridge's backward-time work, per step kind
+    (host time: launches and Python; the GPU runs behind it)."""
+    from mxscope_bridge import observe
+    inner = observe.Observer._observe
+
+    def timed(self, *args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return inner(self, *args, **kwargs)
+        finally:
+            kind = "stats" if self.capture.with_stats else "pre"
+            HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
+    observe.Observer._observe = timed
+
+
 def measure_observe(trainer, args, stats_every, tokens, samples):
     config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64)
     bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), print_listening=False, log=lambda line: None)
     bridge.start_run(name="bench observe")
     k = 0
 
-    def bridge_block(timed):
+    def bridge_block(timed, steps=stats_every):
         nonlocal k
-        for _ in range(stats_every):
+        for _ in range(steps):
             kind = "stats" if k % stats_every == 0 else "pre" if (k + 1) % stats_every == 0 else "off"
             if timed:
                 run_step(trainer, samples, kind, bridge=bridge, bridge_step=k)
@@ -150,7 +169,8 @@ def measure_observe(trainer, args, stats_every, tokens, samples):
                 trainer.step(bridge=bridge, bridge_step=k)
             k += 1
 
-    bridge_block(timed=False)  # warm-up: compiles kernels, fills caches
+    bridge_block(timed=False, steps=stats_every + 1)  # warm-up: stats, pre-stats, stats with lag-1 (compiles kernels, fills caches)
+    HOOK_SECONDS.clear()
     for _ in range(args.rounds):
         for _ in range(stats_every):
             run_step(trainer, samples, "plain")
@@ -192,6 +212,7 @@ def main():
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir
+    _time_hooks()
 
     device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"device {device_name}, torch {torch.__version__}", flush=True)
@@ -219,6 +240,8 @@ def main():
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print("  per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
+            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
+            print("  host ms inside the bridge's backward work per step " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)

@@ -26,6 +26,37 @@ def timed(fn, repeat=10):
     return start.elapsed_time(end) / repeat
 
 
+def host_overhead(x, generator):
+    """Host time per call (what a launch-bound training thread pays), on a small operand."""
+    import time
+    from mxscope_bridge import capture
+    small = x[:256, :512]
+    gemm = {"precision": "mxfp4", "rotation": "hadamard", "hadamardBlock": 32, "rounding": "nearest-even", "srPrescale": False}
+    r = make_rotation("hadamard", 32, 512, x.device, generator)
+    row = mx_ops.stats_row(x.device)
+    a16, b16 = small.contiguous(), x[:512, :256].contiguous()
+    vector = torch.zeros(5 + 128, dtype=torch.float64, device="cuda")
+    f1, f2 = a16.float(), a16.float()
+    cases = {
+        "quantize_operand (values)": lambda: mx_ops.quantize_operand(small, gemm, r, generator, "h", torch.bfloat16),
+        "quantize_operand (stats into a row)": lambda: mx_ops.quantize_operand(small, gemm, r, generator, "h", None, True, row),
+        "stats_row (zeros)": lambda: mx_ops.stats_row(x.device),
+        "mm_float32": lambda: capture.mm_float32(a16, b16, torch.bfloat16),
+        "add_error_sums": lambda: wgrad_error.add_error_sums(vector, f1, f2, None, None, 5, 69),
+        "torch add (reference launch)": lambda: a16 + 1,
+    }
+    for name, fn in cases.items():
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(300):
+            fn()
+        host = (time.perf_counter() - started) / 300 * 1e6
+        torch.cuda.synchronize()
+        print(f"host µs per call, {name}: {host:.1f}")
+
+
 def main():
     tokens, features = 8192, 5632
     x = torch.randn(tokens, features, device="cuda", dtype=torch.bfloat16)
@@ -54,8 +85,11 @@ def main():
                 label = "values" if write and not with_stats else "stats" if not write else "values+stats"
                 print(f"| {rotation} {rounding} | {axis} | {label} | {torch_ms:.2f} | {triton_ms:.3f} | {moved / triton_ms / 1e6:.0f} |", flush=True)
     a, b, c = (torch.randn(5632, 2048, device="cuda") for _ in range(3))
-    ms = timed(lambda: wgrad_error.error_sums(a, b, c))
+    vector = torch.zeros(5 + 128, dtype=torch.float64, device="cuda")
+    sketch = torch.arange(0, a.numel(), a.numel() // 64, device="cuda")[:64]
+    ms = timed(lambda: wgrad_error.add_error_sums(vector, a, b, c, sketch, 5, 69))
     print(f"error sums over 3 x {a.numel()} float32: {ms:.3f} ms, {3 * a.numel() * 4 / ms / 1e6:.0f} GB/s")
+    host_overhead(x, generator)
     host = torch.empty(a.shape, pin_memory=True)
     d2h = timed(lambda: host.copy_(a, non_blocking=True))
     h2d = timed(lambda: a.copy_(host, non_blocking=True))

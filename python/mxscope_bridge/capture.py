@@ -41,6 +41,9 @@ def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch
     which MXFP4 values are a subset) are multiplied exactly: on CUDA straight from bf16/fp16 with a
     float32 output (the bf16 rate), elsewhere as float32 with TF32 allowed only where exact."""
     if a.is_cuda and a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16):
+        # Measured on an H100 (torch 2.11): with a transposed view as an operand, the float32-output
+        # product copies both to float32 and runs a TF32 kernel; row-major operands run at the bf16 rate.
+        a, b = a.contiguous(), b.contiguous()
         try:
             return torch.mm(a, b, out_dtype=torch.float32)
         except (TypeError, RuntimeError) as error:  # torch before out_dtype, or a layout it does not take
@@ -81,12 +84,12 @@ class StepCapture:
 
 
 def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, generator: Optional[torch.Generator], what: str,
-                  out_dtype: torch.dtype, with_stats: bool):
+                  out_dtype: torch.dtype, with_stats: bool, a_row_major: bool = False):
     """Both operands of a GEMM (2-D, reduction dim last) as the GEMM consumes them, in `out_dtype`,
-    and (mxfp4 with stats) their OperandSums."""
+    and (mxfp4 with stats) their OperandSums. a_row_major: a's values come contiguous (else laid out like a)."""
     if gemm["precision"] == "mxfp4":
         r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator)
-        aq, sa = mx_ops.quantize_operand(a, gemm, r, generator, what, out_dtype, with_stats)
+        aq, sa = mx_ops.quantize_operand(a, gemm, r, generator, what, out_dtype, with_stats, out_row_major=a_row_major)
         bq, sb = mx_ops.quantize_operand(b, gemm, r, generator, what, out_dtype, with_stats)
         return aq, bq, (sa, sb)
     aq, _ = quantize_at_precision(a, gemm, a_is_gradient, None, generator, what)
@@ -106,7 +109,7 @@ def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, g
     a, b = dy.t(), x.t()
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     with_stats = capture is not None and capture.with_stats
-    aq, bq, sums = gemm_operands(gemm, a, b, True, generator, f"{layer} wgrad", operand_dtype, with_stats)
+    aq, bq, sums = gemm_operands(gemm, a, b, True, generator, f"{layer} wgrad", operand_dtype, with_stats, a_row_major=True)
     dwq = mm_float32(aq, bq.t(), _exact_dtype(gemm, dy.dtype))
     if capture is not None:
         dw = mm_float32(a, b.t(), dy.dtype)
@@ -138,7 +141,7 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     for row0 in range(0, out_features, rows):
         a = dy[:, row0:row0 + rows].t()
         if gemm["precision"] == "mxfp4":
-            aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row)
+            aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row, out_row_major=True)
         else:
             aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
             aq = aq.to(operand_dtype)

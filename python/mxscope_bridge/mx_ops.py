@@ -28,11 +28,11 @@ def sums_of_row(row: torch.Tensor, elements: int, padded: int) -> stats.OperandS
 
 
 def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generator: Optional[torch.Generator], what: str,
-                     out_dtype: Optional[torch.dtype] = None, with_stats: bool = False, row: Optional[torch.Tensor] = None
-                     ) -> Tuple[Optional[torch.Tensor], Optional[stats.OperandSums]]:
+                     out_dtype: Optional[torch.dtype] = None, with_stats: bool = False, row: Optional[torch.Tensor] = None,
+                     out_row_major: bool = False) -> Tuple[Optional[torch.Tensor], Optional[stats.OperandSums]]:
     """MXFP4 of the 2-D operand x [rows, K] (reduction dim last; a transposed view is fine) with the
     GEMM's rotation `r` and rounding: (dequantized values of x's shape in `out_dtype`, or None when
-    out_dtype is None; OperandSums when with_stats). On CUDA the stats are added into `row` (from
+    out_dtype is None, laid out like x or, with out_row_major, contiguous; OperandSums when with_stats). On CUDA the stats are added into `row` (from
     `stats_row`, possibly shared by the row chunks of one operand) when one is given."""
     stochastic = gemm["rounding"] == "stochastic"
     prescale = bool(gemm["srPrescale"])
@@ -40,7 +40,7 @@ def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generat
         if with_stats and row is None:
             row = stats_row(x.device)
         values = mxfp4_triton.quantize(x, r.signs if r is not None else None, r.h.shape[0] if r is not None else 1, stochastic, prescale,
-                                       generator, out_dtype, row if with_stats else None)
+                                       generator, out_dtype, row if with_stats else None, out_row_major)
         rows, k = x.shape
         return values, (sums_of_row(row, rows * k, rows * (-(-k // mxfp4.BLOCK) * mxfp4.BLOCK)) if with_stats else None)
     q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], prescale, generator)

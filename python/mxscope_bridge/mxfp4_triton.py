@@ -168,11 +168,13 @@ def _programs(device: torch.device, tiles: int) -> int:
 
 
 def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stochastic: bool, prescale: bool,
-             generator: Optional[torch.Generator], out_dtype: Optional[torch.dtype], stats: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+             generator: Optional[torch.Generator], out_dtype: Optional[torch.dtype], stats: Optional[torch.Tensor],
+             out_row_major: bool = False) -> Optional[torch.Tensor]:
     """MXFP4 of a 2-D CUDA operand [rows, K] in blocks along K, read through its strides (a transposed
     view is read in place, with tiles whose contiguous axis is the rows).
 
-    Returns the values of x's shape in `out_dtype`, laid out like x (None without out_dtype), and adds
+    Returns the values of x's shape in `out_dtype`, laid out like x or (out_row_major) contiguous
+    (None without out_dtype), and adds
     the operand's stats into `stats` (a [STATS_LEN] float64 row) when given. `signs` (float32, length K) and `hadamard` (1 = no rotation)
     give the rotation; stochastic rounding draws its uniforms from `generator` exactly as the torch path does.
     """
@@ -182,7 +184,8 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     u = torch.rand((rows * k_pad // BLOCK, BLOCK), generator=generator, device=x.device, dtype=torch.float32) if stochastic else None
     out = None
     if out_dtype is not None:
-        out = torch.empty((rows, k), dtype=out_dtype, device=x.device) if along_last else torch.empty((k, rows), dtype=out_dtype, device=x.device).t()
+        row_major = along_last or out_row_major
+        out = torch.empty((rows, k), dtype=out_dtype, device=x.device) if row_major else torch.empty((k, rows), dtype=out_dtype, device=x.device).t()
     bk = max(BLOCK, hadamard)
     # A tile is about 4096 elements (2048 with stats, which keep more alive); along the first axis
     # its rows are the contiguous ones.

@@ -75,6 +75,16 @@ if triton is not None:
                     tl.store(vec_ptr + prev_sketch_at + j, tl.load(prev_ptr + index, mask=keep, other=0.0).to(tl.float64), mask=keep)
 
 
+_EMPTY_SKETCH = {}
+
+
+def _no_sketch(device) -> torch.Tensor:
+    # An int64 pointer for the kernel's sketch argument when a chunk holds no sketch index.
+    if device not in _EMPTY_SKETCH:
+        _EMPTY_SKETCH[device] = torch.zeros(1, dtype=torch.long, device=device)
+    return _EMPTY_SKETCH[device]
+
+
 def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, prev: Optional[torch.Tensor], sketch: Optional[torch.Tensor],
                    sketch_at: int, prev_sketch_at: int, write_e: bool = False) -> Optional[torch.Tensor]:
     """Adds float64 [gg, ee, eg, pp, ep] of e = dwq − dw (float32 products summed in float64, like
@@ -89,7 +99,7 @@ def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, pr
         e_out = torch.empty_like(dwq) if write_e else None
         flat = dwq.reshape(-1)
         _error_sums_kernel[(programs,)](flat, dw.reshape(-1), prev.reshape(-1) if prev is not None else flat, vector,
-                                        e_out if write_e else flat, n, sketch if count else vector, count, sketch_at, prev_sketch_at,
+                                        e_out if write_e else flat, n, sketch if count else _no_sketch(dwq.device), count, sketch_at, prev_sketch_at,
                                         HAS_PREV=prev is not None, WRITE_E=write_e, BLOCK=block, enable_fp_fusion=False)
         return e_out
     err = dwq - dw
