@@ -57,6 +57,9 @@ def host_overhead(x, generator):
         print(f"host µs per call, {name}: {host:.1f}")
 
 
+QUICK = int(os.environ.get("BENCH_KERNEL_MODES", "4"))
+
+
 def main():
     tokens, features = 8192, 5632
     x = torch.randn(tokens, features, device="cuda", dtype=torch.bfloat16)
@@ -65,7 +68,7 @@ def main():
     print(f"operand {tokens}x{features} bf16; a clone (read + write) takes {copy_ms:.3f} ms")
     print("| mode | axis | output | torch path ms | triton ms | triton GB/s (bf16 in + out) |")
     print("|---|---|---|---|---|---|")
-    for rotation, rounding in (("none", "nearest-even"), ("hadamard", "nearest-even"), ("hadamard", "stochastic"), ("random-hadamard", "nearest-even")):
+    for rotation, rounding in (("none", "nearest-even"), ("hadamard", "nearest-even"), ("hadamard", "stochastic"), ("random-hadamard", "nearest-even"))[:QUICK]:
         gemm = {"precision": "mxfp4", "rotation": rotation, "hadamardBlock": 32, "rounding": rounding, "srPrescale": False}
         for axis, operand in (("last", x), ("first", x.t())):
             for write, with_stats in ((True, False), (False, True), (True, True)):
@@ -84,6 +87,19 @@ def main():
                 moved = x.numel() * 2 * (2 if write else 1)
                 label = "values" if write and not with_stats else "stats" if not write else "values+stats"
                 print(f"| {rotation} {rounding} | {axis} | {label} | {torch_ms:.2f} | {triton_ms:.3f} | {moved / triton_ms / 1e6:.0f} |", flush=True)
+    print("| stats tile | warps | hadamard stats, last axis ms | first axis ms | hadamard values+stats, first axis ms |")
+    print("|---|---|---|---|---|")
+    gemm = {"precision": "mxfp4", "rotation": "hadamard", "hadamardBlock": 32, "rounding": "nearest-even", "srPrescale": False}
+    r = make_rotation("hadamard", 32, x.shape[1], x.device, generator)
+    rt = make_rotation("hadamard", 32, x.shape[0], x.device, generator)
+    for tile in (512, 1024, 2048, 4096):
+        for warps in (2, 4, 8):
+            mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = tile, warps
+            last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
+            first = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", None, True))
+            both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
+            print(f"| {tile} | {warps} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
+    mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = 2048, 4
     a, b, c = (torch.randn(5632, 2048, device="cuda") for _ in range(3))
     vector = torch.zeros(5 + 128, dtype=torch.float64, device="cuda")
     sketch = torch.arange(0, a.numel(), a.numel() // 64, device="cuda")[:64]

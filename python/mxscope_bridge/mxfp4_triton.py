@@ -157,6 +157,9 @@ if triton is not None:
 
 
 _PROGRAMS_PER_SM = 8
+#: Elements per tile (with and without stats) and warps per program; examples/bench_kernels.py compares settings.
+TILE = {"values": 4096, "stats": 2048}
+WARPS = {"values": 4, "stats": 4}
 _sm_count = {}
 
 
@@ -189,7 +192,8 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     bk = max(BLOCK, hadamard)
     # A tile is about 4096 elements (2048 with stats, which keep more alive); along the first axis
     # its rows are the contiguous ones.
-    elements = 2048 if stats is not None else 4096
+    kind = "stats" if stats is not None else "values"
+    elements = TILE[kind]
     br = max(elements // bk, 16) if along_last else max(elements // bk, 64)
     n_ktiles = -(-k_pad // bk)
     tiles = -(-rows // br) * n_ktiles
@@ -201,7 +205,7 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
         stats if stats is not None else dummy,
         rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard),
         HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
-        WRITE=out is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=4)
+        WRITE=out is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=WARPS[kind])
     return out
 
 

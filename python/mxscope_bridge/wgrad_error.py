@@ -117,10 +117,13 @@ def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, pr
 
 
 class HostErrorStore:
-    """E_{t−1} per layer in pinned host memory (plain host memory without CUDA), row chunk by row chunk."""
+    """E_{t−1} per layer in pinned host memory (plain host memory without CUDA), row chunk by row chunk.
+
+    Each chunk has a pinned tensor of its own: a copy through a slice of a larger pinned tensor may
+    be taken for a pageable one, which is synchronous and several times slower."""
 
     def __init__(self):
-        self.host: Dict[str, torch.Tensor] = {}
+        self.host: Dict[Tuple[str, int, int], torch.Tensor] = {}
         #: chunks stored by the step before (readable) and by this step, in the order they came
         self.order: List[Tuple[str, int, int]] = []
         self.writing: List[Tuple[str, int, int]] = []
@@ -132,12 +135,12 @@ class HostErrorStore:
         self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
 
     def put(self, layer: str, shape: Tuple[int, int], row0: int, chunk: torch.Tensor) -> None:
-        buffer = self.host.get(layer)
-        if buffer is None or tuple(buffer.shape) != tuple(shape):
-            buffer = torch.empty(shape, dtype=torch.float32, pin_memory=chunk.is_cuda)
-            self.host[layer] = buffer
-        self.writing.append((layer, row0, row0 + chunk.shape[0]))
-        target = buffer[row0:row0 + chunk.shape[0]]
+        key = (layer, row0, row0 + chunk.shape[0])
+        target = self.host.get(key)
+        if target is None or target.shape != chunk.shape:
+            target = torch.empty(chunk.shape, dtype=torch.float32, pin_memory=chunk.is_cuda)
+            self.host[key] = target
+        self.writing.append(key)
         if not chunk.is_cuda:
             target.copy_(chunk)
             return
@@ -149,10 +152,10 @@ class HostErrorStore:
 
     def get(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
         key = (layer, row0, row1)
-        if layer not in self.host or key not in self.order:
+        if key not in self.host or key not in self.order:
             return None
         if torch.device(device).type != "cuda":
-            return self.host[layer][row0:row1].clone()
+            return self.host[key].clone()
         position = self.order.index(key)
         for ahead in self.order[position:position + 1 + LOOKAHEAD]:
             if ahead not in self.ready:
@@ -162,8 +165,7 @@ class HostErrorStore:
         return tensor
 
     def _fetch(self, key, device) -> None:
-        layer, row0, row1 = key
-        source = self.host[layer][row0:row1]
+        source = self.host[key]
         tensor = torch.empty(source.shape, dtype=torch.float32, device=device)
         stream = self._stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
