@@ -154,7 +154,9 @@ def _time_hooks():
 
 
 def measure_observe(trainer, args, stats_every, tokens, samples):
-    config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64)
+    # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
+    gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
+    config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms)
     bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), print_listening=False, log=lambda line: None)
     bridge.start_run(name="bench observe")
     k = 0

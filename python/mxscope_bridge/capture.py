@@ -150,9 +150,10 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
                 sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
             else:
                 sdy = s if sdy is None else sdy.merged(s)
-        dwq = mm_float32(aq, bq.t(), exact_in)
-        del aq
         dw = mm_float32(a, x, dy.dtype)
+        # An fp32 GEMM of bf16/fp32 operands is the exact product: E = 0 without a second product.
+        dwq = dw if gemm["precision"] == "fp32" else mm_float32(aq, bq.t(), exact_in)
+        del aq
         capture.errors.add(layer, dwq, dw, row0, (out_features, x.shape[1]))
         del dwq, dw
     capture.observe_operands(layer, "wgrad", gemm, dy.t(), x.t(), (sdy, sx))
