@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Rng, setMxBackend } from '../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../src/checkpoint/analysis.js';
-import type { AnalysisOptions } from '../src/checkpoint/report.js';
+import type { AnalysisOptions } from '../src/protocol/checkpoint-report.js';
 import { openCheckpoint } from '../src/checkpoint/checkpoint.js';
 import { encodeHeader } from '../src/checkpoint/safetensors.js';
 import { fmt } from './timing.js';

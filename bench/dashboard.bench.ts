@@ -6,11 +6,11 @@
 //    (test/browser/harness.ts timedSend). Goals: first paint < 1 s, 1-step delta < 16 ms.
 import { performance } from 'node:perf_hooks';
 import { AlertTracker } from '../src/dashboard/alerts.js';
-import { decimateMinMax } from '../src/dashboard/decimate.js';
+import { decimateMinMax } from '../webview/dashboard/model/decimate.js';
 import { DashboardFeed } from '../src/dashboard/feed.js';
-import { binHeatmap } from '../src/dashboard/heatmap.js';
-import { ema } from '../src/dashboard/smoothing.js';
-import { syntheticRun, type SyntheticRunOptions } from '../src/dashboard/synthetic-run.js';
+import { binHeatmap } from '../webview/dashboard/model/heatmap.js';
+import { ema } from '../webview/dashboard/model/smoothing.js';
+import { syntheticRun, type SyntheticRunOptions } from '../test/fixtures/synthetic-run.js';
 import type { TelemetryRecord } from '../src/protocol/telemetry.js';
 import type { RequestLayerMessage } from '../src/protocol/webview.js';
 import { RunStore } from '../src/store/run-store.js';

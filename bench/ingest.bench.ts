@@ -9,10 +9,10 @@ import { TrainerClient } from '../src/link/trainer-client.js';
 import { startTrainerServer } from '../src/link/trainer-server.js';
 import { formatListeningLine } from '../src/link/listening-line.js';
 import { telemetryFrame } from '../src/link/frames.js';
-import { spawnTrainer } from '../src/host/trainer-process.js';
+import { spawnTrainer } from '../src/live/trainer-process.js';
 import { check, serverMessageSchema, type LayerStatsRecord, type TelemetryRecord } from '../src/protocol/index.js';
 import { RunStore } from '../src/store/run-store.js';
-import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../test/store/synthetic-run.js';
+import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../test/fixtures/synthetic-llama8b.js';
 
 const RECORDS_PER_STATS_STEP = 672;
 

@@ -10,8 +10,8 @@ const watch = process.argv.includes('--watch');
 const nodeEntries = [
   // [source, output without extension]
   ['src/host/extension.ts', 'host/extension'],
-  ['src/trainer/cli.ts', 'trainer/cli'],
-  ['src/checkpoint/cli.ts', 'checkpoint/cli'],
+  ['src/cli/train.ts', 'cli/train'],
+  ['src/cli/inspect.ts', 'cli/inspect'],
 ];
 const webviewEntries = [
   ['webview/dashboard/main.ts', 'webview/dashboard'],
@@ -34,7 +34,7 @@ if (nodeEntries.length > 0) {
     format: 'cjs',
     entryPoints: Object.fromEntries(nodeEntries.map(([src, out]) => [out, src])),
     outdir: 'dist',
-    // Makes dist/trainer/cli.js (the `mxscope-train` bin) executable directly; harmless for the others.
+    // Makes dist/cli/train.js (the `mxscope-train` bin) executable directly; harmless for the others.
     banner: { js: '#!/usr/bin/env node' },
     // `ws` probes these optional native speedups inside try/catch; we ship without them.
     external: ['vscode', 'bufferutil', 'utf-8-validate'],

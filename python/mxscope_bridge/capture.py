@@ -7,7 +7,7 @@ several micro-batches add up; the Wgrad error goes to `wgrad_error.WgradErrors` 
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 import torch
 
@@ -53,24 +53,44 @@ def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch
 
 
 class StepCapture:
-    def __init__(self, with_stats: bool, generators: DeviceGenerators, errors: WgradErrors):
+    def __init__(self, with_stats: bool, generators: DeviceGenerators, misfit: str = "pad", layers: Optional[Set[str]] = None,
+                 errors: Optional[WgradErrors] = None):
         self.with_stats = with_stats
+        #: where each layer's Wgrad error goes as its backward runs
+        self.errors = errors if errors is not None else WgradErrors(0, lambda layer: [])
+        #: the observed layer names (None: every layer)
+        self.layers = layers
         self.generators = generators
-        self.errors = errors
+        #: what a Hadamard block that does not divide the reduction dimension does (rotation.MISFITS)
+        self.misfit = misfit
         #: (layer, gemm) -> (precision, {operand: sums})
         self.operands: Dict[Tuple[str, str], Tuple[str, Dict[str, stats.OperandSums]]] = {}
+        #: (layer, gemm) whose stats simulate MXFP4 on operands of a GEMM that ran at another precision
+        self.simulated: Set[Tuple[str, str]] = set()
+        #: (layer, gemm, operand) -> sums of the quantized operand a trainer's own kernel produced
+        self.kernel: Dict[Tuple[str, str, str], stats.OperandSums] = {}
+
+    def observes(self, layer: str) -> bool:
+        return self.layers is None or layer in self.layers
 
     def add_operand(self, layer: str, gemm: str, precision: str, operand: str, sums: stats.OperandSums) -> None:
         _, by_operand = self.operands.setdefault((layer, gemm), (precision, {}))
         by_operand[operand] = by_operand[operand].merged(sums) if operand in by_operand else sums
 
+    def add_kernel_operand(self, layer: str, gemm: str, operand: str, sums: stats.OperandSums) -> None:
+        key = (layer, gemm, operand)
+        self.kernel[key] = self.kernel[key].merged(sums) if key in self.kernel else sums
+
     def observe_operands(self, layer: str, gemm_name: str, gemm: dict, a: Optional[torch.Tensor], b: Optional[torch.Tensor],
-                         sums: Tuple = (None, None)) -> None:
+                         sums: Tuple = (None, None), precision: Optional[str] = None) -> None:
         """Operand stats of one GEMM (2-D operands with the reduction dim last; None = seen elsewhere).
         Stats the GEMM already computed are reused; otherwise MXFP4 with the GEMM's rotation is
-        computed here (a random rotation then draws its own signs)."""
+        computed here (a random rotation then draws its own signs). `precision`: what the GEMM
+        really ran at, when it is not `gemm`'s (an observed GEMM: the stats are then simulated)."""
         if not self.with_stats:
             return
+        if precision is not None:
+            self.simulated.add((layer, gemm_name))
         r = None
         for name, x, s in zip(GEMM_OPERANDS[gemm_name], (a, b), sums):
             if x is None:
@@ -78,17 +98,16 @@ class StepCapture:
             if s is None:
                 generator = self.generators(x.device)
                 if r is None and gemm["rotation"] != "none":
-                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator)
+                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator, self.misfit)
                 _, s = mx_ops.quantize_operand(x, gemm, r, generator, f"{layer} {gemm_name} {name}", with_stats=True)
-            self.add_operand(layer, gemm_name, gemm["precision"], name, s)
-
+            self.add_operand(layer, gemm_name, precision or gemm["precision"], name, s)
 
 def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, generator: Optional[torch.Generator], what: str,
-                  out_dtype: torch.dtype, with_stats: bool, a_row_major: bool = False):
+                  out_dtype: torch.dtype, with_stats: bool, a_row_major: bool = False, misfit: str = "pad"):
     """Both operands of a GEMM (2-D, reduction dim last) as the GEMM consumes them, in `out_dtype`,
     and (mxfp4 with stats) their OperandSums. a_row_major: a's values come contiguous (else laid out like a)."""
     if gemm["precision"] == "mxfp4":
-        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator)
+        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit)
         aq, sa = mx_ops.quantize_operand(a, gemm, r, generator, what, out_dtype, with_stats, out_row_major=a_row_major)
         bq, sb = mx_ops.quantize_operand(b, gemm, r, generator, what, out_dtype, with_stats)
         return aq, bq, (sa, sb)
@@ -103,13 +122,13 @@ def _exact_dtype(gemm: dict, source: torch.dtype) -> torch.dtype:
 
 
 def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator],
-                    capture: Optional[StepCapture]) -> torch.Tensor:
+                    capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
     """∇Ŵ = ∇Yᵀ·X at the GEMM's precision, float32 (dy: [tokens, out], x: [tokens, in], both in the
     compute dtype); with a capture, E against the exact ∇W goes to its WgradErrors."""
     a, b = dy.t(), x.t()
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     with_stats = capture is not None and capture.with_stats
-    aq, bq, sums = gemm_operands(gemm, a, b, True, generator, f"{layer} wgrad", operand_dtype, with_stats, a_row_major=True)
+    aq, bq, sums = gemm_operands(gemm, a, b, True, generator, f"{layer} wgrad", operand_dtype, with_stats, a_row_major=True, misfit=misfit)
     dwq = mm_float32(aq, bq.t(), _exact_dtype(gemm, dy.dtype))
     if capture is not None:
         dw = mm_float32(a, b.t(), dy.dtype)
@@ -118,7 +137,7 @@ def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, g
     return dwq
 
 
-def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, capture: StepCapture) -> None:
+def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, capture: StepCapture, precision: Optional[str] = None) -> None:
     """E = ∇Ŵ − ∇W of an observed layer (dy: [tokens, out], x: [tokens, in]) and, on stats steps, the
     Wgrad operand stats. ∇Ŵ and ∇W are made in row chunks of E, so that neither they nor the
     quantized ∇Yᵀ ever take more than a chunk's memory. A chunk's ∇Yᵀ draws its own stochastic
@@ -130,7 +149,7 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens)
     what = f"{layer} wgrad"
     if gemm["precision"] == "mxfp4":
-        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, generator)
+        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, generator, capture.misfit)
         bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, generator, what, operand_dtype, capture.with_stats)
     else:
         bq, _ = quantize_at_precision(x.t(), gemm, False, None, generator, what)
@@ -156,4 +175,4 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
         del aq
         capture.errors.add(layer, dwq, dw, row0, (out_features, x.shape[1]))
         del dwq, dw
-    capture.observe_operands(layer, "wgrad", gemm, dy.t(), x.t(), (sdy, sx))
+    capture.observe_operands(layer, "wgrad", gemm, dy.t(), x.t(), (sdy, sx), precision)

@@ -4,31 +4,77 @@ replays it on `subscribe {from}`, answers requests, and keeps the next-run confi
 Training threads call `publish`, which never blocks: records wait in a bounded queue for the pump
 thread (JSON encoding, run log, sockets). When the queue holds `max_queued_stats` layerStats records,
 further layerStats are dropped and counted; run, step and checkpoint records are always kept.
+
+Who may connect (`_authorize`): a token is required unless the caller opts out with `no_token=True`
+on loopback; it is generated when not given (or taken from MXSCOPE_TOKEN) and compared in constant
+time. Upgrades that carry an `Origin` header come from browsers and are refused unless allow-listed.
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
+import os
 import queue
+import re
 import secrets
 import threading
 import uuid
 from collections import deque
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import ConfigError, check_next_run_config, merge_run_config
+from .config import merge_run_config
+from .messages import read_frame
 from .runlog import compact
-from .wsserver import Connection, Request, WebSocketServer
+from .wsconnection import Connection, text_frame
+from .wsserver import RateLimitedLog, Refusal, Request, WebSocketServer
 
-PROTOCOL_VERSION = {"major": 1, "minor": 0}
-MAX_FRAME_BYTES = 4 * 1024 * 1024
-CLIENT_MESSAGE_TYPES = ("hello", "subscribe", "setNextRunConfig", "startRun", "stopRun", "saveCheckpoint")
+PROTOCOL_VERSION = {"major": 1, "minor": 1}
+HARD_FRAME_BYTES = 16 * 1024 * 1024
+"""Past this the websocket layer closes with 1009; up to it a frame is read, checked and dropped."""
+MAX_CLIENT_FRAME_BYTES = 64 * 1024
+"""Client frames this bridge parses. json.loads holds the GIL, so the training thread waits for it:
+4 MiB of small values took 0.3-2 s, against 2 KB for the largest request (setNextRunConfig)."""
 LISTENING_PREFIX = "MXSCOPE_LISTENING "
+TOKEN_ENV = "MXSCOPE_TOKEN"
+_IPV4_LOOPBACK = re.compile(r"127\.\d{1,3}\.\d{1,3}\.\d{1,3}")
 
 
 def is_loopback(host: str) -> bool:
     bare = host.strip("[]")
-    return bare in ("localhost", "::1") or bare.startswith("127.")
+    return bare in ("localhost", "::1") or _IPV4_LOOPBACK.fullmatch(bare) is not None
+
+
+def choose_token(token: Optional[str], no_token: bool, host: str) -> Optional[str]:
+    """The token clients must present: the one given, else $MXSCOPE_TOKEN, else a generated one;
+    None only when the caller opted out explicitly, which is allowed on loopback alone."""
+    if no_token:
+        if token:
+            raise ValueError("pass either token=... or no_token=True, not both")
+        if not is_loopback(host):
+            raise ValueError(f"no_token=True is allowed on loopback only, and {host} is not loopback: "
+                             "leave the token on (it is generated and printed on the listening line)")
+        return None
+    if token in (None, "generate"):
+        token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+    if not isinstance(token, str) or not token.strip():
+        raise ValueError("token must be a non-empty string (or pass no_token=True on loopback)")
+    return token
+
+
+def presented_token(request: Request) -> Optional[str]:
+    """The token an upgrade presents: `Authorization: Bearer` (scheme in any case) or `?token=`."""
+    scheme, _, value = request.headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.query.get("token")
+
+
+def tokens_match(expected: str, given: Optional[str]) -> bool:
+    """Constant time, on digests so the length does not leak either."""
+    if given is None:
+        return False
+    return hmac.compare_digest(hashlib.sha256(expected.encode()).digest(), hashlib.sha256(given.encode("utf-8", "surrogatepass")).digest())
 
 
 class RequestError(Exception):
@@ -37,8 +83,14 @@ class RequestError(Exception):
         self.code = code
 
 
+REPLAY_ENTRY_OVERHEAD = 128
+"""Bytes an entry costs beyond its payload (bytes and tuple objects, header, deque slot), so the
+replay bound is a bound on memory even for 150-byte step records."""
+
+
 class ReplayBuffer:
-    """Recent telemetry frames, bounded by bytes (oldest dropped first)."""
+    """Recent telemetry as ready websocket frames ((frame bytes, payload size), shared with every
+    client's send queue: a frame is built once), bounded in bytes, oldest dropped first."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
@@ -46,15 +98,23 @@ class ReplayBuffer:
         self.bytes = 0
         self.oldest_seq = 1
 
-    def push(self, frame: str) -> None:
+    def push(self, frame: tuple) -> None:
         self.frames.append(frame)
-        self.bytes += len(frame)
+        self.bytes += frame[1] + REPLAY_ENTRY_OVERHEAD
         while self.bytes > self.max_bytes and len(self.frames) > 1:
-            self.bytes -= len(self.frames.popleft())
+            self.bytes -= self.frames.popleft()[1] + REPLAY_ENTRY_OVERHEAD
             self.oldest_seq += 1
 
-    def since(self, start: int) -> List[str]:
-        return list(self.frames)[max(0, start - self.oldest_seq):]
+    def since(self, start: int, max_bytes: int) -> Tuple[int, List[tuple]]:
+        """(first seq, frames): the frames from seq `start` on, or from the oldest held, cut from the
+        front to the newest `max_bytes`, which one connection may queue at once."""
+        frames = list(self.frames)[max(0, start - self.oldest_seq):]
+        total = sum(size for _, size in frames)
+        skip = 0
+        while total > max_bytes and skip < len(frames):
+            total -= frames[skip][1]
+            skip += 1
+        return max(start, self.oldest_seq) + skip, frames[skip:]
 
 
 def telemetry_frame(line: str, seq: int) -> str:
@@ -70,15 +130,20 @@ class _Peer:
 
 class TrainerServer:
     def __init__(self, base_config: dict, *, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
-                 trainer: Optional[dict] = None, replay_bytes: int = 256 << 20, max_client_backlog_bytes: int = 64 << 20,
-                 max_queued_stats: int = 20000, on_record_written: Optional[Callable[[dict, str], None]] = None,
-                 log: Callable[[str], None] = lambda line: None):
-        if not is_loopback(host) and not token:
-            raise ValueError(f"binding to {host} (not loopback) needs a token: pass token=... or token='generate'")
-        self.token = secrets.token_urlsafe(24) if token == "generate" else token
+                 no_token: bool = False, allowed_origins=(), trainer: Optional[dict] = None, replay_bytes: int = 256 << 20,
+                 max_client_backlog_bytes: int = 64 << 20, max_queued_stats: int = 20000,
+                 on_record_written: Optional[Callable[[dict, str], None]] = None, log: Callable[[str], None] = lambda line: None,
+                 **server_limits):
+        """`token`: what clients must present (None: $MXSCOPE_TOKEN or a generated one); `no_token=True`
+        serves without one, on loopback only. `allowed_origins`: browser origins (e.g.
+        "http://localhost:8888") allowed to connect; every other upgrade with an Origin gets 403.
+        `server_limits`: WebSocketServer's max_clients, max_pending, handshake_timeout_s, poll_s."""
+        self.token = choose_token(token, no_token, host)
+        self.allowed_origins = frozenset(origin.lower().rstrip("/") for origin in allowed_origins)
         self.trainer = trainer or {"name": "mxscope-bridge", "version": "0.1.0"}
         self.session_id = str(uuid.uuid4())
         self.log = log
+        self._connection_log = RateLimitedLog(log)  # refusals and violations: a client controls how many
         self.last_seq = 0
         self.dropped_stats = 0
         self._max_queued_stats = max_queued_stats
@@ -89,12 +154,16 @@ class TrainerServer:
         self._replay = ReplayBuffer(replay_bytes)
         self._next_run_config = base_config
         self._on_record_written = on_record_written
+        self._max_backlog = max_client_backlog_bytes
         self._handlers: Dict[str, Callable[[dict], Optional[str]]] = {}
         self._idle = threading.Condition()
         self._pending = 0
-        self._server = WebSocketServer(host, port, self._authorize, self._on_connection, max_client_backlog_bytes)
+        self._server = WebSocketServer(host, port, self._authorize, self._on_connection, max_client_backlog_bytes,
+                                       log=self._connection_log, **server_limits)
         url_host = f"[{self._server.host}]" if ":" in self._server.host else self._server.host
         self.url = f"ws://{url_host}:{self._server.port}"
+        self.connect_url = f"{self.url}/?token={self.token}" if self.token else self.url
+        """The URL with its token, to paste into "MX Scope: Connect to Trainer" (as Jupyter prints one)."""
         threading.Thread(target=self._pump, name="mxscope-publisher", daemon=True).start()
 
     # ------------------------------------------------------------------ training side
@@ -118,7 +187,8 @@ class TrainerServer:
         return ["layerStats", "wgradError", "replay", "nextRunConfig", *self._handlers]
 
     def listening_line(self) -> str:
-        info = {"url": self.url, **({"token": self.token} if self.token else {}), "protocol": "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])}
+        # The URL carries the token, as Jupyter prints it: one thing to paste into Connect to Trainer.
+        info = {"url": self.connect_url, **({"token": self.token} if self.token else {}), "protocol": "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])}
         return LISTENING_PREFIX + json.dumps(info, separators=(",", ":"))
 
     def publish(self, record: dict) -> bool:
@@ -142,6 +212,7 @@ class TrainerServer:
 
     def close(self) -> None:
         self.flush()
+        self._queue.put(_STOP_PUMP)
         self._server.close()
         with self._lock:
             for peer in self._peers:
@@ -152,18 +223,21 @@ class TrainerServer:
     def _pump(self) -> None:
         while True:
             record = self._queue.get()
+            if record is _STOP_PUMP:
+                return
             try:
                 # Encoded once for the socket and the run log: a stats step's records hold the GIL
                 # while they encode, which the training thread waits for.
                 line = compact(record)
-                frame = telemetry_frame(line, self.last_seq + 1)
+                frame = text_frame(telemetry_frame(line, self.last_seq + 1))
                 with self._lock:
                     self.last_seq += 1
                     self._replay.push(frame)
                     for peer in list(self._peers):
-                        if peer.subscribed and not peer.conn.send_text(frame):
-                            self.log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
-                            self._peers.remove(peer)
+                        if peer.subscribed and not peer.conn.send_frame(*frame):
+                            if peer.conn.close_code == 1013:
+                                self._connection_log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
+                            self._peers.remove(peer)  # closing, for whatever reason: it gets nothing more
                 if self._on_record_written is not None:
                     self._on_record_written(record, line)
             except Exception as error:  # a bad record must not kill the pump
@@ -177,15 +251,16 @@ class TrainerServer:
 
     # ------------------------------------------------------------------ connections
 
-    def _authorize(self, request: Request) -> Optional[str]:
-        if not self.token:
-            return None
-        auth = request.headers.get("authorization", "")
-        given = auth[len("Bearer "):].strip() if auth.startswith("Bearer ") else request.query.get("token")
-        if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
-            return None
-        self.log(f"refused a connection from {request.peer}: missing or wrong token")
-        return 'a valid token is required (query parameter "token" or header "Authorization: Bearer <token>")'
+    def _authorize(self, request: Request) -> Optional[Refusal]:
+        origin = request.headers.get("origin")
+        if origin is not None and origin.lower().rstrip("/") not in self.allowed_origins:
+            self._connection_log(f"refused a connection from {request.peer}: browser origin {origin[:200]!r} is not allow-listed")
+            return 403, ("upgrades from web pages are refused (Origin header present); MX Scope clients send no Origin. "
+                         "Allow-list an origin with allowed_origins=[...] if a page must connect")
+        if self.token and not tokens_match(self.token, presented_token(request)):
+            self._connection_log(f"refused a connection from {request.peer}: missing or wrong token")
+            return 401, 'a valid token is required (query parameter "token" or header "Authorization: Bearer <token>")'
+        return None
 
     def _send(self, peer: _Peer, message: dict) -> None:
         peer.conn.send_text(json.dumps(message, separators=(",", ":"), allow_nan=False))
@@ -204,27 +279,28 @@ class TrainerServer:
             self._peers.append(peer)
             self._send(peer, {"type": "hello", "seq": self.last_seq, "protocol": PROTOCOL_VERSION, "trainer": self.trainer,
                               "sessionId": self.session_id, "capabilities": self.capabilities, "lastSeq": self.last_seq})
-        conn.read_messages(lambda text, size: self._on_message(peer, text, size), MAX_FRAME_BYTES, 4 * MAX_FRAME_BYTES)
-        with self._lock:
-            if peer in self._peers:
-                self._peers.remove(peer)
+        try:
+            conn.read_messages(lambda text, size: self._on_message(peer, text, size), MAX_CLIENT_FRAME_BYTES, HARD_FRAME_BYTES)
+        finally:
+            with self._lock:
+                if peer in self._peers:
+                    self._peers.remove(peer)
 
     def _on_message(self, peer: _Peer, text: Optional[str], size: int) -> None:
         if text is None:
             if size < 0:
                 return self._error(peer, "invalid-message", "binary frame dropped: protocol v1 frames are JSON text")
-            return self._error(peer, "frame-too-large", f"frame of {size} bytes is over the {MAX_FRAME_BYTES}-byte limit; dropped")
+            return self._error(peer, "frame-too-large", f"frame of {size} bytes is over this trainer's {MAX_CLIENT_FRAME_BYTES}-byte limit "
+                               "for client messages (requests are a few KB); dropped")
+        frame = read_frame(text, "client")
+        message = frame.value
+        if frame.kind == "unknown":
+            return self.log(f'ignored a client message of unknown type "{message["type"][:64]}" (newer client?)')
+        if frame.kind == "invalid":
+            what = "frame is not valid JSON ({}); dropped" if frame.code == "bad-json" else "{}; message dropped"
+            return self._error(peer, frame.code, what.format(frame.reason[:1000]), _request_id(message))
+        request_id = message["id"]
         try:
-            message = json.loads(text)
-        except ValueError as error:
-            return self._error(peer, "bad-json", f"frame is not valid JSON ({error}); dropped")
-        if isinstance(message, dict) and isinstance(message.get("type"), str) and message["type"] not in CLIENT_MESSAGE_TYPES:
-            return self.log(f'ignored a client message of unknown type "{message["type"]}" (newer client?)')
-        request_id = message.get("id") if isinstance(message, dict) and isinstance(message.get("id"), str) else None
-        try:
-            problem = _check_client_message(message)
-            if problem:
-                raise RequestError("invalid-message", f"{problem}; message dropped")
             detail = self._handle(peer, message)
             if detail is not _REPLIED:
                 self._send(peer, {"type": "ack", "seq": self.last_seq, "id": message["id"], **({"detail": detail} if detail is not None else {})})
@@ -242,17 +318,22 @@ class TrainerServer:
         if kind == "hello":
             theirs = message["protocol"]
             if theirs["major"] != PROTOCOL_VERSION["major"]:
-                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.0: use a client for protocol major version 1")
+                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.1: use a client for protocol major version 1")
             return f"{self.trainer['name']} {self.trainer['version']}"
         if kind == "subscribe":
             with self._lock:
-                start = message.get("from", self.last_seq + 1)
-                for frame in self._replay.since(start):
-                    peer.conn.send_text(frame)
+                start = max(1, message.get("from", self.last_seq + 1))
+                # Half the client's backlog at most, so a replay never closes the client with 1013
+                # (it would reconnect and ask for the same replay again).
+                first, frames = self._replay.since(start, self._max_backlog // 2)
+                for frame in frames:
+                    peer.conn.send_frame(*frame)
                 peer.subscribed = True
-                gap = start < self._replay.oldest_seq and self.last_seq > 0
-                detail = (f"replayed from seq {self._replay.oldest_seq}: seqs {start}..{self._replay.oldest_seq - 1} are no longer held" if gap
-                          else f"replayed from seq {min(start, self.last_seq + 1)}")
+                detail = f"replayed from seq {min(first, self.last_seq + 1)}"
+                if start < first <= self.last_seq:
+                    why = ("no longer held" if first == self._replay.oldest_seq
+                           else f"over the {self._max_backlog / 2**21:g} MiB one connection may queue at once")
+                    detail = f"replayed from seq {first}: seqs {start}..{first - 1} are {why}"
                 self._send(peer, {"type": "ack", "seq": self.last_seq, "id": message["id"], "detail": detail})
                 self._send(peer, {"type": "nextRunConfig", "seq": self.last_seq, "config": self._next_run_config})
             return _REPLIED
@@ -267,34 +348,10 @@ class TrainerServer:
 
 
 _REPLIED = object()
+_STOP_PUMP = {"type": "the pump thread ends here"}
 
 
-def _check_client_message(message) -> Optional[str]:
-    """clientMessageSchema's checks; returns what is wrong, or None."""
-    if not isinstance(message, dict):
-        return "message: expected an object"
-    kind = message.get("type")
-    if kind not in CLIENT_MESSAGE_TYPES:
-        return f"message.type: expected one of {', '.join(CLIENT_MESSAGE_TYPES)}, got {kind!r}"
-    if not isinstance(message.get("id"), str) or not 0 < len(message["id"]) <= 128:
-        return "message.id: expected a string of 1..128 characters"
-    if kind == "hello":
-        protocol, client = message.get("protocol"), message.get("client")
-        if not isinstance(protocol, dict) or not all(_is_int(protocol.get(k), 0, 1000) for k in ("major", "minor")):
-            return "message.protocol: expected {major, minor} integers in [0, 1000]"
-        if not isinstance(client, dict) or not all(isinstance(client.get(k), str) for k in ("name", "version")):
-            return "message.client: expected {name, version} strings"
-    elif kind == "subscribe" and "from" in message and not _is_int(message["from"], 0, 2**53 - 1):
-        return "message.from: expected a non-negative integer"
-    elif kind == "setNextRunConfig":
-        try:
-            check_next_run_config(message.get("change"), "message.change")
-        except ConfigError as error:
-            return str(error)
-    elif kind == "startRun" and "fromCheckpoint" in message and not isinstance(message["fromCheckpoint"], str):
-        return "message.fromCheckpoint: expected a string"
-    return None
-
-
-def _is_int(value, low, high) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+def _request_id(message) -> Optional[str]:
+    """The id to answer an invalid request with: its own, when it has a usable one."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return request_id if isinstance(request_id, str) and len(request_id) <= 128 else None

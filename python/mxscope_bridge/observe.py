@@ -1,22 +1,53 @@
-"""Hooks that observe nn.Linear-like layers on the steps that capture (and on no other step).
+"""Observing a GEMM the trainer runs itself: a forward hook on the module (through its LinearLike
+adapter) and a tensor hook on Y, where ∇Y arrives; the operand stats and the Wgrad error are what
+MXFP4 with the run config's rotation and rounding would do to those operands (`simulated`), and the
+records carry the precision the GEMM really ran at. The hooks return at once except on the steps
+that capture.
 
 All of a layer's telemetry is computed in its backward, when ∇Y arrives: fprop (X, W), dgrad (∇Y,
-Wᵀ) and the Wgrad error. X and W are the tensors the layer's own GEMM saved for its backward (under
-autocast: the bf16 copies the GEMM consumed), read from its autograd node, so observing keeps no
-activation alive that autograd does not keep anyway.
+Wᵀ) and the Wgrad error. For an nn.Linear, X and W are the tensors its GEMM saved for backward
+(under autocast: the bf16 copies the GEMM consumed), read from its autograd node, so observing keeps
+no activation alive that autograd does not keep anyway. Other modules keep X from the forward hook.
 
 Activation checkpointing saves nothing in the first forward and runs the forward again inside
 backward. There, the forward pre-hook hands the recomputed input to the layer (and a ∇Y that came
 first waits for it), so each micro-batch is observed once and only one checkpointed segment's
-inputs are held. Layers whose node is not a plain matmul keep their input from the forward hook.
-"""
+inputs are held."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 
 from .capture import StepCapture, observed_wgrad
+from .config import GEMM_KINDS
+from .layers import DEFAULT_ADAPTER, LinearLike
+from .precision import PRECISIONS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .bridge import Bridge
+
+#: What an observed GEMM ran at, by the dtype of its output, when the trainer declares nothing
+#: (protocol v1 has no fp16: fp16 GEMMs read as the 16-bit bf16; declare precision= to say otherwise).
+DTYPE_PRECISION = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "bf16"}
+
+
+def declared_precisions(precision) -> Dict[str, str]:
+    """`precision=`: one precision for every GEMM, or {gemm: precision}; None infers from dtypes."""
+    if precision is None:
+        return {}
+    per_gemm = {kind: precision for kind in GEMM_KINDS} if isinstance(precision, str) else dict(precision)
+    for kind, value in per_gemm.items():
+        if kind not in GEMM_KINDS:
+            raise ValueError(f"precision: {kind!r} is not a GEMM; use {', '.join(GEMM_KINDS)}")
+        if value not in PRECISIONS:
+            raise ValueError(f"precision.{kind}: {value!r} is not one of {', '.join(PRECISIONS)} (what the GEMM really runs at)")
+    return per_gemm
+
+
+def ran_at(declared: Dict[str, str], gemm: str, output: torch.Tensor) -> str:
+    return declared.get(gemm) or DTYPE_PRECISION.get(output.dtype, "fp32")
+
 
 _MATMUL_NODES = {"AddmmBackward0": ("_saved_mat1", "_saved_mat2"), "MmBackward0": ("_saved_self", "_saved_mat2")}
 _VIEW_NODES = {"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TBackward0"}
@@ -60,92 +91,94 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     return x.dtype
 
 
-class Observer:
-    """Forward hooks on `layers`, attached for one capturing step at a time."""
+class ObserveState:
+    """What the hooks carry within one capturing step (a fresh one every step)."""
 
-    def __init__(self, layers: List[Tuple[str, torch.nn.Module]], gemms: Callable[[], Dict[str, dict]]):
-        self.layers = layers
-        self.gemms = gemms
-        self.capture: Optional[StepCapture] = None
-        self._handles = []
-        #: module -> input of a checkpoint recompute; module -> ∇Y waiting for it
-        self._recomputed: Dict[int, Tuple[torch.Tensor, torch.dtype]] = {}
-        self._waiting: Dict[int, List[torch.Tensor]] = {}
+    def __init__(self):
+        #: module id -> (recomputed input, compute dtype) of a checkpoint recompute
+        self.recomputed: Dict[int, Tuple[torch.Tensor, torch.dtype]] = {}
+        #: module id -> ∇Y that arrived before the checkpoint recomputed the module
+        self.waiting: Dict[int, List[torch.Tensor]] = {}
         #: modules whose output got a gradient hook in this step's forward
-        self._registered = set()
+        self.registered = set()
 
-    def attach(self, capture: StepCapture) -> None:
-        self.capture = capture
-        if self._handles:
+
+def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
+    """Inside a checkpoint recompute: hands the recomputed input to the layer's backward-time work
+    (plain layers only: an adapter's GEMM input is not the module's input)."""
+    def pre_hook(module, inputs):
+        state = bridge.observing
+        if bridge.capture is None or not _in_backward() or getattr(module, "_mxscope_emulation", None) is not None:
             return
-        for name, module in self.layers:
-            self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
-            self._handles.append(module.register_forward_hook(self._hook(name)))
+        if adapter is not DEFAULT_ADAPTER or not inputs or not isinstance(inputs[0], torch.Tensor):
+            return
+        x = inputs[0].detach()
+        dtype = _compute_dtype(x)
+        waiting = state.waiting.pop(id(module), ())
+        for dy, ran in waiting:
+            _observe(bridge, name, module, adapter, x, None, dy, dtype, ran)
+        if not waiting and id(module) in state.registered:
+            state.recomputed[id(module)] = (x, dtype)
+    return pre_hook
 
-    def detach(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles, self.capture = [], None
-        self._recomputed, self._waiting, self._registered = {}, {}, set()
 
-    def _pre_hook(self, name: str):
-        def pre_hook(module, inputs):
-            if self.capture is None or not _in_backward() or not inputs or not isinstance(inputs[0], torch.Tensor):
-                return
-            x = inputs[0].detach()
-            dtype = _compute_dtype(x)
-            waiting = self._waiting.pop(id(module), ())
-            for dy in waiting:
-                self._observe(name, module, x, None, dy, dtype)
-            if not waiting and id(module) in self._registered:
-                self._recomputed[id(module)] = (x, dtype)
-        return pre_hook
+def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
+    """The forward hook observing layer `name` on capture steps (emulated layers report themselves)."""
+    def hook(module, inputs, output):
+        capture, state = bridge.capture, bridge.observing
+        if capture is None or not torch.is_grad_enabled() or getattr(module, "_mxscope_emulation", None) is not None:
+            return
+        y = adapter.output(output)
+        if y is None or not y.requires_grad:
+            return
+        if _in_backward() and id(module) in state.registered:
+            return  # a non-reentrant checkpoint recompute: its output gets no gradient
+        if not _in_backward():
+            state.registered.add(id(module))
+        ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
+        plain = adapter is DEFAULT_ADAPTER
+        checkpointed = _saved_tensor_hooks_active()
+        found = matmul_node(y, 0) if plain and not checkpointed else None
+        if found is not None and getattr(found[0], found[1][0]) is None:  # X is saved only when W needs a gradient
+            found = None
+        kept = None
+        if found is None and not (plain and checkpointed):
+            x = adapter.gemm_input(module, inputs, output).detach()
+            kept = (x, _compute_dtype(x))
 
-    def _hook(self, name: str):
-        def hook(module, inputs, output):
-            capture = self.capture
-            if capture is None or not torch.is_grad_enabled() or not isinstance(output, torch.Tensor) or not output.requires_grad:
-                return
-            if _in_backward() and id(module) in self._registered:
-                return  # a non-reentrant checkpoint recompute: its output gets no gradient
-            if not _in_backward():
-                self._registered.add(id(module))
-            checkpointed = _saved_tensor_hooks_active()
-            found = None if checkpointed else matmul_node(output, inputs[0].shape[-1])
-            if found is not None and getattr(found[0], found[1][0]) is None:  # X is saved only when W needs a gradient
-                found = None
-            kept = None if checkpointed or found is not None else (inputs[0].detach(), _compute_dtype(inputs[0]))
+        def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
+            if bridge.capture is not capture:
+                return None
+            dy = dy.detach()
+            recomputed = state.recomputed.pop(id(module), None)
+            if found is not None:
+                node, (x_name, w_name) = found
+                w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
+                _observe(bridge, name, module, adapter, getattr(node, x_name), w_t.t() if w_t is not None else None, dy, None, ran)
+            elif recomputed is not None:
+                _observe(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran)
+            elif kept is not None:
+                _observe(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran)
+            else:  # the checkpoint has not recomputed this layer yet: its pre-hook takes ∇Y then
+                state.waiting.setdefault(id(module), []).append((dy, ran))
+            return None
+        y.register_hook(on_grad)
+    return hook
 
-            def on_grad(dy):
-                if self.capture is not capture:
-                    return
-                dy = dy.detach()
-                recomputed = self._recomputed.pop(id(module), None)
-                if found is not None:
-                    node, (x_name, w_name) = found
-                    x, w_t = getattr(node, x_name), getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
-                    self._observe(name, module, x, w_t.t() if w_t is not None else None, dy, None)
-                elif recomputed is not None:
-                    self._observe(name, module, recomputed[0], None, dy, recomputed[1])
-                elif kept is not None:
-                    self._observe(name, module, kept[0], None, dy, kept[1])
-                else:  # the checkpoint has not recomputed this layer yet: its pre-hook takes ∇Y then
-                    self._waiting.setdefault(id(module), []).append(dy)
-            output.register_hook(on_grad)
-        return hook
 
-    def _observe(self, name: str, module, x: torch.Tensor, weight: Optional[torch.Tensor], dy: torch.Tensor, dtype: Optional[torch.dtype]) -> None:
-        capture = self.capture
-        if weight is None:
-            weight = module.weight.detach()
-            if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
-                weight = weight.full_tensor()
-        if dtype is not None:
-            x = x.to(dtype)
-        weight = weight.to(x.dtype)
-        x2 = x.reshape(-1, x.shape[-1])
-        dy2 = dy.reshape(-1, dy.shape[-1])
-        gemms = self.gemms()
-        capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight)
-        capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t())
-        observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture)
+def _observe(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
+             dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str]) -> None:
+    capture: StepCapture = bridge.capture
+    if weight is None:
+        weight = adapter.weight(module).detach()
+        if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
+            weight = weight.full_tensor()
+    if dtype is not None:
+        x = x.to(dtype)
+    weight = weight.to(x.dtype)
+    x2 = x.reshape(-1, x.shape[-1])
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    gemms = {kind: dict(g, precision="mxfp4") for kind, g in bridge.config["gemms"].items()}  # what MXFP4 would do
+    capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
+    capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t(), precision=ran["dgrad"])
+    observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture, ran["wgrad"])

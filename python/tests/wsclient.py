@@ -43,19 +43,8 @@ class Client:
         data, self._buffer = self._buffer[:n], self._buffer[n:]
         return data
 
-    def send_raw(self, payload: bytes, opcode: int = 0x1) -> None:
-        mask = os.urandom(4)
-        n = len(payload)
-        header = struct.pack(">B", 0x80 | opcode)
-        if n < 126:
-            header += struct.pack(">B", 0x80 | n)
-        elif n < 1 << 16:
-            header += struct.pack(">BH", 0x80 | 126, n)
-        else:
-            header += struct.pack(">BQ", 0x80 | 127, n)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if n < 1 << 16 else \
-            (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
-        self.sock.sendall(header + mask + masked)
+    def send_raw(self, payload: bytes, opcode: int = 0x1, fin: bool = True, rsv: int = 0, masked: bool = True) -> None:
+        self.sock.sendall(frame(payload, opcode, fin, rsv, masked))
 
     def send(self, message: dict) -> None:
         self.send_raw(json.dumps(message).encode())
@@ -68,6 +57,15 @@ class Client:
         elif n == 127:
             n = struct.unpack(">Q", self._exact(8))[0]
         return b0 & 0x0F, self._exact(n)
+
+    def recv_close(self, skip_text: bool = True):
+        """The close code the server sent (None for an empty close); EOFError if it just hung up."""
+        while True:
+            opcode, payload = self.recv_frame()
+            if opcode == 0x8:
+                return struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
+            if not skip_text and opcode != 0xA:
+                raise AssertionError(f"expected a close frame, got opcode {opcode}")
 
     def recv(self) -> dict:
         """The next text message as JSON (raises EOFError on close)."""
@@ -88,3 +86,20 @@ class Client:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def frame(payload: bytes, opcode: int = 0x1, fin: bool = True, rsv: int = 0, masked: bool = True) -> bytes:
+    """One client frame, with any header bits a test needs (rsv: the 3 RSV bits as 0..7)."""
+    n = len(payload)
+    header = struct.pack(">B", (0x80 if fin else 0) | (rsv << 4) | opcode)
+    mask_bit = 0x80 if masked else 0
+    if n < 126:
+        header += struct.pack(">B", mask_bit | n)
+    elif n < 1 << 16:
+        header += struct.pack(">BH", mask_bit | 126, n)
+    else:
+        header += struct.pack(">BQ", mask_bit | 127, n)
+    if not masked:
+        return header + payload
+    mask = os.urandom(4)
+    return header + mask + (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")

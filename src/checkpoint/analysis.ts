@@ -3,7 +3,7 @@
 // [rows, cols] matrix with 32-element blocks along its last (contiguous) axis, the reduction axis
 // of the forward GEMM for a [out, in] weight.
 import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
-import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type MatrixAnalysis, type TensorReport } from './report.js';
+import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
 import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, hadamardInPlace, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';

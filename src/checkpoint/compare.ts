@@ -5,7 +5,7 @@ import type { ScaleHistogram } from '../protocol/index.js';
 import { createMxStats } from '../mx/index.js';
 import { toScaleHistogram, type AnalysisControl } from './analysis.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
-import type { CheckpointComparison, TensorDiff, TensorSummary } from './report.js';
+import type { CheckpointComparison, TensorDiff, TensorSummary } from '../protocol/checkpoint-report.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype } from './dtypes.js';
 import { scanF32 } from './exponent-scan.js';
 

@@ -1,37 +1,8 @@
-// The safetensors dtypes: their element sizes, and decoders from raw little-endian bytes to float32.
+// The safetensors dtypes: their element sizes (from src/protocol/dtypes.ts, re-exported so the
+// engine has one import), and decoders from raw little-endian bytes to float32.
+import type { FloatDtype } from '../protocol/dtypes.js';
 
-/** Bytes per element of every dtype the safetensors format defines (sub-byte types are not supported). */
-export const DTYPE_BYTES = {
-  BOOL: 1,
-  U8: 1,
-  I8: 1,
-  F8_E5M2: 1,
-  F8_E4M3: 1,
-  I16: 2,
-  U16: 2,
-  F16: 2,
-  BF16: 2,
-  I32: 4,
-  U32: 4,
-  F32: 4,
-  F64: 8,
-  I64: 8,
-  U64: 8,
-} as const;
-
-export type Dtype = keyof typeof DTYPE_BYTES;
-
-export function isDtype(name: string): name is Dtype {
-  return Object.prototype.hasOwnProperty.call(DTYPE_BYTES, name);
-}
-
-/** The floating-point dtypes MX Scope decodes and analyses; integer and bool tensors are only listed. */
-export const FLOAT_DTYPES = ['F32', 'F16', 'BF16', 'F8_E4M3', 'F8_E5M2', 'F64'] as const;
-export type FloatDtype = (typeof FLOAT_DTYPES)[number];
-
-export function isFloatDtype(dtype: string): dtype is FloatDtype {
-  return (FLOAT_DTYPES as readonly string[]).includes(dtype);
-}
+export { DTYPE_BYTES, FLOAT_DTYPES, isDtype, isFloatDtype, type Dtype, type FloatDtype } from '../protocol/dtypes.js';
 
 /** Value of a minifloat bit pattern with IEEE-style subnormals; `ieeeSpecials` picks the IEEE rules (E5M2, F16) over E4M3FN's. */
 function minifloatValue(bits: number, exponentBits: number, mantissaBits: number, ieeeSpecials: boolean): number {

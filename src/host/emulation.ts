@@ -1,4 +1,4 @@
-// The embedded emulation trainer as a child process of the extension host: `dist/trainer/cli.js
+// The embedded emulation trainer as a child process of the extension host: `dist/cli/train.js
 // --serve` on a free loopback port with a fresh token. One at a time; stopped on Disconnect,
 // on a preset change, and when the extension deactivates.
 import { randomBytes } from 'node:crypto';
@@ -9,7 +9,7 @@ import { TOKEN_ENV, type ListeningInfo } from '../link/listening-line.js';
 import { mergeRunConfig, type RunConfig } from '../protocol/index.js';
 import { presetConfig } from '../trainer/presets.js';
 import type { MxScopeSettings } from './settings.js';
-import { spawnTrainer, type TrainerProcess } from './trainer-process.js';
+import { spawnTrainer, type TrainerProcess } from '../live/trainer-process.js';
 
 /**
  * Emulated runs start as the case MX Scope is for: every GEMM in MXFP4, no rotation, nearest-even.
@@ -50,7 +50,7 @@ export class EmulationTrainer implements vscode.Disposable {
     await this.stop();
     const outDir = this.runDirectory(settings);
     mkdirSync(outDir, { recursive: true });
-    const cli = vscode.Uri.joinPath(this.context.extensionUri, 'dist', 'trainer', 'cli.js').fsPath;
+    const cli = vscode.Uri.joinPath(this.context.extensionUri, 'dist', 'cli', 'train.js').fsPath;
     const token = randomBytes(24).toString('base64url');
     const args = [cli, '--serve', '--host', '127.0.0.1', '--port', '0', '--out', outDir, '--preset', settings.preset, '--precision', EMULATION_PRECISION];
     this.log(`starting the emulation trainer: node ${args.join(' ')}`);

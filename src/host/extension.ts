@@ -8,7 +8,7 @@ import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
 import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
 import { emulationBaseConfig, EmulationTrainer } from './emulation.js';
-import { LiveLink } from './live-link.js';
+import { LiveLink } from '../live/live-link.js';
 import { openRunLog } from './open-run-log.js';
 import { restoreAndRememberRuns } from './remember-runs.js';
 import { createRunsView, runIdOf } from './runs-view.js';

@@ -1,7 +1,7 @@
 // Brings back, after a window reload, the runs the window held before it (their run logs), and
 // keeps the list up to date in workspaceState from then on.
 import type * as vscode from 'vscode';
-import { rememberRunLogs, restoreRunLogs } from './model/run-memory.js';
+import { rememberRunLogs, restoreRunLogs } from '../store/run-memory.js';
 import type { HostServices } from './services.js';
 
 const RUN_LOGS_KEY = 'mxscope.runLogs';

@@ -2,7 +2,7 @@
 // dashboard (dashboard/register.ts) and checkpoint (checkpoints/register.ts) parts get this.
 import type * as vscode from 'vscode';
 import type { RunStore } from '../store/run-store.js';
-import type { LiveLink } from './live-link.js';
+import type { LiveLink } from '../live/live-link.js';
 import type { MxScopeSettings } from './settings.js';
 
 export interface HostServices {

@@ -1,6 +1,6 @@
 // The status bar item: connection state, run, step, loss and GEMM recipe; click → quick actions.
 import * as vscode from 'vscode';
-import type { LiveLink } from './live-link.js';
+import type { LiveLink } from '../live/live-link.js';
 import { statusText } from './model/status-text.js';
 
 export function createStatusBar(link: LiveLink): vscode.Disposable {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { createMxStats, fakeQuantMxfp4, hadamardInPlace, Rng } from '../../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, toScaleHistogram } from '../../src/checkpoint/analysis.js';
-import type { AnalysisOptions } from '../../src/checkpoint/report.js';
+import type { AnalysisOptions } from '../../src/protocol/checkpoint-report.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { writeSafetensors } from '../../src/checkpoint/safetensors.js';
 import { withTempDir } from './temp-dir.js';

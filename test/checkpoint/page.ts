@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { Rng } from '../../src/mx/index.js';
 import { check } from '../../src/protocol/validate.js';
-import { checkpointWebviewMessageSchema, type CheckpointHostMessage, type CheckpointWebviewMessage } from '../../src/checkpoint/webview-messages.js';
+import { checkpointWebviewMessageSchema, type CheckpointHostMessage, type CheckpointWebviewMessage } from '../../src/protocol/checkpoint-webview.js';
 import { writeSafetensors, type Float32Tensor } from '../../src/checkpoint/safetensors.js';
 import { webviewHtml } from '../../src/host/dashboard/html.js';
 import { themeCss, THEMES, type ThemeName } from '../browser/themes.js';

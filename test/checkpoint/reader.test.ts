@@ -1,4 +1,4 @@
-// The reader against files written by another implementation (fixtures/make_fixtures.py, from the
+// The reader against files written by another implementation (test/fixtures/safetensors/make_fixtures.py, from the
 // published format description), including a sharded checkpoint.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { readSafetensors } from '../../src/checkpoint/safetensors.js';
 
-const fixtures = join(__dirname, 'fixtures') + '/';
+const fixtures = join(__dirname, '..', 'fixtures', 'safetensors') + '/';
 /** The values make_fixtures.py stores in every float tensor. */
 const fixtureValue = (i: number) => ((i % 15) - 7) * 2 ** ((i % 5) - 2);
 

@@ -4,8 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CheckpointHostMessage } from '../../src/checkpoint/webview-messages.js';
-import { CheckpointSession, type SessionTarget } from '../../src/host/checkpoints/session.js';
+import type { CheckpointHostMessage } from '../../src/protocol/checkpoint-webview.js';
+import { CheckpointSession, type SessionTarget } from '../../src/checkpoint/session.js';
 import { writeSampleCheckpoint } from './page.js';
 import { withTempDir } from './temp-dir.js';
 

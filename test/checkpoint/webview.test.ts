@@ -10,7 +10,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../../src/checkpoint/analysis.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { compareCheckpoints } from '../../src/checkpoint/compare.js';
-import type { CheckpointComparison, CheckpointReport } from '../../src/checkpoint/report.js';
+import type { CheckpointComparison, CheckpointReport } from '../../src/protocol/checkpoint-report.js';
 import { canvasColours, CHROMIUM } from '../browser/harness.js';
 import { openCheckpointPage, writeSampleCheckpoint } from './page.js';
 

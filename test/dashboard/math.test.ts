@@ -1,13 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ema } from '../../src/dashboard/smoothing.js';
-import { firstCrossingBelow, gapTo, valuesAt } from '../../src/dashboard/interpolate.js';
-import { defaultTargetLoss, overheadTable } from '../../src/dashboard/overhead.js';
+import { ema } from '../../webview/dashboard/model/smoothing.js';
+import { firstCrossingBelow, gapTo, valuesAt } from '../../webview/dashboard/model/interpolate.js';
+import { defaultTargetLoss, overheadTable } from '../../webview/dashboard/model/overhead.js';
 import { autocorrelation, cosine, lagCosines } from '../../src/dashboard/correlation.js';
-import { decimateMinMax, sliceToRange } from '../../src/dashboard/decimate.js';
-import { zoomAround } from '../../src/dashboard/ui-state.js';
-import { binHeatmap } from '../../src/dashboard/heatmap.js';
-import { toCsv } from '../../src/dashboard/csv.js';
+import { decimateMinMax, sliceToRange } from '../../webview/dashboard/model/decimate.js';
+import { zoomAround } from '../../webview/dashboard/model/ui-state.js';
+import { binHeatmap } from '../../webview/dashboard/model/heatmap.js';
+import { toCsv } from '../../webview/dashboard/model/csv.js';
 
 test('EMA: weight 0 is the identity, debiased from the first point, nulls pass through', () => {
   assert.deepEqual(ema([1, 2, 3], 0), [1, 2, 3]);

@@ -5,8 +5,8 @@ import { hostToWebviewSchema, webviewToHostSchema, LAYER_METRICS } from '../../s
 import { RunStore } from '../../src/store/run-store.js';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DashboardFeed } from '../../src/dashboard/feed.js';
-import { syntheticRun, type SyntheticRunOptions } from '../../src/dashboard/synthetic-run.js';
-import { assignColorSlots, DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../src/dashboard/ui-state.js';
+import { syntheticRun, type SyntheticRunOptions } from '../fixtures/synthetic-run.js';
+import { assignColorSlots, DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../webview/dashboard/model/ui-state.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 
 const small: SyntheticRunOptions = { runId: 'a', blocks: 2, steps: 40, statsEvery: 10, evalEvery: 10, sketchSize: 16, rotation: 'hadamard', seed: 1 };
@@ -103,7 +103,7 @@ test('UI state restores what fits and defaults the rest', () => {
   assert.deepEqual(restoreUiState(undefined), DEFAULT_UI_STATE);
   const restored = restoreUiState({ tab: 'scales', ema: 5, gemm: 'fprop', operand: 'dy', layer: 'x', lag: -1, runIds: ['a', 3] });
   assert.equal(restored.tab, 'scales');
-  assert.equal(restored.ema, 0.999);
+  assert.equal(restored.ema, 0.99, 'clamped to the slider range');
   assert.equal(restored.operand, 'x', 'dy is not an fprop operand');
   assert.equal(restored.layer, 'x');
   assert.equal(restored.lag, DEFAULT_UI_STATE.lag);

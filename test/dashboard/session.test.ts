@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DashboardFeed } from '../../src/dashboard/feed.js';
 import { DashboardSession } from '../../src/dashboard/session.js';
-import { syntheticRun } from '../../src/dashboard/synthetic-run.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
 import type { HostToWebview } from '../../src/protocol/webview.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 import { RunStore } from '../../src/store/run-store.js';

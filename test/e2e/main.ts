@@ -107,7 +107,8 @@ async function runAll(runDir: string): Promise<void> {
     for (const scenario of scenarios.filter((s) => !only || only.includes(s.slug))) {
       const why = scenario.unsupported?.(ctx);
       if (why) {
-        console.log(`skip ${scenario.slug}: ${scenario.title} (${why})`);
+        // A scenario that cannot run is a failure, not a skip: a missing command is a broken build.
+        report(false, `${scenario.slug}: ${scenario.title} cannot run: ${why}`);
         continue;
       }
       const started = Date.now();

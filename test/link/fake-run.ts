@@ -4,10 +4,10 @@ import type { RunConfig, TelemetryRecord } from '../../src/protocol/index.js';
 import { join } from 'node:path';
 import type { LaunchedRun, RunLauncher } from '../../src/link/trainer-server.js';
 import { RunLogWriter } from '../../src/runlog/index.js';
-import { forEachStatsRecord, syntheticLayers, syntheticStep } from '../store/synthetic-run.js';
+import { forEachStatsRecord, syntheticLayers, syntheticStep } from '../fixtures/synthetic-llama8b.js';
 
 export const baseConfig: RunConfig = {
-  preset: 'tiny', seed: 1, steps: 20, tokensPerStep: 512, statsEvery: 5, sketchSize: 8, evalEvery: 0, data: 'test',
+  preset: 'tiny', seed: 1, steps: 20, tokensPerStep: 512, statsEvery: 5, sketchSize: 64, evalEvery: 0, data: 'test',
   gemms: {
     fprop: { precision: 'mxfp4', rotation: 'none', hadamardBlock: 32, rounding: 'nearest-even', srPrescale: false },
     dgrad: { precision: 'mxfp4', rotation: 'none', hadamardBlock: 32, rounding: 'nearest-even', srPrescale: false },

@@ -58,7 +58,7 @@ test('invalid and torn lines are skipped with a warning naming the line; the res
 
 test('the log of a trainer killed mid-run reloads up to the last complete line', async () => {
   const outDir = tempDir();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/trainer/cli.ts', '--steps', '1000', '--stats-every', '2', '--out', outDir], { stdio: 'ignore' });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/train.ts', '--steps', '1000', '--stats-every', '2', '--out', outDir], { stdio: 'ignore' });
   const stepLines = (): number => {
     const [runId] = readdirSync(outDir);
     if (runId === undefined) return 0;

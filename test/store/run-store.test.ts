@@ -9,7 +9,7 @@ import { RunStore } from '../../src/store/run-store.js';
 import { loadRunLog, runLogDirs } from '../../src/store/load-run-log.js';
 import { RunLogWriter } from '../../src/runlog/index.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
-import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from './synthetic-run.js';
+import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../fixtures/synthetic-llama8b.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;

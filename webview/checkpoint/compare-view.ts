@@ -1,7 +1,7 @@
 // Two checkpoints: matched tensors with their relative change and scale-histogram shift (largest
 // tensor first), the tensors only one side has, and the selected tensor's two histograms overlaid.
-import { formatBytes } from '../../src/checkpoint/format.js';
-import type { CheckpointComparison, TensorDiff, TensorSummary } from '../../src/checkpoint/report.js';
+import { formatBytes } from '../../src/shared/checkpoint-format.js';
+import type { CheckpointComparison, TensorDiff, TensorSummary } from '../../src/protocol/checkpoint-report.js';
 import { element } from '../dashboard/context.js';
 import type { Theme } from '../dashboard/theme.js';
 import { drawHistogram } from './histogram.js';

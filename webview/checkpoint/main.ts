@@ -2,9 +2,9 @@
 // progress while the host analyses, then the result, or the error when the file is not a valid
 // checkpoint. Rotation block and pass are chosen here and analysed by the host.
 import './checkpoint.css';
-import { formatBytes } from '../../src/checkpoint/format.js';
-import { SAMPLED_SQNR_ROWS, type CheckpointComparison, type CheckpointReport } from '../../src/checkpoint/report.js';
-import type { CheckpointHostMessage, CheckpointWebviewMessage } from '../../src/checkpoint/webview-messages.js';
+import { formatBytes } from '../../src/shared/checkpoint-format.js';
+import { SAMPLED_SQNR_ROWS, type CheckpointComparison, type CheckpointReport } from '../../src/protocol/checkpoint-report.js';
+import type { CheckpointHostMessage, CheckpointWebviewMessage } from '../../src/protocol/checkpoint-webview.js';
 import { HADAMARD_BLOCKS, type HadamardBlock } from '../../src/protocol/config.js';
 import { element } from '../dashboard/context.js';
 import { onThemeChange, readTheme } from '../dashboard/theme.js';

@@ -1,7 +1,7 @@
 // One checkpoint: every tensor with its MXFP4 figures, a scale sparkline per weight matrix, and the
 // selected tensor's full scale histogram and details.
-import { formatBytes, formatDb, formatPercent } from '../../src/checkpoint/format.js';
-import type { CheckpointReport, TensorReport } from '../../src/checkpoint/report.js';
+import { formatBytes, formatDb, formatPercent } from '../../src/shared/checkpoint-format.js';
+import type { CheckpointReport, TensorReport } from '../../src/protocol/checkpoint-report.js';
 import { element } from '../dashboard/context.js';
 import type { Theme } from '../dashboard/theme.js';
 import { drawHistogram, exponentRange, type Series } from './histogram.js';

@@ -3,7 +3,7 @@
 import { GEMM_KINDS, type GemmKind } from '../../src/protocol/config.js';
 import { GEMM_OPERANDS, type Operand } from '../../src/protocol/telemetry.js';
 import { LAYER_METRICS, type RunInfo } from '../../src/protocol/webview.js';
-import { filterLayers, worstFirst } from '../../src/dashboard/ui-state.js';
+import { filterLayers, worstFirst } from './model/ui-state.js';
 import { dropdown, textField } from '../ui/toolkit.js';
 import { element, type Context } from './context.js';
 

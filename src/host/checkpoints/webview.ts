@@ -1,8 +1,8 @@
 // Wires a webview (custom editor or compare panel) to a CheckpointSession: options, page, messages.
 import * as vscode from 'vscode';
-import type { CheckpointHostMessage } from '../../checkpoint/webview-messages.js';
+import type { CheckpointHostMessage } from '../../protocol/checkpoint-webview.js';
 import { webviewHtml } from '../dashboard/html.js';
-import { CheckpointSession, type SessionTarget } from './session.js';
+import { CheckpointSession, type SessionTarget } from '../../checkpoint/session.js';
 
 export function attachCheckpointWebview(webview: vscode.Webview, extensionUri: vscode.Uri, title: string, target: SessionTarget, log: (line: string) => void): vscode.Disposable {
   const bundles = vscode.Uri.joinPath(extensionUri, 'dist', 'webview');

@@ -32,7 +32,7 @@ export interface Scenario {
   /** Names the screenshot and the report line. */
   slug: string;
   title: string;
-  /** Why this scenario cannot run against this build (a feature it needs is not contributed), or undefined. */
+  /** Why this scenario cannot run against this build (a feature it needs is not contributed), or undefined; the suite counts it as failed. */
   unsupported?(ctx: ScenarioContext): string | undefined;
   run(ctx: ScenarioContext): Promise<void>;
 }

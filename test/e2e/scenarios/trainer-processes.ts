@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
 export function trainerPids(extensionsDir: string): number[] {
-  const pattern = join(extensionsDir, 'mxscope.mxscope-').replace(/[.]/g, '\\.') + '[^ ]*/dist/trainer/cli\\.js';
+  const pattern = join(extensionsDir, 'mxscope.mxscope-').replace(/[.]/g, '\\.') + '[^ ]*/dist/cli/train\\.js';
   const result = spawnSync('pgrep', ['-f', pattern], { encoding: 'utf8' });
   return result.stdout
     .split('\n')

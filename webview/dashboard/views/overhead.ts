@@ -1,6 +1,6 @@
 // The token-overhead table: tokens each run needed to reach a target validation loss and the extra
 // percentage over the baseline run. Recomputed on every delta, so it fills in live.
-import { defaultTargetLoss, overheadTable, type OverheadRow } from '../../../src/dashboard/overhead.js';
+import { defaultTargetLoss, overheadTable, type OverheadRow } from '../model/overhead.js';
 import { dropdown, textField } from '../../ui/toolkit.js';
 import { element, formatNumber, formatTokens, type Context, type View } from '../context.js';
 
@@ -21,7 +21,6 @@ export class OverheadView implements View {
     }));
     if (runs.length > 0) bar.append(dropdown(runs, this.baselineId(), (baselineRunId) => ctx.update({ baselineRunId }), 'baseline run'));
     this.root.append(bar, this.note, this.table);
-    this.update();
   }
 
   private baselineId(): string | null {
@@ -59,8 +58,8 @@ export class OverheadView implements View {
   csv() {
     return {
       name: 'token-overhead.csv',
-      header: ['run', 'target_loss', 'tokens', 'extra_pct'],
-      rows: this.rows.map((row) => [this.ctx.data.run(row.runId)?.name ?? row.runId, this.target, row.tokens, row.extraPct]),
+      header: ['run_id', 'run', 'target_loss', 'tokens', 'extra_pct'],
+      rows: this.rows.map((row) => [row.runId, this.ctx.data.run(row.runId)?.name ?? row.runId, this.target, row.tokens, row.extraPct]),
     };
   }
 

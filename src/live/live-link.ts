@@ -1,0 +1,137 @@
+// The extension's one live connection: a TrainerClient whose telemetry goes into the run store,
+// plus the next-run changes the user made while no trainer was connected (sent on connect).
+// Plain Node (no vscode), so it is tested against a real server.
+import { mergeRunConfig, type AckMessage, type NextRunConfig, type RunConfig } from '../protocol/index.js';
+import { splitTokenUrl } from '../link/auth.js';
+import { TrainerClient, type ClientRequest, type ConnectionState } from '../link/trainer-client.js';
+import type { RunStore, RunSummary } from '../store/run-store.js';
+import { combineChanges, isEmptyChange } from './next-run-change.js';
+
+export interface LinkSnapshot {
+  state: ConnectionState | undefined;
+  url: string | undefined;
+  /** Newest live run in the store. */
+  run: RunSummary | undefined;
+  nextRunConfig: RunConfig | undefined;
+  /** Why the state last changed (e.g. the refusal reason once `closed`). */
+  detail: string | undefined;
+}
+
+export class LiveLink {
+  private client: TrainerClient | undefined;
+  private url: string | undefined;
+  private detail: string | undefined;
+  private pending: NextRunConfig = {};
+  private readonly listeners = new Set<() => void>();
+
+  constructor(
+    private readonly store: RunStore,
+    private readonly log: (line: string) => void,
+    /** What the next run looks like before any trainer has told us (e.g. the emulation preset). */
+    private localBase: RunConfig | undefined = undefined,
+  ) {
+    store.onDidChange((change) => {
+      if (change.record?.type !== 'layerStats') this.emit();
+    });
+  }
+
+  /** `url` may carry the token as `?token=` (a pasted listening-line URL); it is never logged or kept in the URL. */
+  connect(urlMaybeWithToken: string, explicitToken?: string): void {
+    const split = splitTokenUrl(urlMaybeWithToken);
+    const url = split.url;
+    const token = explicitToken ?? split.token;
+    this.disconnect();
+    this.url = url;
+    this.detail = undefined;
+    this.log(`connecting to ${url}${token ? ' (with token)' : ''}`);
+    const client: TrainerClient = new TrainerClient({
+      url,
+      ...(token ? { token } : {}),
+      client: { name: 'mxscope-vscode', version: '0.1.0' },
+      onTelemetry: (record) => this.store.ingest(record, 'live'),
+      onNextRunConfig: () => this.emit(),
+      onNewSession: () => this.store.markOrphaned('live'),
+      onState: (state, detail) => {
+        if (this.client !== client) return;
+        this.detail = detail;
+        this.log(`${state}${detail ? `: ${detail}` : ''}`);
+        if (state === 'connected') void this.flushPending();
+        if (state === 'closed') this.store.markOrphaned('live');
+        this.emit();
+      },
+      log: (line) => this.log(line),
+    });
+    this.client = client;
+    this.emit();
+  }
+
+  disconnect(): void {
+    const client = this.client;
+    if (!client) return;
+    this.client = undefined;
+    client.close();
+    this.store.markOrphaned('live');
+    this.log(`disconnected from ${this.url}`);
+    this.emit();
+  }
+
+  /** The URL connected (or connecting, or reconnecting) to; undefined once disconnected. */
+  get activeUrl(): string | undefined {
+    return this.client ? this.url : undefined;
+  }
+
+  get connected(): boolean {
+    return this.client?.state === 'connected';
+  }
+
+  snapshot(): LinkSnapshot {
+    const live = this.store.list().filter((run) => run.source === 'live');
+    return { state: this.client?.state, url: this.url, run: live[live.length - 1], nextRunConfig: this.nextRunConfig(), detail: this.detail };
+  }
+
+  /** The trainer's next-run config with pending changes applied, or the local base with them. */
+  nextRunConfig(): RunConfig | undefined {
+    const base = this.client?.nextRunConfig ?? this.localBase;
+    return base ? mergeRunConfig(base, this.pending) : undefined;
+  }
+
+  setLocalBase(config: RunConfig): void {
+    this.localBase = config;
+    this.emit();
+  }
+
+  /** Applies to the connected trainer now, or is kept and sent when one connects. Returns what happened. */
+  async changeNextRun(change: NextRunConfig): Promise<string> {
+    this.pending = combineChanges(this.pending, change);
+    this.emit();
+    if (!this.connected) return 'saved; it is sent to the trainer when one connects';
+    await this.flushPending();
+    return 'sent to the trainer; it applies at the next run start';
+  }
+
+  request(request: ClientRequest): Promise<AckMessage> {
+    if (!this.client) return Promise.reject(new Error('not connected to a trainer: start an emulated run or connect first'));
+    return this.client.request(request);
+  }
+
+  onDidChange(listener: () => void): { dispose(): void } {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  private async flushPending(): Promise<void> {
+    if (isEmptyChange(this.pending)) return;
+    const change = this.pending;
+    try {
+      await this.request({ type: 'setNextRunConfig', change });
+      if (this.pending === change) this.pending = {};
+    } catch (error) {
+      this.log(`could not send the next-run config: ${(error as Error).message}`);
+    }
+    this.emit();
+  }
+
+  private emit(): void {
+    for (const listener of this.listeners) listener();
+  }
+}

@@ -1,0 +1,81 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
+import { LiveLink } from '../../src/live/live-link.js';
+import { spawnTrainer } from '../../src/live/trainer-process.js';
+import { rotationChange } from '../../src/host/model/rotation-modes.js';
+import { RunStore } from '../../src/store/run-store.js';
+import { until } from '../link/helpers.js';
+import { baseConfig } from '../link/fake-run.js';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('spawned trainer: changes made before connecting apply to the run, telemetry lands in the store, stop leaves no process', async () => {
+  const stderr: string[] = [];
+  const trainer = await spawnTrainer({ nodePath: process.execPath, args: ['--import', 'tsx', 'test/live/fake-trainer.ts', 'tok3n'], onStderr: (line) => stderr.push(line) });
+  assert.equal(trainer.info.token, 'tok3n');
+  const store = new RunStore();
+  const logs: string[] = [];
+  const link = new LiveLink(store, (line) => logs.push(line));
+  try {
+    assert.match(await link.changeNextRun(rotationChange('hadamard', 16, ['wgrad'])), /saved/);
+    link.connect(trainer.info.url, trainer.info.token);
+    await until(() => link.nextRunConfig()?.gemms.wgrad.rotation === 'hadamard' && link.connected, 'connected with pending change');
+    await until(() => link.snapshot().nextRunConfig?.gemms.wgrad.hadamardBlock === 16, 'trainer echo');
+    const ack = await link.request({ type: 'startRun' });
+    await until(() => store.get(ack.detail!)?.summary.status === 'completed', 'run completes', 10_000);
+    const run = store.get(ack.detail!)!;
+    assert.equal(run.summary.config?.gemms.wgrad.rotation, 'hadamard', 'the run started with the change');
+    assert.equal(run.steps().length, 40);
+    assert.ok(stderr.includes('fake trainer ready'), 'stderr forwarded');
+  } finally {
+    link.disconnect();
+    await trainer.stop();
+  }
+  assert.equal(alive(trainer.pid!), false, 'no orphan trainer');
+});
+
+test('a trainer that dies before listening is reported with its stderr', async () => {
+  await assert.rejects(
+    spawnTrainer({ nodePath: process.execPath, args: ['-e', 'console.error("bad preset: huge"); process.exit(2)'] }),
+    /exited \(code 2\) before listening\nbad preset: huge/,
+  );
+});
+
+test('a trainer that restarts (new session) leaves its unfinished live run unknown and the new session replays from 1', async () => {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  let connections = 0;
+  const hello = (sessionId: string) => JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 0 }, trainer: { name: 't', version: '1' }, sessionId, capabilities: [], lastSeq: 0 });
+  const started = (runId: string) => JSON.stringify({ seq: 1, type: 'runStarted', runId, name: runId, startedAt: '2026-01-01T00:00:00Z', trainer: { name: 't', version: '1' }, config: baseConfig, layers: [] });
+  wss.on('connection', (socket) => {
+    const first = ++connections === 1;
+    socket.send(hello(first ? 'session-a' : 'session-b'));
+    socket.on('message', (data) => {
+      const message = JSON.parse(data.toString()) as { type: string; from?: number };
+      if (message.type !== 'subscribe') return;
+      assert.equal(message.from, 1, 'a new session is subscribed from its start');
+      socket.send(started(first ? 'old' : 'new'));
+      if (first) setTimeout(() => socket.terminate(), 20);
+    });
+  });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  const store = new RunStore();
+  const link = new LiveLink(store, () => {});
+  try {
+    link.connect(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+    await until(() => store.get('new') !== undefined, 'the restarted trainer streams');
+    assert.equal(store.get('old')!.summary.status, 'unknown');
+    assert.equal(store.get('new')!.summary.status, 'running');
+  } finally {
+    link.disconnect();
+    wss.close();
+  }
+});
