@@ -141,23 +141,24 @@ def _time_hooks():
     """Wall time the training thread spends inside the bridge's backward-time work, per step kind
     (host time: launches and Python; the GPU runs behind it)."""
     from mxscope_bridge import observe
-    inner = observe.Observer._observe
+    inner = observe._observe
 
-    def timed(self, *args, **kwargs):
+    def timed(bridge, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return inner(self, *args, **kwargs)
+            return inner(bridge, *args, **kwargs)
         finally:
-            kind = "stats" if self.capture.with_stats else "pre"
+            kind = "stats" if bridge.capture.with_stats else "pre"
             HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
-    observe.Observer._observe = timed
+    observe._observe = timed
 
 
 def measure_observe(trainer, args, stats_every, tokens, samples):
     # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
     config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms)
-    bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), print_listening=False, log=lambda line: None)
+    bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
+                    log=lambda line: None, handle_exit=False)
     bridge.start_run(name="bench observe")
     k = 0
 
