@@ -19,6 +19,7 @@ import type { Theme } from './theme.js';
 
 Chart.register(LineController, ScatterController, BarController, LineElement, PointElement, BarElement, LinearScale, LogarithmicScale, CategoryScale, Tooltip);
 
+export type { Chart };
 export type XY = { x: number; y: number };
 
 /**
