@@ -8,9 +8,11 @@ import torch
 from . import formats, mxfp4
 from .rotation import rotate
 
-PRECISIONS = ("fp32", "bf16", "fp8", "mxfp4", "nvfp4", "mxfp8")
+from .protocol import PRECISIONS
+
 #: Precisions quantized in blocks along the reduction dimension, where rotations act.
 BLOCK_PRECISIONS = ("mxfp4", "nvfp4", "mxfp8")
+
 # (mantissa bits, smallest normal exponent, largest finite value) of the OCP FP8 formats.
 E4M3 = (3, -6, 448.0)
 E5M2 = (2, -14, 57344.0)
@@ -44,7 +46,7 @@ def round_to_fp8(x: torch.Tensor, fmt: tuple) -> torch.Tensor:
 def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional[torch.Tensor], generator: Optional[torch.Generator], what: str,
                      is_weight: bool = False) -> tuple:
     """The operand as the GEMM consumes it (float32) and, for mxfp4 with the floor scale rule, its
-    Quantized intermediates (the stats path measures the others itself).
+    Quantized intermediates.
 
     `x` has the reduction dimension last; `r` is the GEMM's rotation (applied for block precisions).
     `is_weight` selects NVFP4's 16x16 tiles when the GEMM asks for them (nvfp4Weight2d).
@@ -67,6 +69,5 @@ def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional
     if precision == "mxfp8":
         return formats.quantize_mxfp8(rotate(x, r, what), "e5m2" if is_gradient else "e4m3", rule).values, None
     if precision == "nvfp4":
-        tile2d = bool(gemm.get("nvfp4Weight2d")) and is_weight
-        return formats.quantize_nvfp4(rotate(x, r, what), tile2d).values, None
+        return formats.quantize_nvfp4(rotate(x, r, what), bool(gemm.get("nvfp4Weight2d")) and is_weight).values, None
     raise ValueError(f"{what}: precision {precision!r} is not one of {PRECISIONS}")

@@ -3,8 +3,8 @@
 Both operands of a GEMM are multiplied by the same orthogonal R = diag(signs)·blockdiag(H/√b), so
 (A·R)(B·R)ᵀ = A·Bᵀ: the exact product is unchanged and only the quantization error moves.
 `hadamard` uses no signs (the same H every step); `fixed-sign-hadamard` uses ±1 signs fixed for the
-run (TransformerEngine's 16-entry vector for block 16, see formats.fixed_signs); `random-hadamard`
-draws fresh ±1 signs, one per element of the reduction dimension, every call (as src/mx/hadamard.ts does).
+run (TransformerEngine's 16-entry vector for block 16, see formats.fixed_signs); `random-hadamard` draws fresh ±1 signs, one per
+element of the reduction dimension, every call (as src/mx/hadamard.ts does).
 
 A block that does not divide the reduction dimension n is handled by zero-padding both operands to
 the next multiple n' of the block before rotating (`MISFITS`: "pad", the default), which leaves the
@@ -20,9 +20,8 @@ from typing import NamedTuple, Optional
 import torch
 
 from .formats import fixed_signs
+from .protocol import HADAMARD_BLOCKS, ROTATIONS
 
-ROTATIONS = ("none", "hadamard", "fixed-sign-hadamard", "random-hadamard")
-HADAMARD_BLOCKS = (16, 32, 64, 128)
 #: What to do with a reduction dimension the Hadamard block does not divide.
 MISFITS = ("pad", "skip", "error")
 
@@ -107,7 +106,11 @@ def make_rotation(rotation: str, block: int, length: int, device: torch.device, 
 
 def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> torch.Tensor:
     """x·R along the last axis, in float32; a last axis the block does not divide is zero-padded to
-    the next multiple first (do the same to the other operand: make_rotation's R fits both)."""
+    the next multiple first (do the same to the other operand: make_rotation's R fits both).
+
+    The arithmetic is fixed so that every implementation gives the same bits (src/mx/hadamard.ts, the
+    Triton kernels in mxfp4_triton.py): each element is multiplied by ±1/√b (1/√b rounded to float32),
+    then butterflies (a + b, a − b) run with strides 1, 2, 4, … b/2 in float32."""
     x = x.to(torch.float32)
     if r is None:
         return x
@@ -117,6 +120,18 @@ def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> tor
         x = torch.nn.functional.pad(x, (0, n - x.shape[-1]))
     if r.signs is not None and r.signs.shape[0] != n:
         raise ValueError(f"{what}: the rotation's signs cover {r.signs.shape[0]} elements, the operand {n}; share one rotation per GEMM")
-    if r.signs is not None:
-        x = x * r.signs
-    return (x.reshape(*x.shape[:-1], n // block, block) @ r.h).reshape(x.shape)
+    norm = hadamard_norm(block)
+    x = x * (r.signs * norm if r.signs is not None else norm)
+    lead = x.shape[:-1]
+    h = 1
+    while h < block:
+        pairs = x.reshape(*lead, n // (2 * h), 2, h)
+        a, b = pairs[..., 0, :], pairs[..., 1, :]
+        x = torch.stack([a + b, a - b], dim=-2).reshape(*lead, n)
+        h *= 2
+    return x
+
+
+def hadamard_norm(block: int) -> float:
+    """1/√block rounded to float32, the factor every element is multiplied by."""
+    return float(torch.tensor(1 / math.sqrt(block), dtype=torch.float32))

@@ -198,6 +198,13 @@ export interface ValidationRecord {
 export const RUN_END_STATUSES = ['completed', 'diverged', 'stopped', 'failed'] as const;
 export type RunEndStatus = (typeof RUN_END_STATUSES)[number];
 
+/**
+ * A run's status as a receiver (run store, Runs view, dashboard) knows it: live, ended, or `unknown`
+ * when records arrived for a run whose runStarted was never seen (e.g. a replay gap).
+ */
+export const RUN_STATUSES = ['running', 'unknown', ...RUN_END_STATUSES] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
 export interface RunEndedRecord {
   type: 'runEnded';
   runId: string;
@@ -253,7 +260,7 @@ const histogramFields = object<ScaleHistogram>({
 });
 
 /** E4M3 bins must be scale codes 0..126 (E8M0 exponents are range-checked with the record: layerStats.exponent-range). */
-const histogramSchema: Schema<ScaleHistogram> = (v, p) => {
+export const histogramSchema: Schema<ScaleHistogram> = (v, p) => {
   const histogram = histogramFields(v, p);
   if (histogram.kind !== 'e4m3') return histogram;
   if (histogram.minExp < 0) throw new ValidationError(`${p}.minExp`, 'an e4m3 scale code in [0, 126]', histogram.minExp);
