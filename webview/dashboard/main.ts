@@ -178,7 +178,7 @@ class Dashboard implements Context {
       const chip = element('span', shown.has(run.runId) ? 'run-chip on' : 'run-chip');
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.color(run.runId);
-      chip.append(swatch, run.name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : ` · ${run.status}`));
+      chip.append(swatch, run.name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
       chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to show or hide`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);
