@@ -24,6 +24,11 @@ export class ReplayBuffer {
     }
   }
 
+  /** Characters of frames held (≈ bytes: frames are JSON, mostly ASCII); at most the cap plus one frame. */
+  get heldBytes(): number {
+    return this.bytes;
+  }
+
   /** Seq of the oldest frame held (== lastSeq + 1 when empty). */
   get oldestSeq(): number {
     return this.firstSeq;

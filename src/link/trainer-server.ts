@@ -82,6 +82,8 @@ export interface TrainerServer {
   readonly nextRunConfig: RunConfig;
   /** Seq of the newest telemetry message (0 before the first). */
   readonly lastSeq: number;
+  /** Bytes of frames the replay memory holds now (at most `replayBytes` plus one frame). */
+  readonly replayHeldBytes: number;
   /** Stops the active run (if any) and waits for it to end. */
   stopRun(): Promise<void>;
   /** Stops the run, closes every connection and the listening socket. */
@@ -341,6 +343,9 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     },
     get lastSeq() {
       return lastSeq;
+    },
+    get replayHeldBytes() {
+      return replay.heldBytes;
     },
     stopRun,
     async close() {

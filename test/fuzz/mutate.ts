@@ -89,7 +89,7 @@ export class Fuzzer {
 
   /** `bytes` with a few bytes changed, inserted or cut. */
   bytes(bytes: Uint8Array): Uint8Array {
-    let out = bytes.slice();
+    let out: Uint8Array = bytes.slice();
     const count = 1 + this.int(4);
     for (let i = 0; i < count; i++) {
       const at = this.int(out.length + 1);
