@@ -114,6 +114,9 @@ function coalesceUntilNextTick(tcp: Socket): void {
   process.nextTick(() => tcp.uncork());
 }
 
+/** Frames are kept as UTF-8 Buffers (replay-buffer.ts) and go out as text frames. */
+const TEXT = { binary: false } as const;
+
 /** Returned by a handler that already sent its own reply. */
 const REPLIED = Symbol('replied');
 
@@ -175,7 +178,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
   }
 
   function publish(record: TelemetryRecord): void {
-    const frame = telemetryFrame(record, ++lastSeq);
+    const frame = Buffer.from(telemetryFrame(record, ++lastSeq));
     replay.push(frame);
     for (const peer of peers) {
       if (!peer.subscribed) continue;
@@ -186,7 +189,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         continue;
       }
       coalesceUntilNextTick(peer.tcp);
-      peer.socket.send(frame);
+      peer.socket.send(frame, TEXT);
     }
   }
 
@@ -206,7 +209,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     if (peer.socket.readyState !== peer.socket.OPEN) return;
     // Replay the rest and go live in one synchronous pass, so no record can fall between the two.
     coalesceUntilNextTick(peer.tcp);
-    for (const frame of replay.from(cursor)) peer.socket.send(frame);
+    for (const frame of replay.from(cursor)) peer.socket.send(frame, TEXT);
     peer.subscribed = true;
     const start = from ?? lastSeq + 1;
     const gap = cursor < replay.oldestSeq;
