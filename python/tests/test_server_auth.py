@@ -29,7 +29,7 @@ class TokenByDefault(unittest.TestCase):
         self.assertGreaterEqual(len(server.token), 24)
         line = server.listening_line()
         self.assertTrue(line.startswith('MXSCOPE_LISTENING {"url":"ws://127.0.0.1:'), line)
-        self.assertIn(f'/?token={server.token}","token":"{server.token}","protocol":"1.0"}}', line)
+        self.assertIn(f'/?token={server.token}","token":"{server.token}","protocol":"1.1"}}', line)
         self.assertEqual(server.connect_url, f"{server.url}/?token={server.token}")
         self.assertIn("401", refusal(server.url))
         self.assertEqual(refusal(server.connect_url), "accepted")

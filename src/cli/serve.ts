@@ -2,6 +2,7 @@
 // Prints one listening line (listening-line.ts) on stdout for whoever spawned it.
 import { mergeRunConfig, type NextRunConfig, type RunConfig } from '../protocol/index.js';
 import { presetConfig, PRESET_NAMES, startRun, type PresetName } from '../trainer/index.js';
+import { warmUpTrainer } from '../trainer/warm-up.js';
 import { generateToken, isLoopbackHost, urlWithToken } from '../link/auth.js';
 import { formatListeningLine, PARENT_PID_ENV, TOKEN_ENV } from '../link/listening-line.js';
 import { startTrainerServer } from '../link/trainer-server.js';
@@ -43,6 +44,8 @@ export async function runServeCommand(options: ServeOptions): Promise<void> {
   });
   process.stdout.write(`${formatListeningLine({ url: urlWithToken(server.url, token), ...(token ? { token } : {}) })}\n`);
   if (!token) process.stderr.write(`serving ${server.url} WITHOUT a token (--no-token): every local user can connect\n`);
+  // Off the hot path: the extension connects while V8 optimizes the kernels (bench/warm-up.bench.ts).
+  setImmediate(warmUpTrainer);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

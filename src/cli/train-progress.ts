@@ -1,4 +1,6 @@
 // Console progress of a run: a redrawn bar on a TTY, plain lines otherwise (logs, CI, pipes).
+// Steps are printed as the protocol numbers them (0-based), the same numbers the dashboard, the
+// alerts and the run log show, with the count done beside them ("step 24 (25/300)").
 import type { TelemetryRecord } from '../protocol/telemetry.js';
 
 const BAR_WIDTH = 24;
@@ -29,7 +31,7 @@ export class ProgressReporter {
         if (seconds > 0) this.tokensPerSecond = record.tokens / (record.step + 1) / seconds;
         const loss = record.loss === null ? 'NaN' : record.loss.toFixed(4);
         const val = this.lastValidation === null ? '' : ` val ${this.lastValidation.toFixed(4)}`;
-        const tail = `step ${record.step + 1}/${this.totalSteps} loss ${loss}${val} lr ${record.lr.toExponential(2)} ${Math.round(this.tokensPerSecond)} tok/s`;
+        const tail = `step ${record.step} (${record.step + 1}/${this.totalSteps}) loss ${loss}${val} lr ${record.lr.toExponential(2)} ${Math.round(this.tokensPerSecond)} tok/s`;
         if (this.tty) {
           const filled = Math.round((BAR_WIDTH * (record.step + 1)) / this.totalSteps);
           this.out.write(`\r[${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] ${tail}\x1b[K`);
@@ -40,14 +42,14 @@ export class ProgressReporter {
       }
       case 'validation':
         this.lastValidation = record.loss;
-        if (!this.tty) this.out.write(`validation at step ${record.step + 1}: ${record.loss === null ? 'NaN' : record.loss.toFixed(4)}\n`);
+        if (!this.tty) this.out.write(`validation at step ${record.step}: ${record.loss === null ? 'NaN' : record.loss.toFixed(4)}\n`);
         break;
       case 'checkpointSaved':
         if (!this.tty) this.out.write(`checkpoint ${record.path}\n`);
         break;
       case 'runEnded':
         if (this.tty) this.out.write('\n');
-        this.out.write(`${this.label}: ${record.status} at step ${record.step + 1}: ${record.reason}\n`);
+        this.out.write(`${this.label}: ${record.status} at step ${record.step}: ${record.reason}\n`);
         break;
       case 'layerStats':
         break;

@@ -1,11 +1,16 @@
 // Alerts worth interrupting a user for, found as records arrive: NaN block scales, a loss spike,
 // a layer whose ‖∇W‖/‖E‖ fell below √3 (the error is then large enough to stall learning), and
 // divergence. Each fires once per episode (not once per layer or per step) and names the step and
-// the first layer whose metric moved.
+// the first layer (and GEMM) whose metric moved; for loss events, the first one that left its
+// running range in the stats steps before the event.
 import { WEBVIEW_LIMITS, type Alert } from '../protocol/webview.js';
 import type { LayerStatsRecord, TelemetryRecord } from '../protocol/telemetry.js';
+import { describeDeparture, DepartureTracker } from './departures.js';
 
 export const GRAD_TO_ERR_FLOOR = Math.sqrt(3);
+
+/** A loss event is traced back to layers that left their running range this many stats intervals before it. */
+const LOOKBACK_STATS_STEPS = 3;
 
 /** EMA weight of the running loss mean/variance, and how far above the mean a spike is. */
 const SPIKE = { weight: 0.95, sigmas: 6, minRelative: 0.1, warmup: 20 } as const;
@@ -25,6 +30,8 @@ interface RunAlertState {
   divergedAt: number | null;
   nan: Episode;
   gradToErr: Episode;
+  statsEvery: number;
+  departures: DepartureTracker;
 }
 
 function newEpisode(): Episode {
@@ -62,6 +69,7 @@ export class AlertTracker {
   ingest(record: TelemetryRecord): Alert[] {
     if (record.type === 'runStarted') this.runs.delete(record.runId);
     const state = this.state(record.runId);
+    if (record.type === 'runStarted') state.statsEvery = record.config.statsEvery;
     const raised: Alert[] = [];
     const raise = (alert: Omit<Alert, 'runId'>): void => {
       raised.push({ runId: record.runId, ...alert });
@@ -94,7 +102,7 @@ export class AlertTracker {
     if (!state) {
       // Per-run state of runs long gone (the store keeps at most WEBVIEW_LIMITS.runs) goes first.
       if (this.runs.size >= WEBVIEW_LIMITS.runs) this.runs.delete(this.runs.keys().next().value!);
-      state = { lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode() };
+      state = { lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), statsEvery: 10, departures: new DepartureTracker() };
       this.runs.set(runId, state);
     }
     return state;
@@ -103,7 +111,14 @@ export class AlertTracker {
   private diverge(state: RunAlertState, step: number, why: string, raise: (alert: Omit<Alert, 'runId'>) => void): void {
     if (state.divergedAt !== null) return;
     state.divergedAt = step;
-    raise({ kind: 'divergence', step, layer: null, message: `Diverged at step ${step}: ${why}` });
+    raise({ kind: 'divergence', step, ...this.firstMover(state, step, `Diverged at step ${step}: ${why}`) });
+  }
+
+  /** The layer and GEMM that left their running range first before a loss event at `step`, in the alert. */
+  private firstMover(state: RunAlertState, step: number, message: string): Pick<Alert, 'layer' | 'gemm' | 'metric' | 'message'> {
+    const first = state.departures.first(step - LOOKBACK_STATS_STEPS * state.statsEvery, step);
+    if (!first) return { layer: null, message: `${message}. No layer left its running range in the stats before it.` };
+    return { layer: first.layer, gemm: first.gemm, metric: first.gridMetric, message: `${message}. First out of its running range: ${describeDeparture(first)}.` };
   }
 
   private checkSpike(state: RunAlertState, step: number, loss: number, raise: (alert: Omit<Alert, 'runId'>) => void): void {
@@ -111,7 +126,7 @@ export class AlertTracker {
     const sigma = Math.sqrt(state.lossVar);
     const isSpike = state.lossCount >= SPIKE.warmup && deviation > SPIKE.sigmas * sigma && deviation > SPIKE.minRelative * Math.abs(state.lossMean);
     if (isSpike && !state.spiking) {
-      raise({ kind: 'loss-spike', step, layer: null, message: `Loss spike at step ${step}: ${loss.toPrecision(4)} vs running mean ${state.lossMean.toPrecision(4)}` });
+      raise({ kind: 'loss-spike', step, ...this.firstMover(state, step, `Loss spike at step ${step}: ${loss.toPrecision(4)} vs running mean ${state.lossMean.toPrecision(4)}`) });
     }
     state.spiking = isSpike;
     if (isSpike) return; // a spike must not drag the baseline it is measured against
@@ -124,13 +139,14 @@ export class AlertTracker {
   }
 
   private checkLayer(state: RunAlertState, record: LayerStatsRecord, raise: (alert: Omit<Alert, 'runId'>) => void): void {
+    state.departures.observe(record);
     const nanBlocks = record.operands.reduce((sum, operand) => sum + operand.histogram.nanBlocks, 0);
     if (episode(state.nan, record.step, nanBlocks > 0)) {
-      raise({ kind: 'nan-scales', step: record.step, layer: record.layer, message: `NaN block scales at step ${record.step}, first in ${record.layer} (${record.gemm}, ${nanBlocks} blocks)` });
+      raise({ kind: 'nan-scales', step: record.step, layer: record.layer, gemm: record.gemm, message: `NaN block scales at step ${record.step}, first in ${record.layer} (${record.gemm}, ${nanBlocks} blocks)` });
     }
     const ratio = record.wgradError?.gradToErr;
     if (record.gemm === 'wgrad' && episode(state.gradToErr, record.step, ratio !== undefined && ratio !== null && ratio < GRAD_TO_ERR_FLOOR)) {
-      raise({ kind: 'grad-to-err', step: record.step, layer: record.layer, message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}` });
+      raise({ kind: 'grad-to-err', step: record.step, layer: record.layer, gemm: 'wgrad', message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}` });
     }
   }
 }

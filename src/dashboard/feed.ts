@@ -1,7 +1,8 @@
 // What one dashboard webview has been sent, and what to send it next: a full snapshot after `ready`
 // or a resync, then deltas with only what changed since (new loss points, changed run info,
 // overviews whose stats step moved, new alerts).
-import type { DeltaMessage, LayerDetailMessage, RequestLayerMessage, RunInfo, SnapshotMessage } from '../protocol/webview.js';
+import type { DeltaMessage, LayerDetailMessage, LayerGridMessage, RequestLayerGridMessage, RequestLayerMessage, RunInfo, SnapshotMessage } from '../protocol/webview.js';
+import { layerGrid } from './layer-grid.js';
 import type { RunStore } from '../store/run-store.js';
 import type { AlertTracker } from './alerts.js';
 import { layerDetail, layerOverview, lossSlice, runInfo } from './views.js';
@@ -46,6 +47,11 @@ export class DashboardFeed {
   layerDetail(request: RequestLayerMessage): LayerDetailMessage | undefined {
     const run = this.store.get(request.runId);
     return run ? layerDetail(run, request) : undefined;
+  }
+
+  layerGrid(request: RequestLayerGridMessage): LayerGridMessage | undefined {
+    const run = this.store.get(request.runId);
+    return run ? layerGrid(run, request) : undefined;
   }
 
   private runIds(): string {

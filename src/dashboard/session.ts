@@ -30,7 +30,7 @@ export class DashboardSession {
   private wasVisible: boolean;
 
   constructor(
-    private readonly feed: Pick<DashboardFeed, 'snapshot' | 'delta' | 'layerDetail'>,
+    private readonly feed: Pick<DashboardFeed, 'snapshot' | 'delta' | 'layerDetail' | 'layerGrid'>,
     private readonly port: SessionPort,
     private readonly timing: SessionTiming = DEFAULT_SESSION_TIMING,
   ) {
@@ -53,6 +53,11 @@ export class DashboardSession {
       case 'requestLayer': {
         const detail = this.feed.layerDetail(message);
         if (detail) this.port.post(detail);
+        break;
+      }
+      case 'requestLayerGrid': {
+        const grid = this.feed.layerGrid(message);
+        if (grid) this.port.post(grid);
         break;
       }
       case 'export':

@@ -5,6 +5,7 @@ import { GEMM_OPERANDS, type LayerStatsRecord, type StepRecord, type ValidationR
 import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
 import type { RunView } from '../store/run-store.js';
 import { autocorrelation, lagCosines } from './correlation.js';
+import { withGemmNotes } from '../shared/gemm-notes.js';
 
 /** Lags (in stats samples) the autocorrelation curve covers at most. */
 export const MAX_AUTOCORR_LAG = 32;
@@ -14,7 +15,8 @@ const NO_GEMMS: Record<GemmKind, string> = { fprop: '?', dgrad: '?', wgrad: '?' 
 export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
   const { summary } = run;
   const config = summary.config;
-  const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, describeGemm(config.gemms[kind])])) as Record<GemmKind, string>) : NO_GEMMS;
+  const latest = (kind: GemmKind) => run.layers.map(({ name }) => run.layerStats(name, kind).at(-1));
+  const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, withGemmNotes(describeGemm(config.gemms[kind]), run.layers, kind, latest(kind))])) as Record<GemmKind, string>) : NO_GEMMS;
   const endedDiverged = summary.ended?.status === 'diverged' ? summary.ended.step : null;
   return {
     runId: summary.runId,
@@ -47,11 +49,23 @@ export function lossSlice(runId: string, records: readonly (StepRecord | Validat
   const from = firstAfter(records, after);
   const n = records.length - from;
   const series: LossSeries = { runId, step: new Array(n), tokens: new Array(n), loss: new Array(n) };
+  // Training steps also carry the gradient norm and learning rate (validation points do not).
+  const training = n > 0 && records[from]!.type === 'step';
+  const gradNorm: (number | null)[] = training ? new Array(n) : [];
+  const lr: number[] = training ? new Array(n) : [];
   for (let i = 0; i < n; i++) {
     const record = records[from + i]!;
     series.step[i] = record.step;
     series.tokens[i] = record.tokens;
     series.loss[i] = record.loss;
+    if (training && record.type === 'step') {
+      gradNorm[i] = record.gradNorm;
+      lr[i] = record.lr;
+    }
+  }
+  if (training) {
+    series.gradNorm = gradNorm;
+    series.lr = lr;
   }
   return series;
 }

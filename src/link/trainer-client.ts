@@ -36,6 +36,12 @@ export interface TrainerClientOptions {
   onState?: (state: ConnectionState, detail?: string) => void;
   log?: (line: string) => void;
   backoff?: { initialMs: number; maxMs: number };
+  /**
+   * Connection attempts before giving up (state `closed`, detail = the last socket error, e.g.
+   * ECONNREFUSED): few while no session was ever established (a wrong URL should fail in seconds),
+   * more after one was (a trainer restarting). Defaults: 4 and 60.
+   */
+  maxAttempts?: { first: number; afterSession: number };
   requestTimeoutMs?: number;
 }
 
@@ -55,6 +61,8 @@ export class TrainerClient {
   private nextId = 1;
   private attempt = 0;
   private retryTimer: NodeJS.Timeout | undefined;
+  /** The last socket error, e.g. "connect ECONNREFUSED 127.0.0.1:7399": the reason a user needs to see. */
+  private lastError: string | undefined;
   private serverHello: ServerHello | undefined;
   private latestConfig: RunConfig | undefined;
   private readonly pending = new Map<string, { resolve: (ack: AckMessage) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
@@ -133,7 +141,10 @@ export class TrainerClient {
       socket.terminate();
       if (refused) this.close(reason);
     });
-    socket.on('error', (error) => this.log(`connection to ${this.url}: ${error.message}`));
+    socket.on('error', (error) => {
+      this.lastError = error.message;
+      this.log(`connection to ${this.url}: ${error.message}`);
+    });
     socket.on('close', (code, reason) => {
       if (this.socket !== socket) return;
       this.failPending(`connection closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
@@ -189,6 +200,7 @@ export class TrainerClient {
     }
     this.serverHello = hello;
     this.attempt = 0;
+    this.lastError = undefined;
     this.setState('connected', `${hello.trainer.name} ${hello.trainer.version}`);
     const id = `s${this.nextId++}`;
     socket.send(JSON.stringify({ type: 'subscribe', id, from: this.seq + 1 }));
@@ -208,8 +220,14 @@ export class TrainerClient {
 
   private scheduleReconnect(): void {
     const { initialMs, maxMs } = this.options.backoff ?? { initialMs: 250, maxMs: 10_000 };
+    const limits = this.options.maxAttempts ?? { first: 4, afterSession: 60 };
+    const why = this.lastError ?? 'the connection closed';
+    if (this.attempt + 1 >= (this.session ? limits.afterSession : limits.first)) {
+      this.close(`could not connect to ${this.url} after ${this.attempt + 1} attempts: ${why}`);
+      return;
+    }
     const delay = Math.min(maxMs, initialMs * 2 ** this.attempt++);
-    this.setState('reconnecting', `retrying in ${delay} ms`);
+    this.setState('reconnecting', `${why}; retrying in ${delay} ms`);
     this.retryTimer = setTimeout(() => {
       if (this.currentState === 'closed') return;
       this.setState(this.session ? 'reconnecting' : 'connecting');

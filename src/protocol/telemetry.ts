@@ -1,7 +1,7 @@
 // Telemetry records: what a trainer (the TypeScript emulation or a native bridge) publishes, what a
 // run log stores one per line (NDJSON), and what the extension draws. Every record names its run.
 import { runConfigSchema, GEMM_KINDS, PRECISIONS, type GemmKind, type Precision, type RunConfig } from './config.js';
-import { arrayOf, intIn, isoDateTime, literal, nonNegInt, nullable, num, numIn, object, optional, refined, str, union, ValidationError, type Schema } from './validate.js';
+import { arrayOf, bool, intIn, isoDateTime, literal, nonNegInt, nullable, num, numIn, object, optional, refined, str, union, ValidationError, type Schema } from './validate.js';
 
 export const OPERANDS = ['x', 'w', 'dy'] as const;
 /** `x`: the layer input (activations), `w`: the weight, `dy`: the gradient of the layer output. */
@@ -13,6 +13,21 @@ export const GEMM_OPERANDS: Record<GemmKind, readonly [Operand, Operand]> = {
   dgrad: ['dy', 'w'],
   wgrad: ['dy', 'x'],
 };
+
+/**
+ * How a GEMM honours its Hadamard rotation given its reduction dimension (protocol 1.1, optional):
+ * `none` (rotation none), `rotated` (the block divides `dim`), `padded` (both operands were
+ * zero-padded from `dim` to `paddedTo`, a multiple of the block, which keeps the exact product),
+ * `skipped` (the block does not divide `dim` and the publisher runs this GEMM unrotated).
+ * Wgrad reduces over the tokens of a micro-batch, known per step: it has no `dim`.
+ */
+export const ROTATION_FIT_STATUSES = ['none', 'rotated', 'padded', 'skipped'] as const;
+export type RotationFitStatus = (typeof ROTATION_FIT_STATUSES)[number];
+export interface GemmRotationFit {
+  status: RotationFitStatus;
+  dim?: number;
+  paddedTo?: number;
+}
 
 export interface LayerInfo {
   /** Unique within the run, e.g. "blocks.3.attn.q" or "lm_head". */
@@ -28,6 +43,8 @@ export interface LayerInfo {
    * sampled every stats step. Fixed for the run, so sketches at different steps are comparable.
    */
   sketchIndices: number[];
+  /** Per GEMM: how its rotation fits this layer's reduction dimension, decided when the run started. */
+  rotationFit?: Record<GemmKind, GemmRotationFit>;
 }
 
 export interface RunStartedRecord {
@@ -85,6 +102,11 @@ export interface OperandStats {
   flushedFrac: number;
   /** 10·log10(‖x‖² / ‖x − q(x)‖²); null when the operand is all zero or non-finite. */
   sqnrDb: number | null;
+  /**
+   * true (protocol 1.1, optional): these stats come from the operand the trainer's own MXFP4 kernel
+   * produced (its E8M0 scales and FP4 codes), not from the publisher's re-quantization.
+   */
+  kernel?: boolean;
 }
 
 /**
@@ -122,6 +144,12 @@ export interface LayerStatsRecord {
   operands: OperandStats[];
   /** Only on `wgrad` records. */
   wgradError?: WgradError;
+  /**
+   * true (protocol 1.1, optional): the GEMM ran at `precision` and was only observed; the operand
+   * stats (except `kernel` ones) and `wgradError` are what MXFP4 with this GEMM's configured rotation
+   * and rounding would do to these operands, simulated by the publisher.
+   */
+  simulated?: boolean;
 }
 
 export interface ValidationRecord {
@@ -166,6 +194,10 @@ const runId = str(256);
 const lossValue = nullable(num);
 const ratio = nullable(num);
 
+function gemmRotationFitSchema(): Schema<GemmRotationFit> {
+  return object<GemmRotationFit>({ status: literal(...ROTATION_FIT_STATUSES), dim: optional(intIn(1, 1 << 30)), paddedTo: optional(intIn(1, 1 << 30)) });
+}
+
 export const layerInfoSchema = object<LayerInfo>({
   name: str(LIMITS.name),
   kind: str(64),
@@ -173,6 +205,7 @@ export const layerInfoSchema = object<LayerInfo>({
   outFeatures: intIn(1, 1 << 30),
   inFeatures: intIn(1, 1 << 30),
   sketchIndices: arrayOf(nonNegInt, LIMITS.sketch),
+  rotationFit: optional(object<Record<GemmKind, GemmRotationFit>>({ fprop: gemmRotationFitSchema(), dgrad: gemmRotationFitSchema(), wgrad: gemmRotationFitSchema() })),
 });
 
 const histogramSchema = object<ScaleHistogram>({
@@ -189,6 +222,7 @@ const operandStatsSchema = object<OperandStats>({
   saturatedFrac: numIn(0, 1),
   flushedFrac: numIn(0, 1),
   sqnrDb: ratio,
+  kernel: optional(bool),
 });
 
 const wgradErrorSchema = object<WgradError>({
@@ -286,6 +320,7 @@ export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRec
       precision: literal(...PRECISIONS),
       operands: arrayOf(operandStatsSchema, 2),
       wgradError: optional(wgradErrorSchema),
+      simulated: optional(bool),
     }),
     checkLayerStats,
   ),

@@ -3,7 +3,7 @@
 // 10,000-step run is a few arrays, not 10,000 objects.
 import { GEMM_KINDS, type GemmKind } from './config.js';
 import { OPERANDS, RUN_END_STATUSES, type Operand, type RunEndStatus } from './telemetry.js';
-import { arrayOf, intIn, literal, nonNegInt, nullable, num, object, str, union, type Schema } from './validate.js';
+import { arrayOf, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
 
 /** `interrupted`: ended without runEnded (the trainer was killed or its log stops short). */
 export const RUN_STATUSES = ['running', 'interrupted', ...RUN_END_STATUSES] as const;
@@ -31,10 +31,17 @@ export interface LossSeries {
   step: number[];
   tokens: number[];
   loss: (number | null)[];
+  /** Training series only: the global gradient norm before clipping (null: non-finite) and the learning rate, per step. */
+  gradNorm?: (number | null)[];
+  lr?: number[];
 }
 
 export const LAYER_METRICS = ['wgradRelErr', 'alignment', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos'] as const;
 export type LayerMetric = (typeof LAYER_METRICS)[number];
+
+/** Per-layer metrics the layer × step heatmap draws (any stats step, not just the newest). */
+export const GRID_METRICS = ['wgradRelErr', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos', 'scaleShift'] as const;
+export type GridMetric = (typeof GRID_METRICS)[number];
 
 /** One row of the layer overview: the layer's latest stats-step metrics (null where unknown). */
 export interface LayerRow {
@@ -57,8 +64,12 @@ export interface Alert {
   runId: string;
   kind: AlertKind;
   step: number;
-  /** The first layer whose metric moved; null for loss alerts. */
+  /** The first layer whose metric moved (for loss events: left its running range before it); null when none did. */
   layer: string | null;
+  /** That layer's GEMM, when known. */
+  gemm?: GemmKind;
+  /** The metric that moved, when it is one the layer heatmap draws. */
+  metric?: GridMetric;
   message: string;
 }
 
@@ -109,14 +120,38 @@ export interface LayerDetailMessage {
   autocorr: (number | null)[];
 }
 
+/** One metric for every layer × stats step of a run and GEMM, the answer to `requestLayerGrid`. */
+export interface LayerGridMessage {
+  type: 'layerGrid';
+  requestId: number;
+  runId: string;
+  metric: GridMetric;
+  gemm: GemmKind;
+  /** Rows, in model order. */
+  layers: string[];
+  /** Columns, ascending. */
+  steps: number[];
+  /** values[row * steps.length + column]; null where the layer has no stats at that step. */
+  values: (number | null)[];
+}
+
 /** The host asks the dashboard to show something (e.g. the Compare Runs command). */
 export interface FocusMessage {
   type: 'focus';
   mode: 'single' | 'compare';
   runIds: string[];
+  /** Show this step (e.g. a divergence), and the layer (and GEMM) that moved first when known. */
+  at?: FocusAt;
 }
 
-export type HostToWebview = SnapshotMessage | DeltaMessage | LayerDetailMessage | FocusMessage;
+export interface FocusAt {
+  step: number;
+  layer: string | null;
+  gemm?: GemmKind;
+  metric?: GridMetric;
+}
+
+export type HostToWebview = SnapshotMessage | DeltaMessage | LayerDetailMessage | LayerGridMessage | FocusMessage;
 
 /** The webview is loaded and wants a snapshot. */
 export interface ReadyMessage {
@@ -134,6 +169,14 @@ export interface RequestLayerMessage {
   lag: number;
 }
 
+export interface RequestLayerGridMessage {
+  type: 'requestLayerGrid';
+  requestId: number;
+  runId: string;
+  metric: GridMetric;
+  gemm: GemmKind;
+}
+
 /** Save the current chart's data (CSV text) or image (PNG data URL) through a save dialog. */
 export interface ExportMessage {
   type: 'export';
@@ -147,7 +190,7 @@ export interface OpenDashboardMessage {
   type: 'openDashboard';
 }
 
-export type WebviewToHost = ReadyMessage | RequestLayerMessage | ExportMessage | OpenDashboardMessage;
+export type WebviewToHost = ReadyMessage | RequestLayerMessage | RequestLayerGridMessage | ExportMessage | OpenDashboardMessage;
 
 // ---------------------------------------------------------------- validation
 
@@ -176,13 +219,13 @@ const runInfoSchema = object<RunInfo>({
   divergedAt: nullable(nonNegInt),
 });
 
-const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums });
+const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums, gradNorm: optional(nullableNums), lr: optional(nums) });
 const layerOverviewSchema = object<LayerOverview>({
   runId,
   step: intIn(-1, Number.MAX_SAFE_INTEGER),
   rows: arrayOf(object<LayerRow>({ layer: layerName, values: arrayOf(nullable(num), LAYER_METRICS.length) }), 100_000),
 });
-const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), message: str(WEBVIEW_LIMITS.alertMessage) });
+const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(WEBVIEW_LIMITS.alertMessage) });
 
 const dataFields = {
   runs: arrayOf(runInfoSchema, WEBVIEW_LIMITS.runs),
@@ -215,7 +258,22 @@ export const hostToWebviewSchema: Schema<HostToWebview> = union<HostToWebview>({
     lag: intIn(1, 100_000),
     autocorr: nullableNums,
   }),
-  focus: object<FocusMessage>({ type: literal('focus'), mode: literal('single', 'compare'), runIds: arrayOf(runId, 16) }),
+  layerGrid: object<LayerGridMessage>({
+    type: literal('layerGrid'),
+    requestId: nonNegInt,
+    runId,
+    metric: literal(...GRID_METRICS),
+    gemm: literal(...GEMM_KINDS),
+    layers: arrayOf(layerName, 100_000),
+    steps: nums,
+    values: nullableNums,
+  }),
+  focus: object<FocusMessage>({
+    type: literal('focus'),
+    mode: literal('single', 'compare'),
+    runIds: arrayOf(runId, 16),
+    at: optional(object<FocusAt>({ step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)) })),
+  }),
 });
 
 export const webviewToHostSchema: Schema<WebviewToHost> = union<WebviewToHost>({
@@ -229,6 +287,7 @@ export const webviewToHostSchema: Schema<WebviewToHost> = union<WebviewToHost>({
     operand: literal(...OPERANDS),
     lag: intIn(1, 100_000),
   }),
+  requestLayerGrid: object<RequestLayerGridMessage>({ type: literal('requestLayerGrid'), requestId: nonNegInt, runId, metric: literal(...GRID_METRICS), gemm: literal(...GEMM_KINDS) }),
   export: object<ExportMessage>({
     type: literal('export'),
     format: literal('csv', 'png'),

@@ -5,20 +5,12 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
-import { syntheticRun, type SyntheticRunOptions } from '../fixtures/synthetic-run.js';
-import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
+import { BASE_RUN, recordedRuns } from './fixtures.js';
 import { canvasColours, launchChromium, openDashboard, type FakeHost } from './harness.js';
 
 const SHOTS = '.e2e/screenshots';
-const base: Omit<SyntheticRunOptions, 'runId' | 'rotation' | 'seed'> = { blocks: 4, steps: 600, statsEvery: 20, evalEvery: 50, sketchSize: 64 };
-
-function recordedRuns(): TelemetryRecord[] {
-  return [
-    ...syntheticRun({ ...base, runId: 'bf16', name: 'bf16 baseline', rotation: 'none', seed: 1, lossFloor: 2.9 }),
-    ...syntheticRun({ ...base, runId: 'h16', name: 'mxfp4 · H16', rotation: 'hadamard', seed: 2, lossFloor: 3.0 }),
-    ...syntheticRun({ ...base, runId: 'rht', name: 'mxfp4 · RHT16', rotation: 'random-hadamard', seed: 3, lossFloor: 2.95, nanAt: { step: 400, layer: 'blocks.2.mlp.down' } }),
-  ];
-}
+const base = BASE_RUN;
 
 let browser: Browser;
 before(async () => {
@@ -42,10 +34,10 @@ for (const theme of ['dark', 'light'] as const) {
     const cut = records.findIndex((r) => r.type === 'step' && r.runId === 'rht' && r.step === 450);
     const host = await openDashboard(browser, theme, { before: (h) => h.ingest(records.slice(0, cut)) });
     const { page } = host;
-    await page.waitForSelector('.loss-view canvas');
+    await page.waitForSelector('.loss-view .loss-chart canvas');
     await page.waitForTimeout(100);
     assert.equal((host.received[0] as { type: string }).type, 'ready', 'the webview speaks first');
-    assert.ok((await canvasColours(page, '.loss-view canvas'))[0]! > 8, 'loss chart drew');
+    assert.ok((await canvasColours(page, '.loss-view .loss-chart canvas'))[0]! > 8, 'loss chart drew');
     const entries = await legend(host);
     for (const name of ['bf16 baseline', 'mxfp4 · H16', 'mxfp4 · RHT16']) {
       assert.ok(entries.includes(`${name} · train`), `legend has ${name} · train: ${entries.join(' | ')}`);
@@ -54,7 +46,7 @@ for (const theme of ['dark', 'light'] as const) {
     assert.match(await page.textContent('.run-chips') ?? '', /RHT16.*live/, 'the cut-off run is still live');
     await page.screenshot({ path: `${SHOTS}/dashboard-${theme}-loss.png` });
     // Wheel zooms the x axis around the pointer; double-click shows everything again.
-    const box = (await page.locator('.loss-view canvas').boundingBox())!;
+    const box = (await page.locator('.loss-view .loss-chart canvas').boundingBox())!;
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
     await page.mouse.wheel(0, -200);
     await page.waitForTimeout(100);
@@ -68,8 +60,8 @@ for (const theme of ['dark', 'light'] as const) {
     await page.waitForTimeout(100);
     const exports = host.received.filter((m) => (m as { type: string }).type === 'export') as { format: string; data: string }[];
     assert.deepEqual(exports.map((e) => e.format), ['csv', 'png']);
-    assert.match(exports[0]!.data, /^run,series,step,loss\n/);
-    assert.equal(exports[0]!.data.split('\n').filter((line) => line.startsWith('bf16 baseline,train,')).length, 600);
+    assert.match(exports[0]!.data, /^run_id,run,series,step,loss\n/);
+    assert.equal(exports[0]!.data.split('\n').filter((line) => line.startsWith('bf16,bf16 baseline,train,')).length, 600);
     assert.match(exports[1]!.data, /^data:image\/png;base64,/);
 
     // The rest of the run arrives as a delta: the run ends and the NaN alert appears.
@@ -147,4 +139,22 @@ test('the sidebar view draws a compact loss chart and opens the dashboard', asyn
   assert.ok(host.received.some((m) => (m as { type: string }).type === 'openDashboard'));
   await host.page.screenshot({ path: `${SHOTS}/sidebar-dark.png` });
   assert.deepEqual(host.errors, []);
+});
+
+test('with three runs the sidebar fits a short side bar and the chips stay on one line', async () => {
+  const host = await openDashboard(browser, 'light', { layout: 'sidebar', width: 300, height: 420, before: (h) => h.ingest(recordedRuns()) });
+  const { page } = host;
+  await page.waitForSelector('canvas');
+  await page.waitForTimeout(100);
+  const bottom = async (selector: string) => (await page.locator(selector).last().boundingBox())!;
+  const alert = await bottom('ul.alerts li');
+  assert.ok(alert.y + alert.height <= 420, `the newest alerts are above the fold: ${alert.y + alert.height}`);
+  const open = await bottom('vscode-button:text("Open Dashboard")');
+  assert.ok(open.y + open.height <= 420);
+  const tops = await page.$$eval('.run-chip', (chips) => chips.map((chip) => Math.round(chip.getBoundingClientRect().top)));
+  assert.equal(tops.length, 3);
+  assert.equal(new Set(tops).size, 1, `chips on one line: ${tops}`);
+  await page.screenshot({ path: `${SHOTS}/sidebar-light-three-runs.png` });
+  assert.deepEqual(host.errors, []);
+  await page.close();
 });

@@ -20,7 +20,7 @@ async function main(dirs: string[]): Promise<void> {
     const shoot = async (theme: 'dark' | 'light', tab: string, path: string, compare: boolean) => {
       const host: FakeHost = await openDashboard(browser, theme, { width: 1280, height: 860, before: (h) => h.ingest(records) });
       host.page.setDefaultTimeout(30_000);
-      await host.page.waitForSelector('.loss-view canvas');
+      await host.page.waitForSelector('.loss-view .loss-chart canvas');
       if (compare) await host.send({ type: 'focus', mode: 'compare', runIds: compared });
       await host.page.click(`nav.tabs button:text-is("${tab}")`);
       await host.page.waitForTimeout(800);

@@ -83,6 +83,9 @@ export class FakeHost {
     } else if (message.type === 'requestLayer') {
       const detail = this.feed.layerDetail(message);
       if (detail) await this.send(detail);
+    } else if (message.type === 'requestLayerGrid') {
+      const grid = this.feed.layerGrid(message);
+      if (grid) await this.send(grid);
     }
   }
 

@@ -84,7 +84,8 @@ export const THEMES = {
       '--vscode-textBlockQuote-background': '#f8f8f8',
       '--vscode-charts-foreground': '#616161',
       '--vscode-charts-blue': '#1a85ff',
-      '--vscode-charts-orange': '#d18616',
+      // Light Modern gives charts.orange with alpha 0x55 (33 %): a run drawn in it as-is looks hidden.
+      '--vscode-charts-orange': '#d1861655',
       '--vscode-charts-green': '#388a34',
       '--vscode-charts-purple': '#652d90',
       '--vscode-charts-red': '#e51400',

@@ -103,7 +103,7 @@ test('UI state restores what fits and defaults the rest', () => {
   assert.deepEqual(restoreUiState(undefined), DEFAULT_UI_STATE);
   const restored = restoreUiState({ tab: 'scales', ema: 5, gemm: 'fprop', operand: 'dy', layer: 'x', lag: -1, runIds: ['a', 3] });
   assert.equal(restored.tab, 'scales');
-  assert.equal(restored.ema, 0.999);
+  assert.equal(restored.ema, 0.99, 'clamped to the slider range');
   assert.equal(restored.operand, 'x', 'dy is not an fprop operand');
   assert.equal(restored.layer, 'x');
   assert.equal(restored.lag, DEFAULT_UI_STATE.lag);

@@ -2,10 +2,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mergeRunConfig } from '../../src/protocol/index.js';
 import { combineChanges, isEmptyChange } from '../../src/live/next-run-change.js';
-import { describeGemms, modeOf, precisionChange, rotationChange, rotationSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
+import { describeGemms, modeOf, precisionChange, rotationChange, recipeSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
 import { configRows, runRow } from '../../src/host/model/run-tree.js';
 import { quickActions, statusText } from '../../src/host/model/status-text.js';
 import { RunStore } from '../../src/store/run-store.js';
+import { runInfo } from '../../src/dashboard/views.js';
+import type { GemmRotationFit, LayerInfo } from '../../src/protocol/telemetry.js';
 import { baseConfig } from '../link/fake-run.js';
 
 test('every rotation mode round-trips through modeOf on the GEMMs it was applied to, and only those', () => {
@@ -36,9 +38,10 @@ test('GEMM description collapses when the three agree', () => {
   assert.equal(describeGemms(baseConfig), 'all mxfp4');
   const mixed = mergeRunConfig(baseConfig, combineChanges(rotationChange('random-hadamard-sr', 16, ['wgrad']), precisionChange('fprop', 'bf16')));
   assert.equal(describeGemms(mixed), 'F bf16 · D mxfp4 · W mxfp4 · RHT16+SR¾');
-  assert.equal(rotationSummary(mixed), 'D mxfp4 · W mxfp4 · RHT16+SR¾');
-  assert.equal(rotationSummary(mergeRunConfig(baseConfig, rotationChange('hadamard', 32, ['dgrad', 'wgrad']))), 'F mxfp4 · D,W mxfp4 · H32');
-  assert.equal(rotationSummary(mergeRunConfig(baseConfig, { gemms: { fprop: { precision: 'fp32' }, dgrad: { precision: 'bf16' }, wgrad: { precision: 'fp8' } } })), 'no MXFP4');
+  assert.equal(recipeSummary(mixed), 'F bf16 · D mxfp4 · W mxfp4 · RHT16+SR¾');
+  assert.equal(recipeSummary(mergeRunConfig(baseConfig, rotationChange('hadamard', 32, ['dgrad', 'wgrad']))), 'F mxfp4 · D,W mxfp4 · H32');
+  assert.equal(recipeSummary(mergeRunConfig(baseConfig, { gemms: { fprop: { precision: 'fp32' }, dgrad: { precision: 'bf16' }, wgrad: { precision: 'fp8' } } })), 'F fp32 · D bf16 · W fp8');
+  assert.equal(recipeSummary(mergeRunConfig(baseConfig, precisionChange('dgrad', 'bf16'))), 'F,W mxfp4 · D bf16', 'a non-MXFP4 GEMM is named, not dropped');
 });
 
 test('runs view rows: running vs ended wording, config rows from the run config', () => {
@@ -58,13 +61,35 @@ test('runs view rows: running vs ended wording, config rows from the run config'
   assert.equal(runRow(store.get('long')!.summary).label, 'tiny · F,D,W mxfp4 · 16:49');
 });
 
+test('runs view GEMM rows say where the rotation was padded or skipped and when the stats are simulated', () => {
+  const store = new RunStore();
+  const hadamard = { ...baseConfig, gemms: { ...baseConfig.gemms, dgrad: { ...baseConfig.gemms.dgrad, rotation: 'hadamard' as const, hadamardBlock: 32 as const } } };
+  const layer = (name: string, out: number, dgrad: GemmRotationFit): LayerInfo => ({
+    name, kind: name, block: -1, outFeatures: out, inFeatures: 64, sketchIndices: [],
+    rotationFit: { fprop: { status: 'rotated', dim: 64 }, dgrad, wgrad: { status: 'rotated' } },
+  });
+  const layers = [layer('mix', 64, { status: 'rotated', dim: 64 }), layer('lm_head', 82, { status: 'padded', dim: 82, paddedTo: 96 }), layer('odd', 90, { status: 'skipped', dim: 90 })];
+  store.ingest({ type: 'runStarted', runId: 'r', name: 'gpt', startedAt: 't', trainer: { name: 'x', version: '1' }, config: hadamard, layers });
+  const operand = { blocks: 0, elements: 0, histogram: { minExp: 0, counts: [], nanBlocks: 0 }, saturatedFrac: 0, flushedFrac: 0, sqnrDb: null };
+  store.ingest({ type: 'layerStats', runId: 'r', step: 0, layer: 'mix', gemm: 'dgrad', precision: 'bf16', simulated: true, operands: [{ operand: 'dy', ...operand }, { operand: 'w', ...operand }] });
+  const rows = configRows(store.list()[0]!, store.get('r'));
+  assert.deepEqual(rows.find((r) => r.label === 'dgrad'), { label: 'dgrad', value: 'mxfp4 · hadamard 32 · nearest-even · padded in 1 of 3 layers, skipped in 1 of 3 layers · MXFP4 simulated (GEMM ran bf16)' });
+  assert.deepEqual(rows.find((r) => r.label === 'fprop'), { label: 'fprop', value: 'mxfp4 · no rotation · nearest-even' }, 'nothing to add where every layer fits and the GEMM was emulated');
+  assert.match(runInfo(store.get('r')!, null).gemms.dgrad, / · padded in 1 of 3 layers, skipped in 1 of 3 layers · MXFP4 simulated \(GEMM ran bf16\)$/, 'the dashboard run chip says the same');
+});
+
 test('status bar text and quick actions follow the connection state', () => {
   assert.match(statusText({ state: undefined, url: undefined, run: undefined, nextRunConfig: undefined }).text, /debug-disconnect\) MX Scope$/);
   const store = new RunStore();
   store.ingest({ type: 'runStarted', runId: 'r', name: 'tiny', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
+  const starting = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: baseConfig });
+  assert.equal(starting.text, '$(plug) MX Scope: tiny · starting · F,D,W mxfp4', 'no "step -1 · loss —" before the first step');
   store.ingest({ type: 'step', runId: 'r', step: 3, tokens: 1, loss: 2, lr: 1, gradNorm: 1, stepMs: 1 });
   const live = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: baseConfig });
   assert.equal(live.text, '$(plug) MX Scope: tiny · step 3 · loss 2.0000 · F,D,W mxfp4');
+  store.ingest({ type: 'runEnded', runId: 'r', step: 4, status: 'diverged', reason: 'loss is not finite', endedAt: 't' });
+  const diverged = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: baseConfig });
+  assert.equal(diverged.text, '$(plug) MX Scope: $(error) tiny diverged at step 4 · F,D,W mxfp4', 'a diverged run is not "idle"');
   assert.deepEqual(quickActions(undefined, false).slice(0, 2).map((a) => a.command), ['mxscope.startEmulatedRun', 'mxscope.connect']);
   const running = quickActions('connected', true).map((a) => a.command);
   assert.ok(running.includes('mxscope.stopRun') && !running.includes('mxscope.startNextRun') && running.includes('mxscope.disconnect'));

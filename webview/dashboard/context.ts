@@ -2,7 +2,7 @@
 // (cached, or requested from the host and redrawn when they arrive).
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
-import type { LayerDetailMessage, RunInfo, WebviewToHost } from '../../src/protocol/webview.js';
+import type { GridMetric, LayerDetailMessage, LayerGridMessage, RunInfo, WebviewToHost } from '../../src/protocol/webview.js';
 import type { UiState } from './model/ui-state.js';
 import type { DashboardData } from './data.js';
 import type { Theme } from './theme.js';
@@ -16,12 +16,17 @@ export interface Context {
   post(message: WebviewToHost): void;
   /** The cached detail, or undefined after asking the host (the view updates when it arrives). */
   detail(runId: string, layer: string, gemm: GemmKind, operand: Operand): LayerDetailMessage | undefined;
+  /** The cached layer × step grid, or undefined after asking the host. */
+  grid(runId: string, metric: GridMetric, gemm: GemmKind): LayerGridMessage | undefined;
   /** The runs on screen: compared runs, or the chosen runs (all when none chosen). */
   shownRuns(): RunInfo[];
   color(runId: string): string;
 }
 
-/** One tab's content. */
+/**
+ * One tab's content. The constructor builds the DOM only; the dashboard calls update() once the
+ * root is in the document (a canvas measured while detached is 0×0 and would draw blank).
+ */
 export interface View {
   readonly root: HTMLElement;
   /** Redraw from the current data and state. */
@@ -51,6 +56,24 @@ export function chartBox(title: string, height: number): { box: HTMLElement; can
   const legend = element('div', 'legend');
   box.append(wrap, legend);
   return { box, canvas, legend };
+}
+
+/**
+ * Make a non-button element (a table row, a list item) act like a button: reachable with Tab,
+ * Enter or Space runs the action, as a click does.
+ */
+export function activatable<T extends HTMLElement>(node: T, action: () => void, title: string): T {
+  node.tabIndex = 0;
+  node.classList.add('clickable');
+  node.title = title;
+  node.setAttribute('aria-label', title);
+  node.addEventListener('click', action);
+  node.addEventListener('keydown', (event) => {
+    if (event.key !== 'Enter' && event.key !== ' ') return;
+    event.preventDefault();
+    action();
+  });
+  return node;
 }
 
 export function setLegend(legend: HTMLElement, entries: readonly { label: string; color: string; dashed?: boolean }[]): void {

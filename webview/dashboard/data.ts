@@ -1,7 +1,7 @@
 // The webview's copy of the host's data: a snapshot replaces it, a delta appends loss points and
 // replaces run info and overviews. Layer details are cached per request key and dropped when their
 // run's overview moves (new stats arrived).
-import { WEBVIEW_LIMITS, type Alert, type DeltaMessage, type LayerDetailMessage, type LayerOverview, type LossSeries, type RunInfo, type SnapshotMessage } from '../../src/protocol/webview.js';
+import { WEBVIEW_LIMITS, type Alert, type DeltaMessage, type LayerDetailMessage, type LayerGridMessage, type LayerOverview, type LossSeries, type RunInfo, type SnapshotMessage } from '../../src/protocol/webview.js';
 
 export class DashboardData {
   runs: RunInfo[] = [];
@@ -9,7 +9,8 @@ export class DashboardData {
   validation = new Map<string, LossSeries>();
   overview = new Map<string, LayerOverview>();
   alerts: Alert[] = [];
-  private details = new Map<string, LayerDetailMessage>();
+  /** Answers to layer requests (details and grids), by request key; dropped when their run gets new stats. */
+  private details = new Map<string, LayerDetailMessage | LayerGridMessage>();
 
   applySnapshot(message: SnapshotMessage): void {
     this.runs = [];
@@ -47,10 +48,16 @@ export class DashboardData {
   }
 
   detail(key: string): LayerDetailMessage | undefined {
-    return this.details.get(key);
+    const found = this.details.get(key);
+    return found?.type === 'layerDetail' ? found : undefined;
   }
 
-  storeDetail(key: string, detail: LayerDetailMessage): void {
+  grid(key: string): LayerGridMessage | undefined {
+    const found = this.details.get(key);
+    return found?.type === 'layerGrid' ? found : undefined;
+  }
+
+  storeDetail(key: string, detail: LayerDetailMessage | LayerGridMessage): void {
     this.details.set(key, detail);
   }
 }
@@ -59,15 +66,24 @@ function append(target: Map<string, LossSeries>, slices: readonly LossSeries[]):
   for (const slice of slices) {
     const series = target.get(slice.runId);
     if (!series) {
-      target.set(slice.runId, { runId: slice.runId, step: [...slice.step], tokens: [...slice.tokens], loss: [...slice.loss] });
+      const copy: LossSeries = { runId: slice.runId, step: [...slice.step], tokens: [...slice.tokens], loss: [...slice.loss] };
+      if (slice.gradNorm) copy.gradNorm = [...slice.gradNorm];
+      if (slice.lr) copy.lr = [...slice.lr];
+      target.set(slice.runId, copy);
       continue;
     }
     for (let i = 0; i < slice.step.length; i++) {
       series.step.push(slice.step[i]!);
       series.tokens.push(slice.tokens[i]!);
       series.loss.push(slice.loss[i]!);
+      series.gradNorm?.push(slice.gradNorm?.[i] ?? null);
+      series.lr?.push(slice.lr?.[i] ?? 0);
     }
   }
+}
+
+export function gridKey(runId: string, metric: string, gemm: string): string {
+  return JSON.stringify([runId, 'grid', metric, gemm]);
 }
 
 export function detailKey(runId: string, layer: string, gemm: string, operand: string, lag: number): string {

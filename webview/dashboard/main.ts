@@ -8,13 +8,16 @@ import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from '
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
-import { hostToWebviewSchema, isEmptyDelta, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { hostToWebviewSchema, isEmptyDelta, type GridMetric, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
 import { element, type Context, type View } from './context.js';
-import { DashboardData, detailKey } from './data.js';
+import { DashboardData, detailKey, gridKey } from './data.js';
+import { composePng } from './export-png.js';
+import { focusAt } from './focus-at.js';
 import { onThemeChange, readTheme, type Theme } from './theme.js';
 import { AlertsView, alertList } from './views/alerts.js';
 import { CorrelationView } from './views/correlation.js';
+import { LayerHeatmapView } from './views/layer-heatmap.js';
 import { LossView } from './views/loss.js';
 import { OverheadView } from './views/overhead.js';
 import { OverviewView } from './views/overview.js';
@@ -27,8 +30,8 @@ interface VsCodeApi {
 }
 declare function acquireVsCodeApi(): VsCodeApi;
 
-const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
-const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, correlation: CorrelationView, alerts: AlertsView };
+const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', layers: 'Layer heatmap', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
+const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, layers: LayerHeatmapView, correlation: CorrelationView, alerts: AlertsView };
 
 class Dashboard implements Context {
   readonly data = new DashboardData();
@@ -80,6 +83,17 @@ class Dashboard implements Context {
     return undefined;
   }
 
+  grid(runId: string, metric: GridMetric, gemm: GemmKind) {
+    const key = gridKey(runId, metric, gemm);
+    const cached = this.data.grid(key);
+    if (cached || this.requested.has(key)) return cached;
+    const requestId = this.nextRequestId++;
+    this.pending.set(requestId, key);
+    this.requested.add(key);
+    this.post({ type: 'requestLayerGrid', requestId, runId, metric, gemm });
+    return undefined;
+  }
+
   shownRuns(): RunInfo[] {
     const chosen = this.state.runIds.map((id) => this.data.run(id)).filter((run): run is RunInfo => run !== undefined);
     if (this.state.mode === 'compare') return chosen.length >= 2 ? chosen : this.data.runs.slice(-2);
@@ -120,6 +134,7 @@ class Dashboard implements Context {
         this.scheduleUpdate();
         break;
       }
+      case 'layerGrid':
       case 'layerDetail': {
         const key = this.pending.get(message.requestId);
         if (key === undefined) return;
@@ -130,7 +145,7 @@ class Dashboard implements Context {
       }
       case 'focus':
         // Runs are compared at equal tokens (they may differ in tokens per step).
-        this.update({ mode: message.mode, runIds: message.runIds, ...(message.mode === 'compare' ? { xAxis: 'tokens' as const } : {}) }, true);
+        this.update({ mode: message.mode, runIds: message.runIds, ...(message.mode === 'compare' ? { xAxis: 'tokens' as const } : {}), ...(message.at ? focusAt(message.at, this.state) : {}) }, true);
         break;
     }
   }
@@ -160,13 +175,18 @@ class Dashboard implements Context {
     }
     this.view = new VIEWS[this.state.tab](this);
     this.body.append(this.view.root);
+    this.view.update();
   }
 
   private mountSidebar(): void {
     const loss = new LossView(this, true);
     this.view = loss;
-    const recent = this.data.alerts.slice(-5).reverse();
-    this.body.append(loss.root, element('h3', undefined, 'Recent alerts'), alertList(this, recent), button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }));
+    // A side bar is short: the button first, then the chart, then the three newest alerts, one line each.
+    const recent = this.data.alerts.slice(-3).reverse();
+    const alerts = alertList(this, recent);
+    alerts.classList.add('compact');
+    this.body.append(button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }), loss.root, element('h3', undefined, 'Recent alerts'), alerts);
+    loss.update();
   }
 
   /** Run chips: who is on screen, their colours and status. Rebuilt only when run info changes. */
@@ -175,11 +195,15 @@ class Dashboard implements Context {
     chips.replaceChildren();
     const shown = new Set(this.shownRuns().map((run) => run.runId));
     for (const run of this.data.runs) {
-      const chip = element('span', shown.has(run.runId) ? 'run-chip on' : 'run-chip');
+      const on = shown.has(run.runId);
+      // A real button: reachable with Tab, toggled with Enter or Space, its state announced.
+      const chip = element('button', on ? 'run-chip on' : 'run-chip');
+      chip.type = 'button';
+      chip.setAttribute('aria-pressed', String(on));
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.color(run.runId);
-      chip.append(swatch, run.name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
-      chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to show or hide`;
+      chip.append(swatch, element('span', 'chip-name', run.name), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
+      chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to ${on ? 'hide' : 'show'}`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);
     }
@@ -220,18 +244,21 @@ class Dashboard implements Context {
   }
 
   private exportPng(): void {
-    const source = this.view?.canvas();
-    if (!source) return;
-    // Canvases are transparent; paint the theme background so the PNG reads outside VS Code too.
-    const out = document.createElement('canvas');
-    out.width = source.width;
-    out.height = source.height;
-    const g = out.getContext('2d')!;
-    g.fillStyle = this.theme.background;
-    g.fillRect(0, 0, out.width, out.height);
-    g.drawImage(source, 0, 0);
-    this.post({ type: 'export', format: 'png', fileName: `${this.state.tab}.png`, data: out.toDataURL('image/png') });
+    const view = this.view;
+    if (!view) return;
+    const detail = view.root.querySelector('.panel-title')?.textContent;
+    const data = composePng(
+      {
+        title: `MX Scope — ${TAB_LABELS[this.state.tab]}${detail ? ` — ${detail}` : ''}`,
+        runs: this.shownRuns().map((run) => ({ name: run.name, color: this.color(run.runId) })),
+        chart: view.canvas(),
+        root: view.root,
+      },
+      this.theme,
+    );
+    this.post({ type: 'export', format: 'png', fileName: `${this.state.tab}.png`, data });
   }
+
 }
 
 registerToolkit();

@@ -27,7 +27,9 @@ export function readTheme(): Theme {
     muted: variable(style, '--vscode-descriptionForeground', foreground),
     background: variable(style, '--vscode-editor-background', '#1f1f1f'),
     grid: variable(style, '--vscode-editorWidget-border', variable(style, '--vscode-panel-border', '#454545')),
-    palette: ['blue', 'orange', 'green', 'purple', 'red', 'yellow'].map((name) => variable(style, `--vscode-charts-${name}`, foreground)),
+    // Opaque: a theme may give a chart colour with alpha (Light Modern's charts.orange is 33 %), and a
+    // run drawn in it looks hidden.
+    palette: ['blue', 'orange', 'green', 'purple', 'red', 'yellow'].map((name) => opaque(variable(style, `--vscode-charts-${name}`, foreground))),
     error: variable(style, '--vscode-errorForeground', '#f14c4c'),
     warning: variable(style, '--vscode-editorWarning-foreground', '#cca700'),
     heatLow: variable(style, '--vscode-editor-background', '#1f1f1f'),
@@ -50,6 +52,12 @@ export function rgb(color: string): [number, number, number] {
   }
   const parts = color.match(/rgba?\(([^)]+)\)/)?.[1]?.split(/[ ,/]+/).map(Number);
   return parts && parts.length >= 3 ? [parts[0]!, parts[1]!, parts[2]!] : [128, 128, 128];
+}
+
+/** The colour without its alpha channel. */
+export function opaque(color: string): string {
+  const [r, g, b] = rgb(color);
+  return `rgb(${r}, ${g}, ${b})`;
 }
 
 export function withAlpha(color: string, alpha: number): string {

@@ -14,7 +14,8 @@ export function whenConnected(services: HostServices, timeoutMs = 15_000): Promi
     const check = () => {
       const { state, detail } = services.link.snapshot();
       if (state === 'connected') finish();
-      else if (state === 'closed' || state === undefined) finish(new Error(`could not connect: ${detail ?? 'the connection was closed (see the MX Scope output)'}`));
+      // The client's detail carries the socket's own reason (e.g. "connect ECONNREFUSED 127.0.0.1:7340").
+      else if (state === 'closed' || state === undefined) finish(new Error(detail?.startsWith('could not connect') ? detail : `could not connect: ${detail ?? 'the connection was closed (see the MX Scope output)'}`));
     };
     const finish = (error?: Error) => {
       clearTimeout(timer);

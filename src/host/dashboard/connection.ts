@@ -32,7 +32,11 @@ export class DashboardConnection implements vscode.Disposable {
       post: (message) => void host.webview.postMessage(message),
       visible: () => host.visible,
       log: services.log,
-      exportFile: (message) => void exportFile(message, services).catch((error: Error) => services.log(`dashboard: export of ${message.fileName} failed: ${error.message}`)),
+      exportFile: (message) =>
+        void exportFile(message, services).catch((error: Error) => {
+          services.log(`dashboard: export of ${message.fileName} failed: ${error.message}`);
+          void vscode.window.showErrorMessage(`MX Scope: could not save ${message.fileName}: ${error.message}`);
+        }),
       openDashboard,
     });
     this.disposables.push(
@@ -63,4 +67,10 @@ async function exportFile(message: ExportMessage, services: HostServices): Promi
   const bytes = message.format === 'png' ? Buffer.from(message.data.replace(/^data:image\/png;base64,/, ''), 'base64') : Buffer.from(message.data, 'utf8');
   await vscode.workspace.fs.writeFile(target, bytes);
   services.log(`dashboard: exported ${message.fileName} to ${target.fsPath}`);
+  // Say where it went, with a way there.
+  const open = 'Open';
+  const reveal = 'Reveal in File Explorer';
+  const choice = await vscode.window.showInformationMessage(`MX Scope: saved ${message.format.toUpperCase()} to ${target.fsPath}`, open, reveal);
+  if (choice === open) await vscode.commands.executeCommand('vscode.open', target);
+  else if (choice === reveal) await vscode.commands.executeCommand('revealFileInOS', target);
 }

@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import { AlertTracker } from '../../dashboard/alerts.js';
 import { DashboardFeed } from '../../dashboard/feed.js';
+import { NOTICE_BUTTON, NoticeFilter, type Notice } from '../../dashboard/notice.js';
 import { runIdOf } from '../runs-view.js';
 import type { HostServices } from '../services.js';
 import { DASHBOARD_VIEW_TYPE, DashboardPanels } from './panel.js';
@@ -15,9 +16,15 @@ export function registerDashboard(context: vscode.ExtensionContext, services: Ho
   const panels = new DashboardPanels(context.extensionUri, feed, services);
   const open = () => panels.open();
 
+  const notices = new NoticeFilter();
   context.subscriptions.push(
     services.store.onDidChange((change) => {
-      if (change.record) alerts.ingest(change.record);
+      if (!change.record) return;
+      if (change.record.type === 'runStarted') notices.reset(change.runId);
+      const raised = alerts.ingest(change.record);
+      const run = services.store.get(change.runId)?.summary;
+      // Runs read from a log are history: only a live run's event interrupts the user.
+      if (run?.source === 'live') for (const alert of raised) notify(notices.notice(alert, run.name), panels);
     }),
     panels,
     vscode.commands.registerCommand('mxscope.openDashboard', open),
@@ -27,6 +34,14 @@ export function registerDashboard(context: vscode.ExtensionContext, services: Ho
     }),
     vscode.window.registerWebviewViewProvider(SIDEBAR_VIEW_ID, new DashboardSidebar(context.extensionUri, feed, services, open)),
   );
+}
+
+function notify(notice: Notice | null, panels: DashboardPanels): void {
+  if (!notice) return;
+  const show = notice.severity === 'error' ? vscode.window.showErrorMessage : vscode.window.showWarningMessage;
+  void show(notice.message, NOTICE_BUTTON).then((choice) => {
+    if (choice === NOTICE_BUTTON) panels.open(notice.focus);
+  });
 }
 
 /** Runs picked in the Runs view (multi-select), else chosen in a quick pick; two or more. */

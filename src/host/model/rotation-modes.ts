@@ -59,17 +59,15 @@ export function describeGemms(config: Pick<RunConfig, 'gemms'>): string {
 }
 
 /**
- * The MXFP4 GEMMs and their recipe, short enough for the status bar, grouped by recipe:
- * "W mxfp4 · H16", "D,W mxfp4 · RHT16+SR¾", or "no MXFP4" when every GEMM runs wider.
+ * Every GEMM's precision and recipe, short enough for the status bar and the Runs view, grouped by
+ * recipe: "F,D,W mxfp4", "F,D mxfp4 · W mxfp4 · H16", "F,W mxfp4 · D bf16". GEMMs in a wider format
+ * are named too (a dgrad-bf16 run must not read like an all-MXFP4 one).
  */
-export function rotationSummary(config: Pick<RunConfig, 'gemms'>): string {
+export function recipeSummary(config: Pick<RunConfig, 'gemms'>): string {
   const groups = new Map<string, string[]>();
   for (const kind of GEMM_KINDS) {
-    const gemm = config.gemms[kind];
-    if (gemm.precision !== 'mxfp4') continue;
-    const recipe = describeGemm(gemm);
+    const recipe = describeGemm(config.gemms[kind]);
     groups.set(recipe, [...(groups.get(recipe) ?? []), SHORT[kind]]);
   }
-  if (groups.size === 0) return 'no MXFP4';
   return [...groups].map(([recipe, kinds]) => `${kinds.join(',')} ${recipe}`).join(' · ');
 }

@@ -3,7 +3,7 @@ import type { RunConfig } from '../../protocol/index.js';
 import type { ConnectionState } from '../../link/trainer-client.js';
 import type { RunSummary } from '../../store/run-store.js';
 import { formatLoss, runLabel } from './run-tree.js';
-import { describeGemms, rotationSummary } from './rotation-modes.js';
+import { describeGemms, recipeSummary } from './rotation-modes.js';
 
 export interface StatusInput {
   /** undefined: never connected (or disconnected by the user). */
@@ -31,10 +31,14 @@ export function statusText(input: StatusInput): StatusText {
   const live = run && run.status === 'running';
   const parts: string[] = [];
   if (input.state !== 'connected') parts.push(input.state);
-  if (live) parts.push(runLabel(run, false), `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
+  // A run that has not finished a step yet is "starting", not "step -1 · loss —"; a run that just
+  // diverged says so until the next one starts, rather than going quietly "idle".
+  if (live && run.lastStep < 0) parts.push(runLabel(run, false), 'starting');
+  else if (live) parts.push(runLabel(run, false), `step ${run.lastStep}`, `loss ${formatLoss(run.lastLoss)}`);
+  else if (run?.ended?.status === 'diverged') parts.push(`$(error) ${runLabel(run, false)} diverged at step ${run.ended.step}`);
   else parts.push('idle');
   const rotationOf = live ? run.config : input.nextRunConfig;
-  if (rotationOf) parts.push(rotationSummary(rotationOf));
+  if (rotationOf) parts.push(recipeSummary(rotationOf));
   const tooltip = [
     `MX Scope: ${input.state} to ${input.url ?? 'a trainer'}`,
     run ? `run: ${run.name} (${run.status})` : 'no run yet',

@@ -3,10 +3,12 @@
 // garbage keeps the defaults for what does not fit).
 import { GEMM_KINDS, type GemmKind } from '../../../src/protocol/config.js';
 import { GEMM_OPERANDS, type Operand } from '../../../src/protocol/telemetry.js';
-import { LAYER_METRICS, type LayerMetric, type LayerRow } from '../../../src/protocol/webview.js';
+import { GRID_METRICS, LAYER_METRICS, type GridMetric, type LayerMetric, type LayerRow } from '../../../src/protocol/webview.js';
 
-export const TABS = ['loss', 'overhead', 'scales', 'overview', 'correlation', 'alerts'] as const;
+export const TABS = ['loss', 'overhead', 'scales', 'overview', 'layers', 'correlation', 'alerts'] as const;
 export type Tab = (typeof TABS)[number];
+
+export const MAX_EMA = 0.99;
 
 export interface UiState {
   tab: Tab;
@@ -15,7 +17,7 @@ export interface UiState {
   runIds: string[];
   baselineRunId: string | null;
   xAxis: 'step' | 'tokens';
-  /** EMA weight in [0, 0.999]. */
+  /** EMA weight in [0, MAX_EMA] (the slider's range, so its label and its position agree). */
   ema: number;
   logScale: boolean;
   relative: boolean;
@@ -29,8 +31,15 @@ export interface UiState {
   overlayRunId: string | null;
   lag: number;
   overviewMetric: LayerMetric;
+  /** The layer × step heatmap's metric and GEMM. */
+  gridMetric: GridMetric;
+  gridGemm: GemmKind;
   /** Loss chart x range (in xAxis units); null shows everything. */
   zoom: { min: number; max: number } | null;
+  /** Loss chart y range set by shift+wheel; null: automatic. */
+  yZoom: { min: number; max: number } | null;
+  /** Automatic y range ignores outliers (a spike runs off the top instead of squashing the rest). */
+  robustY: boolean;
   /** Palette slot per run: a run keeps its colour while it is held, across reloads. */
   colors: Record<string, number>;
 }
@@ -53,7 +62,11 @@ export const DEFAULT_UI_STATE: UiState = {
   overlayRunId: null,
   lag: 4,
   overviewMetric: 'wgradRelErr',
+  gridMetric: 'wgradRelErr',
+  gridGemm: 'wgrad',
   zoom: null,
+  yZoom: null,
+  robustY: true,
   colors: {},
 };
 
@@ -72,7 +85,7 @@ export function restoreUiState(saved: unknown): UiState {
     runIds: Array.isArray(s.runIds) ? s.runIds.filter((id): id is string => typeof id === 'string').slice(0, 16) : d.runIds,
     baselineRunId: stringOrNull(s.baselineRunId, d.baselineRunId),
     xAxis: oneOf(['step', 'tokens'] as const, s.xAxis, d.xAxis),
-    ema: finite(s.ema) ? Math.min(0.999, Math.max(0, s.ema)) : d.ema,
+    ema: finite(s.ema) ? Math.min(MAX_EMA, Math.max(0, s.ema)) : d.ema,
     logScale: typeof s.logScale === 'boolean' ? s.logScale : d.logScale,
     relative: typeof s.relative === 'boolean' ? s.relative : d.relative,
     targetLoss: finite(s.targetLoss) ? s.targetLoss : d.targetLoss,
@@ -84,7 +97,11 @@ export function restoreUiState(saved: unknown): UiState {
     overlayRunId: stringOrNull(s.overlayRunId, d.overlayRunId),
     lag: finite(s.lag) && Number.isInteger(s.lag) && s.lag >= 1 ? Math.min(s.lag, 1000) : d.lag,
     overviewMetric: oneOf(LAYER_METRICS, s.overviewMetric, d.overviewMetric),
+    gridMetric: oneOf(GRID_METRICS, s.gridMetric, d.gridMetric),
+    gridGemm: oneOf(GEMM_KINDS, s.gridGemm, d.gridGemm),
     zoom: restoreZoom(s.zoom),
+    yZoom: restoreZoom(s.yZoom),
+    robustY: typeof s.robustY === 'boolean' ? s.robustY : d.robustY,
     colors: restoreColors(s.colors),
   };
 }

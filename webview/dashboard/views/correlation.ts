@@ -49,7 +49,6 @@ export class CorrelationView implements View {
       });
     }
     this.root.append(grid);
-    this.update();
   }
 
   update(): void {
@@ -76,12 +75,12 @@ export class CorrelationView implements View {
       panel.autocorr.data.datasets = [{ label: 'autocorrelation', data: auto, borderColor: color, backgroundColor: withAlpha(color, 0.2), pointRadius: 2 }];
       panel.autocorr.update('none');
       setLegend(panel.autocorrLegend, [{ label: detail && detail.autocorr.length === 0 ? 'no Wgrad error sketches for this layer' : `${panel.run.name} · autocorrelation`, color }]);
-      if (detail) detail.steps.forEach((step, i) => this.csvRows.push([panel.run.name, layer, step, detail.lag1Cos[i] ?? null, detail.lagCos[i] ?? null]));
+      if (detail) detail.steps.forEach((step, i) => this.csvRows.push([panel.run.runId, panel.run.name, layer, step, detail.lag1Cos[i] ?? null, detail.lagCos[i] ?? null]));
     }
   }
 
   csv() {
-    return { name: 'wgrad-error-correlation.csv', header: ['run', 'layer', 'step', 'lag1_cos', `lag${this.ctx.state.lag}_cos`], rows: this.csvRows };
+    return { name: 'wgrad-error-correlation.csv', header: ['run_id', 'run', 'layer', 'step', 'lag1_cos', `lag${this.ctx.state.lag}_cos`], rows: this.csvRows };
   }
 
   canvas(): HTMLCanvasElement | null {

@@ -1,12 +1,15 @@
 // Loss against step or tokens: train (EMA-smoothed, raw faint behind) and validation (dashed) for
-// every shown run, optionally as the gap to a baseline run, with divergence points marked.
+// every shown run, optionally as the gap to a baseline run, with divergence points marked; an
+// outlier-robust y range, wheel zoom (x; shift: y) and a reset button; below it, the gradient norm
+// and learning rate of the same runs on the same x range.
 import { ema } from '../model/smoothing.js';
 import { decimateMinMax, sliceToRange } from '../model/decimate.js';
-import { zoomAround } from '../model/ui-state.js';
+import { MAX_EMA, zoomAround, type UiState } from '../model/ui-state.js';
 import { gapTo } from '../model/interpolate.js';
 import type { LossSeries, RunInfo } from '../../../src/protocol/webview.js';
-import { checkbox, dropdown } from '../../ui/toolkit.js';
-import { lineChart, setAxes, type LineDataset, type XY } from '../charts.js';
+import { button, checkbox, dropdown } from '../../ui/toolkit.js';
+import { robustRange, zoomRange } from '../model/robust-range.js';
+import { lineChart, setAxes, type Chart, type LineDataset, type XY } from '../charts.js';
 import { chartBox, element, setLegend, type Context, type View } from '../context.js';
 import { withAlpha } from '../theme.js';
 
@@ -22,46 +25,86 @@ export class LossView implements View {
   private readonly chart;
   private readonly legend: HTMLElement;
   private readonly emaLabel = element('span', 'value');
+  private readonly resetZoom: HTMLElement = button('Reset zoom', () => this.ctx.update({ zoom: null, yZoom: null }), { title: 'Show every step and the automatic y range (or double-click the chart)' });
+  private readonly gradNorm: Chart<'line', XY[]> | undefined;
+  private readonly lr: Chart<'line', XY[]> | undefined;
   private curves: Curve[] = [];
 
   constructor(
     private readonly ctx: Context,
     private readonly compact = false,
   ) {
-    const { box, canvas, legend } = chartBox(compact ? 'Loss' : 'Training and validation loss', compact ? 180 : 360);
+    const { box, canvas, legend } = chartBox(compact ? 'Loss' : 'Training and validation loss', compact ? 150 : 360);
     this.legend = legend;
+    box.classList.add('loss-chart');
     if (!compact) this.root.append(this.controls());
     this.root.append(box);
     this.chart = lineChart(canvas, ctx.theme, this.axisOptions());
     if (!compact) {
-      canvas.title = 'Wheel to zoom the x axis, double-click to show everything';
+      canvas.title = 'Wheel to zoom the x axis, shift+wheel the y axis, double-click to show everything';
       canvas.addEventListener('wheel', (event) => this.zoom(event), { passive: false });
-      canvas.addEventListener('dblclick', () => ctx.update({ zoom: null }));
+      canvas.addEventListener('dblclick', () => ctx.update({ zoom: null, yZoom: null }));
+      const pair = element('div', 'panels n2');
+      const g = chartBox('Gradient norm (before clipping)', 160);
+      const l = chartBox('Learning rate', 160);
+      g.box.classList.add('grad-norm');
+      l.box.classList.add('learning-rate');
+      pair.append(g.box, l.box);
+      this.root.append(pair);
+      this.gradNorm = lineChart(g.canvas, ctx.theme, { xTitle: 'step', yTitle: 'grad norm', logY: true });
+      this.lr = lineChart(l.canvas, ctx.theme, { xTitle: 'step', yTitle: 'learning rate' });
     }
-    this.update();
   }
 
   private axisOptions() {
     const s = this.ctx.state;
     const zoom = this.compact ? null : s.zoom;
-    return { xTitle: s.xAxis === 'tokens' ? 'tokens' : 'step', yTitle: s.relative ? 'loss − baseline' : 'loss', logY: s.logScale && !s.relative, xRange: zoom ? ([zoom.min, zoom.max] as [number, number]) : undefined };
+    return {
+      xTitle: s.xAxis === 'tokens' ? 'tokens' : 'step',
+      yTitle: s.relative ? 'loss − baseline' : 'loss',
+      logY: s.logScale && !s.relative,
+      xRange: zoom ? ([zoom.min, zoom.max] as [number, number]) : undefined,
+      integerX: s.xAxis === 'step',
+    };
   }
 
-  /** Wheel over the chart zooms the x axis around the pointer (the data's full range bounds it). */
+  /** The y range: the user's y zoom, else robust to outliers (when on), else Chart.js's own. */
+  private yRange(): [number, number] | undefined {
+    const s = this.ctx.state;
+    if (!this.compact && s.yZoom) return [s.yZoom.min, s.yZoom.max];
+    if (!s.robustY) return undefined;
+    const zoom = this.compact ? null : s.zoom;
+    const visible = function* (curves: Curve[]) {
+      for (const curve of curves) for (let i = 0; i < curve.xs.length; i++) if (!zoom || (curve.xs[i]! >= zoom.min && curve.xs[i]! <= zoom.max)) yield curve.ys[i] ?? null;
+    };
+    return robustRange(visible(this.curves), s.logScale && !s.relative) ?? undefined;
+  }
+
+  /** Wheel over the chart zooms the x axis around the pointer (the data's full range bounds it); shift+wheel the y axis. */
   private zoom(event: WheelEvent): void {
     const x = this.chart.scales.x;
-    if (!x || this.curves.length === 0) return;
+    const y = this.chart.scales.y;
+    if (!x || !y || this.curves.length === 0) return;
     event.preventDefault();
+    const factor = (event.deltaY || event.deltaX) < 0 ? 0.8 : 1.25;
+    if (event.shiftKey) {
+      const at = y.getValueForPixel(event.offsetY) ?? (y.min + y.max) / 2;
+      const [min, max] = zoomRange([y.min, y.max], at, factor);
+      this.ctx.update({ yZoom: max > min ? { min, max } : null });
+      return;
+    }
     const lo = Math.min(...this.curves.map((curve) => curve.xs[0] ?? Infinity));
     const hi = Math.max(...this.curves.map((curve) => curve.xs[curve.xs.length - 1] ?? -Infinity));
     if (!(hi > lo)) return;
     const current = this.ctx.state.zoom ?? { min: lo, max: hi };
     const at = x.getValueForPixel(event.offsetX) ?? (current.min + current.max) / 2;
-    this.ctx.update({ zoom: zoomAround(current, at, event.deltaY < 0 ? 0.8 : 1.25, lo, hi) });
+    this.ctx.update({ zoom: zoomAround(current, at, factor, lo, hi) });
   }
 
   private controls(): HTMLElement {
-    const { state, update } = this.ctx;
+    const ctx = this.ctx;
+    const state = ctx.state;
+    const update = (patch: Partial<UiState>) => ctx.update(patch);
     const bar = element('div', 'controls');
     bar.append(
       dropdown([{ value: 'step', label: 'vs step' }, { value: 'tokens', label: 'vs tokens' }], state.xAxis, (v) => update({ xAxis: v as 'step' | 'tokens', zoom: null }), 'x axis'),
@@ -69,7 +112,7 @@ export class LossView implements View {
     const slider = element('input', 'slider');
     slider.type = 'range';
     slider.min = '0';
-    slider.max = '0.99';
+    slider.max = String(MAX_EMA);
     slider.step = '0.01';
     slider.value = String(state.ema);
     slider.title = 'EMA smoothing';
@@ -79,8 +122,10 @@ export class LossView implements View {
     bar.append(emaControl);
     bar.append(checkbox('Log scale', state.logScale, (logScale) => update({ logScale })));
     bar.append(checkbox('Relative to baseline', state.relative, (relative) => update({ relative })));
+    bar.append(checkbox('Clip outliers', state.robustY, (robustY) => update({ robustY })));
     const runs = this.ctx.data.runs.map((run) => ({ value: run.runId, label: `baseline: ${run.name}` }));
     if (runs.length > 0) bar.append(dropdown(runs, this.baselineId(), (baselineRunId) => update({ baselineRunId }), 'baseline run'));
+    bar.append(this.resetZoom);
     return bar;
   }
 
@@ -142,15 +187,47 @@ export class LossView implements View {
         this.curves.push({ run, kind: 'validation', xs, ys });
       }
     }
-    setAxes(this.chart, theme, this.axisOptions());
+    setAxes(this.chart, theme, { ...this.axisOptions(), yRange: this.yRange() });
     this.chart.data.datasets = datasets;
     this.chart.update('none');
     setLegend(this.legend, legend);
+    this.resetZoom.toggleAttribute('disabled', state.zoom === null && state.yZoom === null);
+    this.updateOptimizerCharts(xOf);
+  }
+
+  /** Gradient norm and learning rate of the shown runs, on the loss chart's x range. */
+  private updateOptimizerCharts(xOf: (series: LossSeries) => number[]): void {
+    if (!this.gradNorm || !this.lr) return;
+    const { state, data, theme } = this.ctx;
+    const zoom = state.zoom;
+    const buckets = Math.max(100, (this.gradNorm.width || 400) / 2);
+    const draw = (xs: number[], ys: readonly (number | null)[]) => {
+      const visible = zoom ? sliceToRange(xs, ys, zoom.min, zoom.max) : { xs, ys: [...ys] };
+      return decimateMinMax(visible.xs, visible.ys, buckets);
+    };
+    const norms: LineDataset[] = [];
+    const rates: LineDataset[] = [];
+    for (const run of this.ctx.shownRuns()) {
+      const train = data.loss.get(run.runId);
+      if (!train?.gradNorm || !train.lr) continue;
+      const color = this.ctx.color(run.runId);
+      const xs = xOf(train);
+      norms.push({ label: `${run.name} · grad norm`, data: draw(xs, train.gradNorm), borderColor: color });
+      rates.push({ label: `${run.name} · lr`, data: draw(xs, train.lr), borderColor: color });
+    }
+    const xTitle = state.xAxis === 'tokens' ? 'tokens' : 'step';
+    const xRange = zoom ? ([zoom.min, zoom.max] as [number, number]) : undefined;
+    setAxes(this.gradNorm, theme, { xTitle, yTitle: 'grad norm', logY: true, xRange, integerX: state.xAxis === 'step' });
+    setAxes(this.lr, theme, { xTitle, yTitle: 'learning rate', xRange, integerX: state.xAxis === 'step' });
+    this.gradNorm.data.datasets = norms;
+    this.lr.data.datasets = rates;
+    this.gradNorm.update('none');
+    this.lr.update('none');
   }
 
   csv() {
-    const rows = this.curves.flatMap((curve) => curve.xs.map((x, i) => [curve.run.name, curve.kind, x, curve.ys[i]!] as (string | number | null)[]));
-    return { name: 'loss.csv', header: ['run', 'series', this.ctx.state.xAxis, this.ctx.state.relative ? 'loss_minus_baseline' : 'loss'], rows };
+    const rows = this.curves.flatMap((curve) => curve.xs.map((x, i) => [curve.run.runId, curve.run.name, curve.kind, x, curve.ys[i]!] as (string | number | null)[]));
+    return { name: 'loss.csv', header: ['run_id', 'run', 'series', this.ctx.state.xAxis, this.ctx.state.relative ? 'loss_minus_baseline' : 'loss'], rows };
   }
 
   canvas(): HTMLCanvasElement {
@@ -159,6 +236,8 @@ export class LossView implements View {
 
   destroy(): void {
     this.chart.destroy();
+    this.gradNorm?.destroy();
+    this.lr?.destroy();
   }
 }
 

@@ -21,7 +21,6 @@ export class OverheadView implements View {
     }));
     if (runs.length > 0) bar.append(dropdown(runs, this.baselineId(), (baselineRunId) => ctx.update({ baselineRunId }), 'baseline run'));
     this.root.append(bar, this.note, this.table);
-    this.update();
   }
 
   private baselineId(): string | null {
@@ -59,8 +58,8 @@ export class OverheadView implements View {
   csv() {
     return {
       name: 'token-overhead.csv',
-      header: ['run', 'target_loss', 'tokens', 'extra_pct'],
-      rows: this.rows.map((row) => [this.ctx.data.run(row.runId)?.name ?? row.runId, this.target, row.tokens, row.extraPct]),
+      header: ['run_id', 'run', 'target_loss', 'tokens', 'extra_pct'],
+      rows: this.rows.map((row) => [row.runId, this.ctx.data.run(row.runId)?.name ?? row.runId, this.target, row.tokens, row.extraPct]),
     };
   }
 

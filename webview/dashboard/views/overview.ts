@@ -4,7 +4,7 @@
 import { METRIC_INFO, worstFirst } from '../model/ui-state.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
-import { element, formatNumber, type Context, type View } from '../context.js';
+import { activatable, element, formatNumber, type Context, type View } from '../context.js';
 import { controlsWithRunPicker } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
@@ -22,7 +22,6 @@ export class OverviewView implements View {
     const label = (metric: LayerMetric) => (ctx.state.mode === 'compare' ? `metric: ${METRIC_INFO[metric].label}` : `worst first by ${METRIC_INFO[metric].label}`);
     bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: label(metric) })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'metric'));
     this.root.append(bar, this.note, this.table);
-    this.update();
   }
 
   update(): void {
@@ -45,9 +44,8 @@ export class OverviewView implements View {
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
     LAYER_METRICS.forEach((m) => {
-      const th = element('th', m === metric ? 'sorted clickable' : 'clickable', `${METRIC_INFO[m].label}${METRIC_INFO[m].unit ? ` (${METRIC_INFO[m].unit})` : ''}${m === metric ? ' ▼' : ''}`);
-      th.addEventListener('click', () => this.ctx.update({ overviewMetric: m }));
-      head.append(th);
+      const th = element('th', m === metric ? 'sorted' : undefined, `${METRIC_INFO[m].label}${METRIC_INFO[m].unit ? ` (${METRIC_INFO[m].unit})` : ''}${m === metric ? ' ▼' : ''}`);
+      head.append(activatable(th, () => this.ctx.update({ overviewMetric: m }, true), `Sort worst first by ${METRIC_INFO[m].label}`));
     });
     const body = rows.slice(0, MAX_ROWS).map((row) => {
       const tr = this.rowFor(row.layer);
@@ -55,7 +53,7 @@ export class OverviewView implements View {
       return tr;
     });
     this.table.replaceChildren(head, ...body);
-    this.csvData = { header: ['layer', ...LAYER_METRICS], rows: rows.map((row) => [row.layer, ...row.values]) };
+    this.csvData = { header: ['run_id', 'layer', ...LAYER_METRICS], rows: rows.map((row) => [overview.runId, row.layer, ...row.values]) };
   }
 
   private renderCompare(overviews: LayerOverview[]): void {
@@ -86,14 +84,12 @@ export class OverviewView implements View {
       return tr;
     });
     this.table.replaceChildren(head, ...body);
-    this.csvData = { header: ['layer', ...names, 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
+    this.csvData = { header: ['layer', ...overviews.map((o) => `${metric} ${o.runId}`), 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
   }
 
   private rowFor(layer: string): HTMLTableRowElement {
-    const tr = element('tr', 'clickable');
+    const tr = activatable(element('tr'), () => this.ctx.update({ layer, tab: 'scales' }, true), `Open ${layer} in Block scales`);
     tr.append(element('td', 'layer-name', layer));
-    tr.title = `Open ${layer} in Block scales`;
-    tr.addEventListener('click', () => this.ctx.update({ layer, tab: 'scales' }, true));
     return tr;
   }
 

@@ -1,12 +1,13 @@
 // Per-layer MX block scales: for the chosen (layer, GEMM, operand), the exact E8M0 exponent
 // histogram at a chosen step and the step × exponent heatmap, one panel per shown run (compare mode:
 // side by side on the same exponent axis and the same step), with an optional overlay run.
-import { binHeatmap } from '../model/heatmap.js';
+import { binHeatmap, type HeatmapGrid } from '../model/heatmap.js';
 import type { LayerDetailMessage, RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { barChart } from '../charts.js';
 import { chartBox, element, formatNumber, setLegend, type Context, type View } from '../context.js';
-import { drawHeatmap } from '../heatmap-canvas.js';
+import { drawHeatmap, type GridGeometry } from '../heatmap-canvas.js';
+import { interactiveHeatmap, type HeatmapHandlers } from '../heatmap-interaction.js';
 import { controlsWithRunPicker, currentLayer, layerPicker, panelRunsOrNote } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
@@ -17,6 +18,8 @@ interface Panel {
   heatmap: HTMLCanvasElement;
   stats: HTMLElement;
   title: HTMLElement;
+  /** What the heatmap shows now, for its tooltip and clicks. */
+  drawn: { grid: HeatmapGrid; geometry: GridGeometry | null; hi: number; minExp: number; steps: readonly number[] } | null;
 }
 
 /** Index of the last step ≤ `step` (steps ascending); the newest when step is null. */
@@ -73,14 +76,43 @@ export class ScalesView implements View {
       const heatBox = element('section', 'chart-box');
       heatBox.append(element('h3', undefined, 'Exponent over steps'));
       const heatmap = element('canvas', 'heatmap');
-      heatBox.append(heatmap);
       const stats = element('div', 'stats');
+      const entry: Panel = { run, chart: barChart(canvas, ctx.theme, { xTitle: 'exponent (2^e)', yTitle: 'fraction of blocks' }), legend, heatmap, stats, title, drawn: null };
+      heatBox.append(interactiveHeatmap(heatmap, `${run.name}: block-scale exponents over steps`, this.heatHandlers(entry)));
       panel.append(title, stats, box, heatBox);
       grid.append(panel);
-      this.panels.push({ run, chart: barChart(canvas, ctx.theme, { xTitle: 'exponent (2^e)', yTitle: 'fraction of blocks' }), legend, heatmap, stats, title });
+      this.panels.push(entry);
     }
     this.root.append(grid);
-    this.update();
+  }
+
+  private heatHandlers(panel: Panel): HeatmapHandlers {
+    return {
+      geometry: () => panel.drawn?.geometry ?? null,
+      describe: (column, row) => {
+        const drawn = panel.drawn;
+        if (!drawn) return null;
+        const exponent = drawn.hi - row;
+        const e = exponent - drawn.minExp;
+        const fraction = e >= 0 && e < drawn.grid.rows ? drawn.grid.cells[column * drawn.grid.rows + e]! : 0;
+        // Column c folds the stats samples i with floor(i · columns / samples) = c.
+        const samples = drawn.steps.length;
+        const from = drawn.grid.columnStep[column]!;
+        const to = drawn.steps[Math.ceil(((column + 1) * samples) / drawn.grid.columns) - 1] ?? from;
+        const steps = to === from ? `step ${from}` : `steps ${from}–${to}`;
+        return `${steps} · 2^${exponent} · ${formatNumber(fraction * 100)} % of blocks`;
+      },
+      pick: (column) => {
+        const step = panel.drawn?.grid.columnStep[column];
+        if (step !== undefined) this.ctx.update({ step });
+      },
+      move: (columns) => {
+        if (columns === 0) return;
+        const steps = this.focusSteps();
+        const next = steps[Math.max(0, Math.min(steps.length - 1, stepIndex(steps, this.ctx.state.step) + columns))];
+        if (next !== undefined) this.ctx.update({ step: next });
+      },
+    };
   }
 
   private focusSteps(): number[] {
@@ -153,8 +185,8 @@ export class ScalesView implements View {
       );
       const heat = binHeatmap(detail, Math.max(1, panel.heatmap.clientWidth - 44));
       const column = Math.min(heat.columns - 1, Math.floor((index * heat.columns) / detail.steps.length));
-      drawHeatmap(panel.heatmap, heat, { minExp: detail.minExp, lo, hi }, theme, column);
-      for (const s of series) for (const label of labels) this.csvRows.push([s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, Number(label), s.histogram.fractions.get(Number(label)) ?? 0]);
+      panel.drawn = { grid: heat, geometry: drawHeatmap(panel.heatmap, heat, { minExp: detail.minExp, lo, hi }, theme, column), hi, minExp: detail.minExp, steps: detail.steps };
+      for (const s of series) for (const label of labels) this.csvRows.push([s.run.runId, s.run.name, layer, state.gemm, state.operand, s.detail.steps[s.index]!, Number(label), s.histogram.fractions.get(Number(label)) ?? 0]);
     }
     for (const panel of this.panels) {
       const y = panel.chart.options.scales?.y;
@@ -164,7 +196,7 @@ export class ScalesView implements View {
   }
 
   csv() {
-    return { name: 'scale-histogram.csv', header: ['run', 'layer', 'gemm', 'operand', 'step', 'exponent', 'fraction'], rows: this.csvRows };
+    return { name: 'scale-histogram.csv', header: ['run_id', 'run', 'layer', 'gemm', 'operand', 'step', 'exponent', 'fraction'], rows: this.csvRows };
   }
 
   canvas(): HTMLCanvasElement | null {

@@ -1,0 +1,79 @@
+// The divergence story in the dashboard: the host's "Show in Dashboard" focus lands on the layer ×
+// step heatmap with the metric, GEMM and step of the layer that moved first; hovering names cells,
+// clicking opens the layer's block scales at that step; every heatmap metric and GEMM draws.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Browser } from 'playwright-core';
+import { NoticeFilter } from '../../src/dashboard/notice.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
+import { BASE_RUN } from './fixtures.js';
+import { launchChromium, openDashboard } from './harness.js';
+import { canvasHash, choose, clickTab, settle, uiState, waitText } from './page-helpers.js';
+
+let browser: Browser;
+before(async () => {
+  browser = await launchChromium();
+});
+after(async () => browser?.close());
+
+const DIVERGING = { ...BASE_RUN, runId: 'rht32', name: 'dgrad bf16 · RHT32', rotation: 'random-hadamard' as const, seed: 1, divergeAt: { step: 424, layer: 'blocks.1.attn.v', lead: 24 } };
+
+test('Show in Dashboard opens the layer heatmap at the divergence; hover and click lead to the layer that moved first', async () => {
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(syntheticRun(DIVERGING)) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  const alert = host.alerts.alerts.find((a) => a.kind === 'divergence')!;
+  assert.equal(alert.step, 424);
+  const notice = new NoticeFilter().notice(alert, 'dgrad bf16 · RHT32')!;
+  assert.match(notice.message, /diverged at step 424; first to move: blocks\.1\.attn\.v \(fprop\)/);
+  await host.send(notice.focus);
+  await page.waitForSelector('.layer-heatmap-view');
+  await waitText(page, '.layer-heatmap-view p.note', '28 layers');
+  await settle(page);
+  const state = await uiState(page);
+  assert.deepEqual([state.tab, state.gridMetric, state.gridGemm, state.step], ['layers', 'flushedPct', 'fprop', 424]);
+  assert.ok(state.zoom && state.zoom.min < 424 && state.zoom.max > 424, 'the loss chart is zoomed to the event');
+  assert.notEqual(await canvasHash(page, 'canvas.layer-grid'), 'empty');
+
+  // Hover the row of blocks.1.attn.v (row 9 of 28: seven layers per block) at the newest column: the flush is 10×.
+  const box = (await page.locator('canvas.layer-grid').boundingBox())!;
+  const geometry = { left: 120, right: 8, top: 6, bottom: 18 };
+  const y = box.y + geometry.top + ((9 + 0.5) * (box.height - geometry.top - geometry.bottom)) / 28;
+  const x = box.x + box.width - geometry.right - 2;
+  await page.mouse.move(x, y);
+  const tip = page.locator('.heat-tip');
+  await tip.waitFor({ state: 'visible' });
+  const text = (await tip.textContent()) ?? '';
+  const m = text.match(/^blocks\.1\.attn\.v · fprop · step (\d+) · Flushed % ([\d.]+)$/);
+  assert.ok(m, `tooltip names the layer, GEMM, step and value: ${text}`);
+  assert.ok(Number(m![2]) > 2, `the drifting layer's flush is high: ${m![2]} %`);
+  await page.mouse.click(x, y);
+  await waitText(page, '.scales-view .stats', 'saturated');
+  assert.match((await page.textContent('.scales-view .panel-title')) ?? '', /blocks\.1\.attn\.v · fprop · x/);
+  assert.match((await page.textContent('.scales-view .stats')) ?? '', new RegExp(`step ${m![1]}`));
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Layer heatmap: every metric and GEMM draws; wgrad-only metrics pin the GEMM', async () => {
+  const host = await openDashboard(browser, 'light', { before: (h) => h.ingest(syntheticRun(DIVERGING)) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Layer heatmap');
+  await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
+  const seen = new Set<string>();
+  for (const label of ['Saturated %', 'Flushed %', 'SQNR (dB)', 'Scale shift (Δ mean exponent)', 'Lag-1 error correlation', 'Wgrad relative error']) {
+    await choose(page, 'heatmap metric', label);
+    await waitText(page, '.layer-heatmap-view p.note', label);
+    await settle(page);
+    seen.add(await canvasHash(page, 'canvas.layer-grid'));
+  }
+  assert.equal(seen.size, 6, 'each metric draws its own picture');
+  assert.equal(await page.locator('vscode-dropdown[title="heatmap GEMM"] vscode-option').count(), 1, 'Wgrad error exists for wgrad only');
+  await choose(page, 'heatmap metric', 'Flushed %');
+  await choose(page, 'heatmap GEMM', 'dgrad');
+  await waitText(page, '.layer-heatmap-view p.note', '· dgrad ·');
+  assert.equal((await uiState(page)).gridGemm, 'dgrad');
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});

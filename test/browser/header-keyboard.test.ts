@@ -1,0 +1,111 @@
+// The header's controls (run chips, Compare runs, the tabs) and a keyboard-only walk: run chips,
+// tabs, table rows and the heatmap are reachable with Tab and work with Enter, Space and the arrows.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Browser, Page } from 'playwright-core';
+import { recordedRuns } from './fixtures.js';
+import { launchChromium, openDashboard } from './harness.js';
+import { chartLabel, clickTab, isChecked, settle, toggle, uiState, waitCount, waitText } from './page-helpers.js';
+
+let browser: Browser;
+before(async () => {
+  browser = await launchChromium();
+});
+after(async () => browser?.close());
+
+const TAB_VIEWS: Record<string, string> = { Loss: '.loss-view', 'Token overhead': '.overhead-view', 'Block scales': '.scales-view', 'Layer overview': '.overview-view', 'Wgrad error correlation': '.correlation-view', Alerts: '.alerts-view' };
+
+test('run chips show and hide runs, Compare runs lays them side by side, every tab opens its view', async () => {
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await settle(page);
+  assert.match(await chartLabel(page, '.loss-view .loss-chart canvas'), /mxfp4 · H16 · train/);
+  await page.click('.run-chip:has-text("mxfp4 · H16")');
+  await settle(page);
+  assert.doesNotMatch(await chartLabel(page, '.loss-view .loss-chart canvas'), /H16/, 'hidden run leaves the chart');
+  assert.equal(await page.getAttribute('.run-chip:has-text("mxfp4 · H16")', 'aria-pressed'), 'false');
+  await page.click('.run-chip:has-text("mxfp4 · H16")');
+  await settle(page);
+  assert.match(await chartLabel(page, '.loss-view .loss-chart canvas'), /mxfp4 · H16 · train/, 'shown again');
+
+  for (const [label, selector] of Object.entries(TAB_VIEWS)) {
+    await clickTab(page, label);
+    assert.equal(await page.locator(selector).count(), 1, `${label} shows ${selector}`);
+    assert.equal(await page.textContent('nav.tabs button.selected'), label);
+  }
+  await clickTab(page, 'Block scales');
+  await page.waitForSelector('.scales-view .panel');
+  assert.equal(await page.locator('.scales-view .panel').count(), 1);
+  await toggle(page, 'Compare runs');
+  assert.equal(await isChecked(page, 'Compare runs'), true);
+  await waitCount(page, '.scales-view .panel', 3);
+  assert.equal((await uiState(page)).mode, 'compare');
+  await toggle(page, 'Compare runs');
+  await waitCount(page, '.scales-view .panel', 1);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+/** Press Tab (Shift+Tab: `back`) until the focused element matches `selector` and holds `text`. */
+async function tabTo(page: Page, selector: string, options: { text?: string; back?: boolean } = {}): Promise<void> {
+  for (let i = 0; i < 80; i++) {
+    await page.keyboard.press(options.back ? 'Shift+Tab' : 'Tab');
+    const here = `document.activeElement?.matches(${JSON.stringify(selector)}) && (${JSON.stringify(options.text ?? null)} === null || document.activeElement.textContent === ${JSON.stringify(options.text ?? null)})`;
+    if (await page.evaluate(here)) return;
+  }
+  throw new Error(`Tab never reached ${selector} ${options.text ?? ''}`);
+}
+
+test('keyboard only: chips, tabs, table rows and the heatmap are reachable with Tab and work with Enter, Space and arrows', async () => {
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await settle(page);
+  // A run chip: Space hides the run, Enter shows it again.
+  await tabTo(page, '.run-chip');
+  const chipName = (await page.evaluate('document.activeElement.querySelector(".chip-name").textContent')) as string;
+  await page.keyboard.press('Space');
+  await settle(page);
+  assert.doesNotMatch(await chartLabel(page, '.loss-view .loss-chart canvas'), new RegExp(`${chipName} · train`));
+  await tabTo(page, `.run-chip[aria-pressed="false"]`);
+  await page.keyboard.press('Enter');
+  await settle(page);
+  assert.match(await chartLabel(page, '.loss-view .loss-chart canvas'), new RegExp(`${chipName} · train`));
+
+  // The Layer overview tab, then a row: Enter opens its layer in Block scales.
+  await tabTo(page, 'nav.tabs button', { text: 'Layer overview' });
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('table.overview tr.clickable');
+  await tabTo(page, 'table.overview th.clickable');
+  await page.keyboard.press('Enter');
+  await settle(page);
+  assert.match((await page.textContent('table.overview th.sorted')) ?? '', /Wgrad rel\. error|Alignment/);
+  await tabTo(page, 'table.overview tr.clickable');
+  const layer = (await page.evaluate('document.activeElement.querySelector("td.layer-name").textContent')) as string;
+  await page.keyboard.press('Enter');
+  await waitText(page, '.scales-view .stats', 'saturated');
+  assert.equal((await uiState(page)).layer, layer);
+
+  // The heatmap: arrows move the step and show the cell's tooltip; the step follows.
+  await tabTo(page, 'canvas.heatmap');
+  const newest = Number(await page.textContent('.scales-view .control.wide .value').then((t) => t!.split(' ')[0]));
+  await page.keyboard.press('ArrowLeft');
+  await settle(page);
+  assert.equal((await uiState(page)).step, newest - 20, 'one stats step back');
+  assert.match((await page.textContent('.heat-tip')) ?? '', /^step \d+ · 2\^-?\d+ · /);
+  assert.equal(await page.isVisible('.heat-tip'), true);
+  await page.keyboard.press('ArrowLeft');
+  await settle(page);
+  assert.equal((await uiState(page)).step, newest - 40);
+
+  // Alerts: a layer alert is reachable and Enter opens it.
+  await tabTo(page, 'nav.tabs button', { text: 'Alerts', back: true });
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.alerts-view li.nan-scales');
+  await tabTo(page, '.alerts-view li.nan-scales');
+  await page.keyboard.press('Enter');
+  await waitText(page, '.scales-view .stats', 'step 400');
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});

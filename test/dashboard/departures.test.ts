@@ -1,0 +1,60 @@
+// A divergence tells which layer moved first: the loss-spike and divergence alerts name the first
+// layer and GEMM whose metrics left their running range in the stats steps before the event.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { AlertTracker } from '../../src/dashboard/alerts.js';
+import { DepartureTracker } from '../../src/dashboard/departures.js';
+import { NoticeFilter } from '../../src/dashboard/notice.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
+
+const run = { runId: 'r', blocks: 3, steps: 300, statsEvery: 10, evalEvery: 0, sketchSize: 16, rotation: 'none' as const, seed: 4 };
+
+test('the divergence alert names the layer and GEMM that left its running range first', () => {
+  const tracker = new AlertTracker();
+  for (const record of syntheticRun({ ...run, divergeAt: { step: 214, layer: 'blocks.1.attn.v', lead: 14 } })) tracker.ingest(record);
+  const loud = tracker.alerts.filter((a) => a.kind === 'divergence' || a.kind === 'loss-spike');
+  assert.ok(loud.length >= 1, 'the event raised an alert');
+  for (const alert of loud) {
+    assert.equal(alert.step, 214);
+    assert.equal(alert.layer, 'blocks.1.attn.v', alert.message);
+    assert.equal(alert.gemm, 'fprop', 'fprop is the first GEMM of the layer whose flush grew at step 200');
+    assert.match(alert.message, /First out of its running range: blocks\.1\.attn\.v \(fprop\): flushed % [\d.]+ against a running [\d.]+ at step 200/);
+  }
+});
+
+test('a loss event with steady layers says no layer moved', () => {
+  const tracker = new AlertTracker();
+  for (const record of syntheticRun(run)) tracker.ingest(record);
+  tracker.ingest({ type: 'step', runId: 'r', step: 300, tokens: 1, loss: null, lr: 1, gradNorm: 1, stepMs: 1 });
+  const divergence = tracker.alerts.find((a) => a.kind === 'divergence')!;
+  assert.equal(divergence.layer, null);
+  assert.match(divergence.message, /No layer left its running range/);
+});
+
+test('departures: a steady metric never departs; a jump does once, and the range is not widened by it', () => {
+  const departures = new DepartureTracker();
+  const record = (step: number, relErr: number) => ({
+    type: 'layerStats' as const, runId: 'r', step, layer: 'l', gemm: 'wgrad' as const, precision: 'mxfp4' as const,
+    operands: [], wgradError: { gradNorm: 1, errNorm: relErr, relErr, cosErrGrad: 0, alignment: 1, gradToErr: 1 / relErr, lag1Cos: null, sketch: [], sketchPrev: null },
+  });
+  for (let step = 0; step < 100; step += 10) departures.observe(record(step, 0.2 + 0.001 * Math.sin(step)));
+  assert.equal(departures.first(0, 100), undefined);
+  departures.observe(record(100, 0.5));
+  departures.observe(record(110, 0.55));
+  assert.deepEqual({ ...departures.first(0, 200)!, value: 0 }, { step: 100, layer: 'l', gemm: 'wgrad', metric: 'Wgrad relative error', gridMetric: 'wgradRelErr', value: 0, mean: departures.first(0, 200)!.mean });
+  assert.ok(departures.first(0, 200)!.mean < 0.21, 'the running mean did not chase the excursion');
+  assert.equal(departures.first(101, 200), undefined, 'one departure per excursion');
+});
+
+test('a live divergence notifies once per run and kind, with a focus on the step, layer, GEMM and metric', () => {
+  const notices = new NoticeFilter();
+  const alert = { runId: 'r', kind: 'divergence' as const, step: 24, layer: 'blocks.1.attn.v', gemm: 'fprop' as const, metric: 'flushedPct' as const, message: 'x' };
+  const notice = notices.notice(alert, 'tiny · RHT32')!;
+  assert.equal(notice.severity, 'error');
+  assert.equal(notice.message, 'MX Scope: tiny · RHT32 diverged at step 24; first to move: blocks.1.attn.v (fprop).');
+  assert.deepEqual(notice.focus, { type: 'focus', mode: 'single', runIds: ['r'], at: { step: 24, layer: 'blocks.1.attn.v', gemm: 'fprop', metric: 'flushedPct' } });
+  assert.equal(notices.notice(alert, 'tiny · RHT32'), null, 'once per run and kind');
+  assert.equal(notices.notice({ ...alert, kind: 'nan-scales' }, 'x'), null, 'layer alerts stay in the Alerts tab');
+  notices.reset('r');
+  assert.ok(notices.notice(alert, 'tiny · RHT32'), 'a restarted run may notify again');
+});

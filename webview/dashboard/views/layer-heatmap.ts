@@ -1,0 +1,131 @@
+// Layer × step heatmap of one per-layer metric (Wgrad relative error, saturation, flush, SQNR,
+// lag-1 correlation, scale shift) for one run and GEMM: rows are layers in model order, columns
+// stats steps, brighter is worse. It answers "which layer moved first?" before a divergence.
+// Hover names the cell's layer, step and value; a click (or Enter) opens that layer's block scales
+// at that step; the chosen step (e.g. a divergence) is marked.
+import { GRID_METRIC_INFO, WGRAD_ONLY } from '../model/grid-metrics.js';
+import { GEMM_KINDS, type GemmKind } from '../../../src/protocol/config.js';
+import { GEMM_OPERANDS } from '../../../src/protocol/telemetry.js';
+import { GRID_METRICS, type GridMetric, type LayerGridMessage } from '../../../src/protocol/webview.js';
+import { dropdown } from '../../ui/toolkit.js';
+import { element, formatNumber, type Context, type View } from '../context.js';
+import { paintGrid, type GridGeometry } from '../heatmap-canvas.js';
+import { interactiveHeatmap } from '../heatmap-interaction.js';
+import { controlsWithRunPicker, panelRunsOrNote } from '../layer-picker.js';
+import { stepIndex } from './scales.js';
+
+const ROW_PX = { min: 4, max: 14 };
+
+export class LayerHeatmapView implements View {
+  readonly root = element('div', 'view layer-heatmap-view');
+  private readonly heat = element('canvas', 'heatmap layer-grid');
+  private readonly note = element('p', 'note');
+  private grid: LayerGridMessage | undefined;
+  private geometry: GridGeometry | null = null;
+
+  constructor(private readonly ctx: Context) {
+    if (!panelRunsOrNote(ctx, this.root)) return;
+    const bar = controlsWithRunPicker(ctx);
+    bar.append(
+      dropdown(GRID_METRICS.map((m) => ({ value: m, label: GRID_METRIC_INFO[m].label })), ctx.state.gridMetric, (m) => {
+        const metric = m as GridMetric;
+        ctx.update({ gridMetric: metric, ...(WGRAD_ONLY.has(metric) ? { gridGemm: 'wgrad' as const } : {}) }, true);
+      }, 'heatmap metric'),
+      dropdown(this.gemms().map((g) => ({ value: g, label: g })), this.gemm(), (g) => ctx.update({ gridGemm: g as GemmKind }), 'heatmap GEMM'),
+    );
+    const box = element('section', 'chart-box');
+    box.append(element('h3', undefined, 'Layers × stats steps (brighter = worse)'));
+    box.append(
+      interactiveHeatmap(this.heat, 'Layer by step heatmap', {
+        geometry: () => this.geometry,
+        describe: (column, row) => this.describe(column, row),
+        pick: (column, row) => this.open(column, row),
+        move: () => undefined,
+      }),
+    );
+    this.root.append(bar, this.note, box);
+  }
+
+  private gemms(): readonly GemmKind[] {
+    return WGRAD_ONLY.has(this.ctx.state.gridMetric) ? ['wgrad'] : GEMM_KINDS;
+  }
+
+  private gemm(): GemmKind {
+    return WGRAD_ONLY.has(this.ctx.state.gridMetric) ? 'wgrad' : this.ctx.state.gridGemm;
+  }
+
+  update(): void {
+    const run = this.ctx.shownRuns()[0];
+    if (!run) return;
+    const { gridMetric } = this.ctx.state;
+    this.grid = this.ctx.grid(run.runId, gridMetric, this.gemm());
+    const grid = this.grid;
+    if (!grid) {
+      this.note.textContent = 'Loading…';
+      return;
+    }
+    const rows = grid.layers.length;
+    const columns = grid.steps.length;
+    const info = GRID_METRIC_INFO[gridMetric];
+    this.note.textContent =
+      columns === 0
+        ? `${run.name}: no ${grid.gemm} layer stats yet.`
+        : `${run.name} · ${grid.gemm} · ${info.label}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.`;
+    this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
+    const { shade } = shades(grid, info.worse);
+    const marker = this.ctx.state.step === null || columns === 0 ? null : stepIndex(grid.steps, this.ctx.state.step);
+    this.geometry = paintGrid(this.heat, { columns, rows, shade, rowLabels: grid.layers, columnStep: grid.steps, labelWidth: 120 }, this.ctx.theme, marker);
+    this.heat.setAttribute('aria-label', `${info.label} of ${rows} layers over ${columns} stats steps, ${run.name}, ${grid.gemm}`);
+  }
+
+  private describe(column: number, row: number): string | null {
+    const grid = this.grid;
+    if (!grid) return null;
+    const value = grid.values[row * grid.steps.length + column];
+    const label = GRID_METRIC_INFO[grid.metric].label;
+    return `${grid.layers[row]} · ${grid.gemm} · step ${grid.steps[column]} · ${label} ${value === null || value === undefined ? 'no stats' : formatNumber(value)}`;
+  }
+
+  private open(column: number, row: number): void {
+    const grid = this.grid;
+    if (!grid) return;
+    const gemm = grid.gemm;
+    this.ctx.update({ tab: 'scales', layer: grid.layers[row]!, step: grid.steps[column]!, gemm, operand: GEMM_OPERANDS[gemm][0] }, true);
+  }
+
+  csv() {
+    const grid = this.grid;
+    const rows: (string | number | null)[][] = [];
+    if (grid) grid.layers.forEach((layer, r) => grid.steps.forEach((step, c) => rows.push([grid.runId, layer, grid.gemm, step, grid.values[r * grid.steps.length + c] ?? null])));
+    return { name: `layer-heatmap-${this.ctx.state.gridMetric}.csv`, header: ['run_id', 'layer', 'gemm', 'step', this.ctx.state.gridMetric], rows };
+  }
+
+  canvas(): HTMLCanvasElement | null {
+    return this.grid ? this.heat : null;
+  }
+
+  destroy(): void {}
+}
+
+/** Cell shades in [0, 1], 1 the worst value on the grid (NaN where there are no stats). */
+function shades(grid: LayerGridMessage, worse: 'higher' | 'lower' | 'larger-change'): { shade: Float32Array } {
+  const rows = grid.layers.length;
+  const columns = grid.steps.length;
+  const badness = (v: number) => (worse === 'higher' ? v : worse === 'lower' ? -v : Math.abs(v));
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of grid.values) {
+    if (v === null) continue;
+    const b = badness(v);
+    if (b < lo) lo = b;
+    if (b > hi) hi = b;
+  }
+  const shade = new Float32Array(rows * columns);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < columns; c++) {
+      const v = grid.values[r * columns + c];
+      shade[c * rows + r] = v === null || v === undefined ? NaN : hi > lo ? (badness(v) - lo) / (hi - lo) : 0;
+    }
+  }
+  return { shade };
+}
