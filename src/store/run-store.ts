@@ -9,7 +9,7 @@ import type {
   LayerStatsRecord,
   RunConfig,
   RunEndedRecord,
-  RunEndStatus,
+  RunStatus,
   StepRecord,
   TelemetryRecord,
   ValidationRecord,
@@ -38,12 +38,6 @@ export const MAX_STORE_LIMITS: StoreLimits = { statsPerSeries: 10_000, stepsPerR
 
 /** Where a run came from: streamed from a trainer, or read from a run-log directory. */
 export type RunSource = 'live' | 'loaded';
-/**
- * `unknown`: records arrived for a run whose runStarted was never seen (e.g. a replay gap).
- * `interrupted`: the run started but ended without runEnded (its trainer was killed, e.g. `kill -9`,
- * or its run log stops short); not the same as `stopped`, which the trainer reported.
- */
-export type RunStatus = 'running' | 'unknown' | 'interrupted' | RunEndStatus;
 
 export interface RunSummary {
   runId: string;
