@@ -10,9 +10,6 @@ import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from '../../src/protocol/index.js';
 import { baseConfig, fakeLauncher } from './fake-run.js';
 import { framesOfType, rawPeer, until } from './helpers.js';
 
-/** This build's protocol version as a regex fragment (the minor version grows with optional fields). */
-const OURS = `${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}`;
-
 test('malformed, oversized, binary and unknown frames get replies (or a logged warning) and the connection survives', async () => {
   const logs: string[] = [];
   const server = await startTrainerServer({ baseConfig, launch: fakeLauncher().launch, log: (line) => logs.push(line) });
@@ -47,7 +44,7 @@ test('a client hello with another major version is refused with a clear error an
     await until(() => peer.closed !== undefined, 'close');
     const [error] = framesOfType(peer, 'error');
     assert.equal(error!.code, 'incompatible-version');
-    assert.match(String(error!.message), new RegExp(`protocol 2\\.0 is not compatible with this server's ${OURS}`));
+    assert.match(String(error!.message), new RegExp(`protocol 2\\.0 is not compatible with this server's ${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}`));
     assert.equal(peer.closed!.code, 1002);
   } finally {
     await server.close();
@@ -62,7 +59,7 @@ test('a client refuses a server hello of another major version and stays closed'
   const client = new TrainerClient({ url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`, onTelemetry: () => {}, onState: (state, why) => state === 'closed' && (detail = why ?? '') });
   try {
     await until(() => client.state === 'closed', 'refusal');
-    assert.match(detail, new RegExp(`trainer speaks protocol 2\\.1; this client speaks ${OURS}`));
+    assert.match(detail, new RegExp(`trainer speaks protocol 2\\.1; this client speaks ${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}`));
   } finally {
     wss.close();
   }
@@ -97,7 +94,7 @@ test('binding off loopback without a token is refused', async () => {
 
 test('listening line round trip; other lines are not mistaken for it', () => {
   const line = formatListeningLine({ url: 'ws://127.0.0.1:41234', token: 't0k' });
-  assert.match(line, new RegExp(`^MXSCOPE_LISTENING \\{"url":"ws://127\\.0\\.0\\.1:41234","token":"t0k","protocol":"${OURS}"\\}$`));
+  assert.match(line, new RegExp(`^MXSCOPE_LISTENING \\{"url":"ws://127\\.0\\.0\\.1:41234","token":"t0k","protocol":"${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}"\\}$`));
   assert.deepEqual(parseListeningLine(line), { url: 'ws://127.0.0.1:41234', token: 't0k' });
   assert.deepEqual(parseListeningLine(formatListeningLine({ url: 'ws://[::1]:1' })), { url: 'ws://[::1]:1' });
   assert.equal(parseListeningLine('step 3 loss 4.2'), undefined);
