@@ -135,6 +135,19 @@ class SqnrAccumulator {
     if (this.pending === this.capacityRows) this.flush();
     return this.batch.subarray(this.pending * this.cols, ++this.pending * this.cols);
   }
+  /**
+   * Quantizes part of one sampled row at once (rows wider than a chunk are read in pieces). `values`
+   * starts at a multiple of 128 columns, so its MX and Hadamard blocks are the row's own.
+   */
+  quantizeSegment(values: Float32Array, rotation: Float32Array): void {
+    if (this.hadamardBlock !== null) {
+      const rotated = rotation.subarray(0, values.length);
+      rotated.set(values);
+      hadamardInPlace(rotated, 1, values.length, 1, this.hadamardBlock);
+      fakeQuantMxfp4(rotated, values.length, { stats: this.rotated });
+    }
+    fakeQuantMxfp4(values, values.length, { stats: this.plain });
+  }
   flush(): void {
     if (this.pending === 0) return;
     const length = this.pending * this.cols;
@@ -159,44 +172,76 @@ function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new Error('checkpoint analysis cancelled');
 }
 
+/** A row over the chunk size is read in segments of a multiple of this many columns (every MX and Hadamard block whole). */
+const SEGMENT_ALIGN = 128;
+
 async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions, scratch: Scratch, control: AnalysisControl = {}, doneBefore = 0): Promise<MatrixAnalysis> {
   const dtype = tensor.dtype as FloatDtype;
   const cols = tensor.shape[tensor.shape.length - 1];
   const rows = tensor.elements / cols;
   const elementBytes = DTYPE_BYTES[dtype];
-  const chunkRows = Math.max(1, Math.min(rows, Math.floor(options.chunkBytes / (cols * elementBytes))));
   const exponentsOnly = options.mode === 'histogram';
   const stats = createMxStats();
-
   const hadamardSkipped = cols % options.hadamardBlock === 0 ? undefined : `cols ${cols} is not a multiple of the Hadamard block ${options.hadamardBlock}`;
   const sample = exponentsOnly ? null : new RowSample(rows, options.sqnrRows);
-  const sampleRows = Math.min(chunkRows, sample?.size ?? 0);
+  // A row wider than a chunk is read in segments, so memory follows the chunk size, not the row
+  // length (a [1, 2^28] F32 tensor needed 2 GiB of buffers and 2 GiB of SQNR scratch).
+  const wide = cols * elementBytes > options.chunkBytes;
+  const chunkRows = wide ? 1 : Math.max(1, Math.min(rows, Math.floor(options.chunkBytes / (cols * elementBytes))));
+  const segment = wide ? Math.max(SEGMENT_ALIGN, Math.floor(options.chunkBytes / elementBytes / SEGMENT_ALIGN) * SEGMENT_ALIGN) : cols;
+  const sampleRows = wide ? 1 : Math.min(chunkRows, sample?.size ?? 0);
   const sqnr = sample
-    ? new SqnrAccumulator(cols, scratch.float32('sample', sampleRows * cols), scratch.float32('rotated', sampleRows * cols), hadamardSkipped ? null : options.hadamardBlock)
+    ? new SqnrAccumulator(cols, scratch.float32('sample', wide ? 0 : sampleRows * cols), scratch.float32('rotated', sampleRows * segment), hadamardSkipped ? null : options.hadamardBlock)
     : null;
 
-  let firstRow = 0;
-  for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.chunkBuffers(chunkRows * cols * elementBytes))) {
-    throwIfAborted(control.signal);
+  const scanChunk = (chunk: Uint8Array, rowsHere: number, rowLength: number): void => {
     const count = chunk.byteLength / elementBytes;
-    const rowsHere = count / cols;
-    if (dtype === 'BF16') scanBf16(new Uint16Array(chunk.buffer, chunk.byteOffset, count), rowsHere, cols, stats, exponentsOnly);
-    else if (dtype === 'F32') scanF32(new Float32Array(chunk.buffer, chunk.byteOffset, count), rowsHere, cols, stats, exponentsOnly);
+    if (dtype === 'BF16') scanBf16(new Uint16Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly);
+    else if (dtype === 'F32') scanF32(new Float32Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly);
     else {
       const decoded = scratch.float32('decoded', count);
       decodeInto(dtype, chunk, decoded, count);
-      scanF32(decoded, rowsHere, cols, stats, exponentsOnly);
+      scanF32(decoded, rowsHere, rowLength, stats, exponentsOnly);
     }
-    if (sample && sqnr) {
-      for (let row = sample.nextBelow(firstRow + rowsHere); row >= 0; row = sample.nextBelow(firstRow + rowsHere)) {
-        const offset = (row - firstRow) * cols * elementBytes;
-        decodeInto(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
+  };
+
+  if (wide) {
+    const rowBytes = cols * elementBytes;
+    const buffers = scratch.chunkBuffers(segment * elementBytes);
+    for (let row = 0; row < rows; row++) {
+      // Sampled rows are distinct and increasing: the next one is this row or a later one.
+      const isSampled = sample !== null && sample.nextBelow(row + 1) === row;
+      const rowInfo = { ...tensor, fileOffset: tensor.fileOffset + row * rowBytes, byteLength: rowBytes, elements: cols };
+      for await (const piece of tensor.file.chunks(rowInfo, segment, buffers)) {
+        throwIfAborted(control.signal);
+        const count = piece.byteLength / elementBytes;
+        scanChunk(piece, 1, count);
+        if (isSampled && sqnr) {
+          const values = scratch.float32('decoded', count);
+          decodeInto(dtype, piece, values, count);
+          sqnr.quantizeSegment(values, scratch.float32('rotated', count));
+        }
       }
+      if (isSampled && sqnr) sqnr.rowsUsed++;
+      control.onProgress?.(doneBefore + (row + 1) * rowBytes);
     }
-    firstRow += rowsHere;
-    control.onProgress?.(doneBefore + firstRow * cols * elementBytes);
+  } else {
+    let firstRow = 0;
+    for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.chunkBuffers(chunkRows * cols * elementBytes))) {
+      throwIfAborted(control.signal);
+      const rowsHere = chunk.byteLength / elementBytes / cols;
+      scanChunk(chunk, rowsHere, cols);
+      if (sample && sqnr) {
+        for (let row = sample.nextBelow(firstRow + rowsHere); row >= 0; row = sample.nextBelow(firstRow + rowsHere)) {
+          const offset = (row - firstRow) * cols * elementBytes;
+          decodeInto(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
+        }
+      }
+      firstRow += rowsHere;
+      control.onProgress?.(doneBefore + firstRow * cols * elementBytes);
+    }
+    sqnr?.flush();
   }
-  sqnr?.flush();
 
   const histogram = toScaleHistogram(stats.expCounts);
   const medianScaleExp = medianExp(histogram);

@@ -5,6 +5,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { SafetensorsFile } from './file.js';
 import { CheckpointFormatError, MAX_HEADER_BYTES, type TensorInfo } from './header.js';
+import { MAX_JSON_DEPTH, withinDepth } from '../protocol/json-depth.js';
 
 export interface CheckpointTensor extends TensorInfo {
   file: SafetensorsFile;
@@ -61,9 +62,11 @@ interface ShardIndex {
 async function readShardIndex(path: string): Promise<ShardIndex> {
   const { size } = await stat(path);
   if (size > MAX_HEADER_BYTES) throw new CheckpointFormatError(path, `shard index is ${size} bytes, over the ${MAX_HEADER_BYTES}-byte limit`);
+  const bytes = await readFile(path);
+  if (!withinDepth(bytes)) throw new CheckpointFormatError(path, `shard index nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
   let json: unknown;
   try {
-    json = JSON.parse(await readFile(path, 'utf8'));
+    json = JSON.parse(bytes.toString('utf8'));
   } catch (error) {
     throw new CheckpointFormatError(path, `shard index is not valid JSON (${(error as Error).message})`);
   }

@@ -1,11 +1,18 @@
 // The safetensors header: an 8-byte little-endian length N, then N bytes of JSON, then the data.
-// Validation follows the reference implementation (huggingface/safetensors): the header is capped
-// at 100 MB, tensors must tile the data section exactly (no overlaps, gaps or trailing bytes), and
-// every tensor's byte range must match its dtype and shape.
+// Validation follows the reference implementation (huggingface/safetensors): tensors must tile the
+// data section exactly (no overlaps, gaps or trailing bytes), and every tensor's byte range must
+// match its dtype and shape. Parsing cost is bounded before JSON.parse runs: the header size is
+// capped (below) and so is its nesting (MAX_JSON_DEPTH; a real header nests 3 levels).
+import { MAX_JSON_DEPTH, withinDepth } from '../protocol/json-depth.js';
 import { DTYPE_BYTES, isDtype, type Dtype } from './dtypes.js';
 
-/** Same cap as the reference implementation: larger headers are refused before they are read. */
-export const MAX_HEADER_BYTES = 100_000_000;
+/**
+ * Larger headers are refused before they are read. Real ones are far smaller: about 100 bytes per
+ * tensor, so a Llama-3-8B shard (≈ 100 tensors) has ≈ 10 KB and even 100,000 tensors in one file
+ * would be ≈ 10 MB. The reference implementation allows 100 MB, which costs seconds and GBs to parse
+ * in a VS Code editor opened by a mere click; docs/checkpoints.md says why 16 MiB.
+ */
+export const MAX_HEADER_BYTES = 16 * 1024 * 1024;
 export const HEADER_LENGTH_BYTES = 8;
 
 /** A file that is not a valid safetensors checkpoint; the message names the file and the problem. */
@@ -109,6 +116,7 @@ function elementCount(entry: RawEntry, file: string): number {
  * minus 8 minus the header length): every tensor must lie inside it and together they must fill it.
  */
 export function parseHeader(headerBytes: Uint8Array, dataLength: number, file: string): SafetensorsHeader {
+  if (!withinDepth(headerBytes)) throw new CheckpointFormatError(file, `header nests JSON deeper than ${MAX_JSON_DEPTH} levels (a safetensors header nests 3): not a safetensors file, or a hostile one`);
   let json: unknown;
   try {
     json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(headerBytes));

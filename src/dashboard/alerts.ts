@@ -3,7 +3,7 @@
 // divergence. Each fires once per episode (not once per layer or per step) and names the step and
 // the first layer (and GEMM) whose metric moved; for loss events, the first one that left its
 // running range in the stats steps before the event.
-import type { Alert } from '../protocol/webview.js';
+import { WEBVIEW_LIMITS, type Alert } from '../protocol/webview.js';
 import type { LayerStatsRecord, TelemetryRecord } from '../protocol/telemetry.js';
 import { describeDeparture, DepartureTracker } from './departures.js';
 
@@ -38,13 +38,27 @@ function newEpisode(): Episode {
   return { active: false, step: -1, seenThisStep: false };
 }
 
+/** Alerts kept (the newest); older ones are dropped, as many as the webview accepts in a snapshot. */
+export const MAX_ALERTS = WEBVIEW_LIMITS.alerts;
+/** A trainer's reason text is clipped to this in alert messages (they must stay under the webview's limit). */
+const MAX_REASON = 1000;
+
 export class AlertTracker {
   private readonly runs = new Map<string, RunAlertState>();
-  private readonly all: Alert[] = [];
+  /** The newest alerts, oldest first; between MAX_ALERTS and 2 × MAX_ALERTS long before trimming. */
+  private kept: Alert[] = [];
+  /** Alerts raised since the tracker was made (the cursor space of `since`). */
+  private total = 0;
 
-  /** Every alert so far, oldest first (the array only grows; index it as a cursor). */
+  /** The kept alerts (at most MAX_ALERTS, the newest), oldest first. */
   get alerts(): readonly Alert[] {
-    return this.all;
+    return this.kept.length > MAX_ALERTS ? this.kept.slice(-MAX_ALERTS) : this.kept;
+  }
+
+  /** Alerts raised after the first `cursor` of them that are still kept, and the cursor after them. */
+  since(cursor: number): { alerts: Alert[]; cursor: number } {
+    const firstKept = this.total - Math.min(this.kept.length, MAX_ALERTS);
+    return { alerts: this.kept.slice(Math.max(cursor, firstKept) - (this.total - this.kept.length)), cursor: this.total };
   }
 
   divergedAt(runId: string): number | null {
@@ -66,19 +80,28 @@ export class AlertTracker {
         else this.checkSpike(state, record.step, record.loss, raise);
         break;
       case 'runEnded':
-        if (record.status === 'diverged') this.diverge(state, record.step, record.reason || 'run ended as diverged', raise);
+        if (record.status === 'diverged') this.diverge(state, record.step, clip(record.reason) || 'run ended as diverged', raise);
         break;
       case 'layerStats':
         this.checkLayer(state, record, raise);
         break;
     }
-    this.all.push(...raised);
+    if (raised.length > 0) this.keep(raised);
     return raised;
+  }
+
+  private keep(raised: Alert[]): void {
+    this.kept.push(...raised);
+    this.total += raised.length;
+    // Trim in batches so keeping is amortised O(1) per alert.
+    if (this.kept.length >= 2 * MAX_ALERTS) this.kept = this.kept.slice(-MAX_ALERTS);
   }
 
   private state(runId: string): RunAlertState {
     let state = this.runs.get(runId);
     if (!state) {
+      // Per-run state of runs long gone (the store keeps at most WEBVIEW_LIMITS.runs) goes first.
+      if (this.runs.size >= WEBVIEW_LIMITS.runs) this.runs.delete(this.runs.keys().next().value!);
       state = { lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), statsEvery: 10, departures: new DepartureTracker() };
       this.runs.set(runId, state);
     }
@@ -126,6 +149,10 @@ export class AlertTracker {
       raise({ kind: 'grad-to-err', step: record.step, layer: record.layer, gemm: 'wgrad', message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}` });
     }
   }
+}
+
+function clip(text: string): string {
+  return text.length > MAX_REASON ? `${text.slice(0, MAX_REASON)}…` : text;
 }
 
 /**

@@ -87,9 +87,9 @@ export class DashboardFeed {
         seen.statsVersion = version;
       }
     }
-    const alerts = this.alerts.alerts;
-    changes.alerts = alerts.slice(cursor.alerts);
-    cursor.alerts = alerts.length;
+    const fresh = this.alerts.since(cursor.alerts);
+    changes.alerts = fresh.alerts;
+    cursor.alerts = fresh.cursor;
     return changes;
   }
 }

@@ -22,8 +22,8 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
   return {
     runId: summary.runId,
     name: summary.name,
-    // The store's `unknown` (no runStarted seen, or the trainer vanished) reads as stopped here.
-    status: summary.status === 'unknown' ? 'stopped' : summary.status,
+    // The store's `unknown` (no runStarted seen) did not end as reported either.
+    status: summary.status === 'unknown' ? 'interrupted' : summary.status,
     startedAt: summary.startedAt ?? '',
     gemms,
     tokensPerStep: config?.tokensPerStep ?? 0,

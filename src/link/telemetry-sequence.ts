@@ -23,6 +23,11 @@ export class TelemetrySequence {
     return this.last;
   }
 
+  /** Bytes of frames memory holds. */
+  get heldBytes(): number {
+    return this.replay.heldBytes;
+  }
+
   /** Seq of the oldest frame memory holds (lastSeq + 1 when it holds none). */
   get oldestInMemory(): number {
     return this.replay.oldestSeq;
@@ -34,14 +39,14 @@ export class TelemetrySequence {
   }
 
   /** Numbers a record and returns its frame. `json` is the record already encoded (for its run log), reused here. */
-  append(record: TelemetryRecord, json?: string): string {
-    const frame = telemetryFrame(record, ++this.last, json);
+  append(record: TelemetryRecord, json?: string): Buffer {
+    const frame = Buffer.from(telemetryFrame(record, ++this.last, json));
     this.replay.push(frame);
     return frame;
   }
 
   /** Frames from seq `from` on that memory holds, oldest first. */
-  framesFrom(from: number): Iterable<string> {
+  framesFrom(from: number): Iterable<Buffer> {
     return this.replay.from(from);
   }
 

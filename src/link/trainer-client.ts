@@ -56,6 +56,8 @@ export class TrainerClient {
   private currentState: ConnectionState = 'connecting';
   private session: string | undefined;
   private seq = 0;
+  /** Newest telemetry seq on the current connection: along one connection seqs only increase. */
+  private connectionSeq = 0;
   private nextId = 1;
   private attempt = 0;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -118,6 +120,7 @@ export class TrainerClient {
   private open(): void {
     // No Origin header: servers refuse upgrades that carry one (that is how they keep browsers out).
     const headers = this.token ? { Authorization: `Bearer ${this.token}` } : undefined;
+    this.connectionSeq = 0;
     const socket = new WebSocket(this.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES, perMessageDeflate: false });
     this.socket = socket;
     socket.on('open', () => {
@@ -165,6 +168,13 @@ export class TrainerClient {
         if (message.id === undefined || !this.pending.has(message.id)) return this.log(`trainer error (${message.code}): ${message.message}`);
         return this.settle(message.id, (entry) => entry.reject(new Error(`${message.message} [${message.code}]`)));
       default:
+        if (message.seq <= this.connectionSeq) {
+          // A server's seqs never go back along one connection. When they do (a bogus seq such as
+          // 2^53−1 went before), follow the new numbering rather than drop the rest of the session.
+          this.log(`telemetry seq went back from ${this.connectionSeq} to ${message.seq} on one connection: the trainer's numbering is broken; following it from here`);
+          this.seq = message.seq - 1;
+        }
+        this.connectionSeq = message.seq;
         if (message.seq <= this.seq) return; // already have it (replay overlap)
         if (message.seq !== this.seq + 1) this.log(`telemetry gap: expected seq ${this.seq + 1}, got ${message.seq}`);
         this.seq = message.seq;

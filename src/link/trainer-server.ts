@@ -63,6 +63,8 @@ export interface TrainerServer {
   readonly nextRunConfig: RunConfig;
   /** Seq of the newest telemetry message (0 before the first). */
   readonly lastSeq: number;
+  /** Bytes of frames the replay memory holds now (at most `replayBytes` plus one frame). */
+  readonly replayHeldBytes: number;
   /** Stops the active run (if any) and waits for it to end. */
   stopRun(): Promise<void>;
   /** Stops the run, closes every connection and the listening socket. */
@@ -92,6 +94,9 @@ function coalesceUntilNextTick(tcp: Socket): void {
   tcp.cork();
   process.nextTick(() => tcp.uncork());
 }
+
+/** Frames are kept as UTF-8 Buffers (replay-buffer.ts) and go out as text frames. */
+const TEXT = { binary: false } as const;
 
 /** Returned by a handler that already sent its own reply. */
 const REPLIED = Symbol('replied');
@@ -150,7 +155,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         continue;
       }
       coalesceUntilNextTick(peer.tcp);
-      peer.socket.send(frame);
+      peer.socket.send(frame, TEXT);
     }
   }
 
@@ -160,11 +165,11 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
 
   async function subscribe(peer: Peer, id: string, from: number | undefined): Promise<void> {
     const isOpen = () => peer.socket.readyState === peer.socket.OPEN;
-    const cursor = await sequence.replayFromLogs(from ?? sequence.lastSeq + 1, (frame) => peer.socket.send(frame), isOpen);
+    const cursor = await sequence.replayFromLogs(from ?? sequence.lastSeq + 1, (frame) => peer.socket.send(frame, TEXT), isOpen);
     if (!isOpen()) return;
     // Replay the rest and go live in one synchronous pass, so no record can fall between the two.
     coalesceUntilNextTick(peer.tcp);
-    for (const frame of sequence.framesFrom(cursor)) peer.socket.send(frame);
+    for (const frame of sequence.framesFrom(cursor)) peer.socket.send(frame, TEXT);
     peer.subscribed = true;
     const { lastSeq, oldestInMemory } = sequence;
     const start = from ?? lastSeq + 1;
@@ -262,6 +267,9 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     },
     get lastSeq() {
       return sequence.lastSeq;
+    },
+    get replayHeldBytes() {
+      return sequence.heldBytes;
     },
     stopRun: () => control.stop(),
     async close() {

@@ -23,6 +23,8 @@ export class LiveLink {
   private detail: string | undefined;
   private pending: NextRunConfig = {};
   private readonly listeners = new Set<() => void>();
+  /** Records the store refused on the current connection (a hostile or buggy trainer can send many). */
+  private refused = 0;
 
   constructor(
     private readonly store: RunStore,
@@ -41,6 +43,7 @@ export class LiveLink {
     const url = split.url;
     const token = explicitToken ?? split.token;
     this.disconnect();
+    this.refused = 0;
     this.url = url;
     this.detail = undefined;
     this.log(`connecting to ${url}${token ? ' (with token)' : ''}`);
@@ -48,7 +51,10 @@ export class LiveLink {
       url,
       ...(token ? { token } : {}),
       client: { name: 'mxscope-vscode', version: '0.1.0' },
-      onTelemetry: (record) => this.store.ingest(record, 'live'),
+      onTelemetry: (record) => {
+        const refused = this.store.ingest(record, 'live');
+        if (refused !== undefined) this.logRefusal(refused);
+      },
       onNextRunConfig: () => this.emit(),
       onNewSession: () => this.store.markOrphaned('live'),
       onState: (state, detail) => {
@@ -129,6 +135,13 @@ export class LiveLink {
       this.log(`could not send the next-run config: ${(error as Error).message}`);
     }
     this.emit();
+  }
+
+  /** Logs the first refusals of a connection, then every 1000th, so a flood cannot flood the output too. */
+  private logRefusal(reason: string): void {
+    const count = ++this.refused;
+    if (count <= 10) this.log(reason);
+    else if (count % 1000 === 0) this.log(`${count} records refused so far on this connection (latest: ${reason})`);
   }
 
   private emit(): void {

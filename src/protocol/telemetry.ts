@@ -199,10 +199,12 @@ export const RUN_END_STATUSES = ['completed', 'diverged', 'stopped', 'failed'] a
 export type RunEndStatus = (typeof RUN_END_STATUSES)[number];
 
 /**
- * A run's status as a receiver (run store, Runs view, dashboard) knows it: live, ended, or `unknown`
- * when records arrived for a run whose runStarted was never seen (e.g. a replay gap).
+ * A run's status as a receiver (run store, Runs view, dashboard) knows it: live, ended, or
+ * `unknown`: records arrived for a run whose runStarted was never seen (e.g. a replay gap).
+ * `interrupted`: the run started but ended without runEnded (its trainer was killed, e.g. `kill -9`,
+ * or its run log stops short): shown as "ended without runEnded", not as `stopped`, which a trainer reports.
  */
-export const RUN_STATUSES = ['running', 'unknown', ...RUN_END_STATUSES] as const;
+export const RUN_STATUSES = ['running', 'unknown', 'interrupted', ...RUN_END_STATUSES] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export interface RunEndedRecord {

@@ -193,10 +193,17 @@ export type WebviewToHost = ReadyMessage | RequestLayerMessage | RequestLayerGri
 
 // ---------------------------------------------------------------- validation
 
+/**
+ * What the webview accepts. The host keeps its own bounds at or under these (RunStore clamps its
+ * limits to them, AlertTracker keeps `alerts` alerts), so no record it accepted can make a snapshot
+ * the webview refuses.
+ */
+export const WEBVIEW_LIMITS = { runs: 1000, seriesPoints: 10_000_000, alerts: 1000, alertMessage: 4096 } as const;
+
 const runId = str(256);
 const layerName = str(512);
-const nullableNums = arrayOf(nullable(num), 10_000_000);
-const nums = arrayOf(num, 10_000_000);
+const nullableNums = arrayOf(nullable(num), WEBVIEW_LIMITS.seriesPoints);
+const nums = arrayOf(num, WEBVIEW_LIMITS.seriesPoints);
 const gemmLabels = object<Record<GemmKind, string>>({ fprop: str(128), dgrad: str(128), wgrad: str(128) });
 
 const runInfoSchema = object<RunInfo>({
@@ -217,14 +224,14 @@ const layerOverviewSchema = object<LayerOverview>({
   step: intIn(-1, Number.MAX_SAFE_INTEGER),
   rows: arrayOf(object<LayerRow>({ layer: layerName, values: arrayOf(nullable(num), LAYER_METRICS.length) }), 100_000),
 });
-const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(4096) });
+const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(WEBVIEW_LIMITS.alertMessage) });
 
 const dataFields = {
-  runs: arrayOf(runInfoSchema, 1000),
-  loss: arrayOf(lossSeriesSchema, 1000),
-  validation: arrayOf(lossSeriesSchema, 1000),
-  overview: arrayOf(layerOverviewSchema, 1000),
-  alerts: arrayOf(alertSchema, 100_000),
+  runs: arrayOf(runInfoSchema, WEBVIEW_LIMITS.runs),
+  loss: arrayOf(lossSeriesSchema, WEBVIEW_LIMITS.runs),
+  validation: arrayOf(lossSeriesSchema, WEBVIEW_LIMITS.runs),
+  overview: arrayOf(layerOverviewSchema, WEBVIEW_LIMITS.runs),
+  alerts: arrayOf(alertSchema, WEBVIEW_LIMITS.alerts),
 };
 
 export const hostToWebviewSchema: Schema<HostToWebview> = union<HostToWebview>({

@@ -1,9 +1,12 @@
 // A run-log directory → the store, as "Open Run Log" does it. A log that stops without runEnded
-// (a killed trainer) is not a running run: it ends up `unknown`.
+// (a killed trainer) is not a running run: it ends up `interrupted` ("ended without runEnded").
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { readRunLogLines, TELEMETRY_NDJSON } from '../runlog/index.js';
 import type { RunStore } from './run-store.js';
+
+/** A log full of refused records names the first few, then counts the rest. */
+const MAX_REFUSALS_LISTED = 10;
 
 export interface LoadedRunLog {
   records: number;
@@ -16,11 +19,16 @@ export interface LoadedRunLog {
 export async function loadRunLog(store: RunStore, dir: string, onProgress?: (records: number) => void, every = 5000): Promise<LoadedRunLog> {
   const runIds = new Set<string>();
   let count = 0;
+  const refusals: string[] = [];
+  let refused = 0;
   const { records, warnings } = await readRunLogLines(dir, (record) => {
-    store.ingest(record, 'loaded', dir);
+    const refusal = store.ingest(record, 'loaded', dir);
+    if (refusal !== undefined && ++refused <= MAX_REFUSALS_LISTED) refusals.push(`${dir}: ${refusal}`);
     runIds.add(record.runId);
     if (++count % every === 0) onProgress?.(count);
   });
+  warnings.push(...refusals);
+  if (refused > MAX_REFUSALS_LISTED) warnings.push(`${dir}: ${refused - MAX_REFUSALS_LISTED} more records refused`);
   for (const runId of runIds) store.markOrphaned('loaded', runId);
   return { records, warnings, runIds: [...runIds] };
 }

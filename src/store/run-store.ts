@@ -14,6 +14,7 @@ import type {
   TelemetryRecord,
   ValidationRecord,
 } from '../protocol/index.js';
+import { WEBVIEW_LIMITS } from '../protocol/webview.js';
 import { ThinningSeries } from './thinning-series.js';
 
 export interface StoreLimits {
@@ -28,6 +29,12 @@ export interface StoreLimits {
 }
 
 export const DEFAULT_STORE_LIMITS: StoreLimits = { statsPerSeries: 64, stepsPerRun: 20_000, validationPerRun: 2_000, runs: 32 };
+
+/**
+ * The most any setting may ask for: what the dashboard webview accepts in one snapshot
+ * (WEBVIEW_LIMITS: 1000 runs, 10M points per series; a layer detail is stats steps × ≤ 255 bins).
+ */
+export const MAX_STORE_LIMITS: StoreLimits = { statsPerSeries: 10_000, stepsPerRun: 1_000_000, validationPerRun: 1_000_000, runs: WEBVIEW_LIMITS.runs };
 
 /** Where a run came from: streamed from a trainer, or read from a run-log directory. */
 export type RunSource = 'live' | 'loaded';
@@ -109,7 +116,11 @@ class StoredRun implements RunView {
     this.statsStepSeries = new ThinningSeries(limits.stepsPerRun);
   }
 
-  ingest(record: TelemetryRecord): void {
+  /** Names of runStarted.layers: layerStats for any other name are refused, so series stay bounded. */
+  private declared = new Set<string>();
+
+  /** Returns why the record was refused, or undefined when it was stored. */
+  ingest(record: TelemetryRecord): string | undefined {
     const summary = this.summary;
     switch (record.type) {
       case 'runStarted':
@@ -119,6 +130,7 @@ class StoredRun implements RunView {
         summary.logDir = record.logDir;
         summary.status = summary.ended ? summary.ended.status : 'running';
         this.layers = record.layers;
+        this.declared = new Set(record.layers.map((layer) => layer.name));
         break;
       case 'step':
         this.stepSeries.push(record);
@@ -129,6 +141,11 @@ class StoredRun implements RunView {
         }
         break;
       case 'layerStats': {
+        if (!this.declared.has(record.layer)) {
+          return summary.config
+            ? `layerStats for layer "${record.layer.slice(0, 200)}" refused: run ${record.runId}'s runStarted did not declare it`
+            : `layerStats for run ${record.runId} refused: its runStarted (which declares the layers) was not received`;
+        }
         const key = seriesKey(record.layer, record.gemm);
         let series = this.stats.get(key);
         if (!series) this.stats.set(key, (series = new ThinningSeries(this.limits.statsPerSeries)));
@@ -148,6 +165,7 @@ class StoredRun implements RunView {
         this.saved.push(record);
         break;
     }
+    return undefined;
   }
 
   steps(): readonly StepRecord[] {
@@ -193,11 +211,20 @@ export class RunStore {
   private readonly listeners = new Set<(change: StoreChange) => void>();
 
   constructor(limits: Partial<StoreLimits> = {}) {
-    this.limits = { ...DEFAULT_STORE_LIMITS, ...limits };
+    const asked = { ...DEFAULT_STORE_LIMITS, ...limits };
+    this.limits = {
+      statsPerSeries: Math.min(asked.statsPerSeries, MAX_STORE_LIMITS.statsPerSeries),
+      stepsPerRun: Math.min(asked.stepsPerRun, MAX_STORE_LIMITS.stepsPerRun),
+      validationPerRun: Math.min(asked.validationPerRun, MAX_STORE_LIMITS.validationPerRun),
+      runs: Math.min(asked.runs, MAX_STORE_LIMITS.runs),
+    };
   }
 
-  /** Add one validated record. `dir` names the run-log directory of a loaded run. */
-  ingest(record: TelemetryRecord, source: RunSource = 'live', dir?: string): void {
+  /**
+   * Add one validated record. `dir` names the run-log directory of a loaded run. Returns why the
+   * record was refused (e.g. layer stats for a layer its run did not declare), or undefined.
+   */
+  ingest(record: TelemetryRecord, source: RunSource = 'live', dir?: string): string | undefined {
     let run = this.runsById.get(record.runId);
     if (!run || record.type === 'runStarted') {
       if (run) this.runsById.delete(record.runId);
@@ -205,8 +232,9 @@ export class RunStore {
       this.runsById.set(record.runId, run);
       this.evictOverLimit(run);
     }
-    run.ingest(record);
-    this.emit({ runId: record.runId, record });
+    const refused = run.ingest(record);
+    if (refused === undefined) this.emit({ runId: record.runId, record });
+    return refused;
   }
 
   /** Summaries of every run, oldest first. */
@@ -224,12 +252,12 @@ export class RunStore {
     return removed;
   }
 
-  /** Mark runs still `running` from `source` (all, or just `runId`) as `unknown`: their trainer went away for good. */
+  /** Mark runs still `running` from `source` (all, or just `runId`) as `interrupted`: they ended without runEnded. */
   markOrphaned(source: RunSource = 'live', runId?: string): void {
     for (const run of this.runsById.values()) {
       if (runId !== undefined && run.summary.runId !== runId) continue;
       if (run.summary.source === source && run.summary.status === 'running') {
-        run.summary.status = 'unknown';
+        run.summary.status = 'interrupted';
         this.emit({ runId: run.summary.runId });
       }
     }
@@ -244,12 +272,15 @@ export class RunStore {
     for (const listener of this.listeners) listener(change);
   }
 
+  /** Drops the oldest finished runs; if every other run is live (a trainer inventing runIds), the oldest live ones too. */
   private evictOverLimit(keep: StoredRun): void {
-    for (const [runId, run] of this.runsById) {
-      if (this.runsById.size <= this.limits.runs) return;
-      if (run === keep || run.summary.status === 'running') continue;
-      this.runsById.delete(runId);
-      this.emit({ runId, removed: true });
+    for (const spareLive of [true, false]) {
+      for (const [runId, run] of this.runsById) {
+        if (this.runsById.size <= this.limits.runs) return;
+        if (run === keep || (spareLive && run.summary.status === 'running')) continue;
+        this.runsById.delete(runId);
+        this.emit({ runId, removed: true });
+      }
     }
   }
 }

@@ -90,3 +90,48 @@ test('outlier blocks: scale at least outlierBinades above the median block scale
   assert.equal(analysis.histogram.minExp, -2);
   assert.equal(analysis.histogram.counts[0], ROWS * COLS / 32 - 4);
 });
+
+async function analyseMatrix(weight: Float32Array, rows: number, cols: number, options: Partial<AnalysisOptions>, onProgress?: () => void) {
+  return withTempDir(async (dir) => {
+    const path = join(dir, 'wide.safetensors');
+    await writeSafetensors(path, [{ name: 'wide', dtype: 'F32', shape: [rows, cols], data: weight }]);
+    const checkpoint = await openCheckpoint(path);
+    try {
+      return (await analyseCheckpoint(checkpoint, { ...DEFAULT_ANALYSIS_OPTIONS, ...options }, { onProgress })).tensors[0]!.analysis!;
+    } finally {
+      await checkpoint.close();
+    }
+  });
+}
+
+test('rows wider than a chunk are read in segments with the same results (blocks, partial blocks and Hadamard blocks whole)', async () => {
+  for (const [rows, cols, hadamardBlock] of [[3, 1280, 64], [2, 1000, 32]] as const) {
+    const weight = heavyTailed(rows * cols, rows * cols);
+    const analysis = await analyseMatrix(weight, rows, cols, { sqnrRows: 0, hadamardBlock, chunkBytes: 512 * 4 });
+    const plain = createMxStats();
+    fakeQuantMxfp4(weight.slice(), cols, { stats: plain });
+    assert.deepEqual(analysis.histogram, toScaleHistogram(plain.expCounts), `[${rows}, ${cols}]`);
+    assert.equal(analysis.blocks, rows * Math.ceil(cols / 32));
+    assert.equal(analysis.saturatedFrac, plain.saturated / plain.elements);
+    assert.equal(analysis.sqnr!.rowsUsed, rows);
+    // Same blocks, summed in another order (per segment): equal to float64 rounding.
+    assert.ok(Math.abs(analysis.sqnr!.noRotationDb! - db(plain)) < 1e-6, `${analysis.sqnr!.noRotationDb} vs ${db(plain)}`);
+    if (cols % hadamardBlock === 0) {
+      const rotatedValues = weight.slice();
+      hadamardInPlace(rotatedValues, rows, cols, 1, hadamardBlock);
+      const rotated = createMxStats();
+      fakeQuantMxfp4(rotatedValues, cols, { stats: rotated });
+      assert.ok(Math.abs(analysis.sqnr!.hadamardDb! - db(rotated)) < 1e-6, 'rotated per segment = rotated per row');
+    } else assert.equal(analysis.sqnr!.hadamardDb, null);
+  }
+});
+
+test('memory follows the chunk size, not the row length: a [1, 2^23] tensor with 1 MiB chunks', async () => {
+  const cols = 2 ** 23; // 32 MiB of F32 in one row
+  const weight = heavyTailed(5, cols);
+  const before = process.memoryUsage().arrayBuffers;
+  let peak = 0;
+  const analysis = await analyseMatrix(weight, 1, cols, { chunkBytes: 1 << 20 }, () => (peak = Math.max(peak, process.memoryUsage().arrayBuffers - before)));
+  assert.equal(analysis.sqnr!.rowsUsed, 1);
+  assert.ok(peak < 8 * 2 ** 20, `analysis buffers peaked at ${(peak / 2 ** 20).toFixed(1)} MiB for a 32 MiB row`);
+});

@@ -49,7 +49,7 @@ test('header length past the end of the file', () =>
 test('file too short to hold the header length', () => assertRefused('tiny.safetensors', Buffer.from([1, 0, 0]), /too short for the 8-byte header length/));
 
 test('huge header length is refused before anything is read', () =>
-  assertRefused('huge.safetensors', rawFile('{}', 0, 1n << 40n), /header length 1099511627776 bytes exceeds the 100000000-byte limit/));
+  assertRefused('huge.safetensors', rawFile('{}', 0, 1n << 40n), /header length 1099511627776 bytes exceeds the 16777216-byte limit/));
 
 test('header that is not JSON', () => assertRefused('not-json.safetensors', rawFile('{"a": {"dtype": "F32",', 0), /header is not valid UTF-8 JSON/));
 
@@ -98,4 +98,15 @@ test('shard index problems: not JSON, escaping paths, tensors missing or unliste
   await assertRefused('moved.safetensors.index.json', index({ a: 'shard-1.safetensors', c: 'shard-1.safetensors' }), /weight_map lists tensor "c"/);
   await assertRefused('empty.safetensors.index.json', index({}), /empty "weight_map"/);
   await assertRefused('no-map.safetensors.index.json', Buffer.from('{"metadata": {}}'), /needs a "weight_map" object/);
+});
+
+test('a header nested deeper than 64 levels is refused before parsing, fast', async () => {
+  const deep = `{"a":${'['.repeat(5_000_000)}`;
+  const started = performance.now();
+  await assertRefused('deep.safetensors', rawFile(deep, 0), /header nests JSON deeper than 64 levels/);
+  assert.ok(performance.now() - started < 2000, `${performance.now() - started} ms`);
+});
+
+test('a header over 16 MiB is refused from its length alone', async () => {
+  await assertRefused('big-header.safetensors', rawFile('{}', 0, BigInt(16 * 1024 * 1024 + 1)), /exceeds the 16777216-byte limit/);
 });

@@ -55,7 +55,7 @@ test('a hostile file and an invalid webview message are reported, not thrown', (
     s.onMessage({ type: 'ready' });
     const [error] = await settled('error');
     assert.ok(error.type === 'error');
-    assert.match(error.message, /bad\.safetensors: header length \d+ bytes exceeds the 100000000-byte limit/);
+    assert.match(error.message, /bad\.safetensors: header length \d+ bytes exceeds the 16777216-byte limit/);
 
     const remote = session({ kind: 'unavailable', reason: 'vscode-vfs://x/y.safetensors is not a local file' });
     remote.s.onMessage({ type: 'ready' });

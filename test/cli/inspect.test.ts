@@ -84,7 +84,7 @@ test('bad usage exits 2, a bad file exits 1, each with a message naming the prob
   assert.match(missing.err, /no such file/);
   const notCheckpoint = await inspect(join(fixtures, 'make_fixtures.py'));
   assert.equal(notCheckpoint.code, 1);
-  assert.match(notCheckpoint.err, /make_fixtures\.py: header length \d+ bytes exceeds the 100000000-byte limit/);
+  assert.match(notCheckpoint.err, /make_fixtures\.py: header length \d+ bytes exceeds the 16777216-byte limit/);
 
   const help = await inspect('--help');
   assert.equal(help.code, 0);

@@ -164,3 +164,30 @@ test('a deeply nested frame is refused before parsing and the connection lives',
     await server.close();
   }
 });
+
+test('one telemetry seq of 2^53−1 does not silence the rest of the session', async () => {
+  const { WebSocketServer } = await import('ws');
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  const step = (seq: number, s: number) => JSON.stringify({ seq, type: 'step', runId: 'r', step: s, tokens: s, loss: 1, lr: 1, gradNorm: 1, stepMs: 1 });
+  wss.on('connection', (socket) => {
+    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 0 }, trainer: { name: 't', version: '1' }, sessionId: 's', capabilities: [], lastSeq: 0 }));
+    socket.on('message', (data) => {
+      if ((JSON.parse(data.toString()) as { type: string }).type !== 'subscribe') return;
+      for (const frame of [step(1, 0), step(Number.MAX_SAFE_INTEGER, 1), step(2, 2), step(3, 3)]) socket.send(frame);
+    });
+  });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  const steps: number[] = [];
+  const logs: string[] = [];
+  const { port } = wss.address() as import('node:net').AddressInfo;
+  const client = new TrainerClient({ url: `ws://127.0.0.1:${port}`, onTelemetry: (r) => r.type === 'step' && steps.push(r.step), log: (line) => logs.push(line) });
+  try {
+    await until(() => steps.length === 4, 'every step delivered');
+    assert.deepEqual(steps, [0, 1, 2, 3]);
+    assert.ok(logs.some((line) => /seq went back from 9007199254740991 to 2/.test(line)), logs.join('\n'));
+    assert.equal(client.lastSeq, 3);
+  } finally {
+    client.close();
+    wss.close();
+  }
+});

@@ -72,7 +72,7 @@ test('a trainer that restarts (new session) leaves its unfinished live run unkno
   try {
     link.connect(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
     await until(() => store.get('new') !== undefined, 'the restarted trainer streams');
-    assert.equal(store.get('old')!.summary.status, 'unknown');
+    assert.equal(store.get('old')!.summary.status, 'interrupted');
     assert.equal(store.get('new')!.summary.status, 'running');
   } finally {
     link.disconnect();

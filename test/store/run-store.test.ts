@@ -9,7 +9,7 @@ import { RunStore } from '../../src/store/run-store.js';
 import { loadRunLog, runLogDirs } from '../../src/store/load-run-log.js';
 import { RunLogWriter } from '../../src/runlog/index.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
-import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../fixtures/synthetic-llama8b.js';
+import { forEachStatsRecord, syntheticLayers, syntheticLayerStats, syntheticRunStarted, syntheticStep } from '../fixtures/synthetic-llama8b.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -66,9 +66,32 @@ test('run limit drops the oldest finished run, never a running one', () => {
   assert.deepEqual(store.list().map((r) => r.runId), ['running', 'new']);
 });
 
+test('layerStats naming a layer the run did not declare (or of a run never started) are refused and stored nowhere', () => {
+  const store = new RunStore();
+  const layers = syntheticLayers().slice(0, 2);
+  const changes: string[] = [];
+  store.onDidChange((change) => changes.push(change.record?.type ?? 'other'));
+  assert.match(store.ingest(syntheticLayerStats('early', 0, layers[0]!.name, 'wgrad', 1))!, /runStarted \(which declares the layers\) was not received/);
+  store.ingest({ ...syntheticRunStarted('r', 30, 10), layers });
+  for (let i = 0; i < 1000; i++) {
+    assert.match(store.ingest(syntheticLayerStats('r', 0, `invented.${i}`, 'fprop', i))!, /layer "invented\.\d+" refused: run r's runStarted did not declare it/);
+  }
+  assert.equal(store.ingest(syntheticLayerStats('r', 0, layers[1]!.name, 'fprop', 1)), undefined);
+  assert.deepEqual(store.get('r')!.seriesKeys(), [`${layers[1]!.name}/fprop`]);
+  assert.deepEqual(changes, ['runStarted', 'layerStats'], 'refused records are not announced');
+});
+
+test('the store never holds more runs than its limit, even when every run is live', () => {
+  const store = new RunStore({ runs: 5 });
+  for (let i = 0; i < 50; i++) store.ingest(syntheticRunStarted(`live-${i}`, 10, 1));
+  assert.deepEqual(store.list().map((s) => s.runId), ['live-45', 'live-46', 'live-47', 'live-48', 'live-49']);
+  assert.equal(new RunStore({ runs: 1_000_000, stepsPerRun: 1e9 }).limits.runs, 1000, 'settings cannot exceed what the webview accepts');
+});
+
 test('layerStatsAt picks the newest kept record at or before the step', () => {
   const store = new RunStore();
   const layers = syntheticLayers().slice(0, 2);
+  store.ingest({ ...syntheticRunStarted('r', 30, 10), layers });
   for (const step of [0, 10, 20]) forEachStatsRecord('r', step, layers, (record) => store.ingest(record));
   const at = store.get('r')!.layerStatsAt(15);
   assert.equal(at.length, 6);
@@ -126,7 +149,7 @@ test('loading a run log: records land as a loaded run; a log cut short ends up u
   const [summary] = store.list();
   assert.equal(store.list().length, 1);
   assert.equal(summary!.source, 'loaded');
-  assert.equal(summary!.status, 'unknown');
+  assert.equal(summary!.status, 'interrupted', 'a log that stops without runEnded');
   assert.equal(summary!.dir, join(dir, 'cut'));
   assert.equal(store.get('cut')!.steps().length, 25);
   await assert.rejects(loadRunLog(store, join(dir, 'missing')), /ENOENT/);

@@ -1,7 +1,7 @@
 // The webview's copy of the host's data: a snapshot replaces it, a delta appends loss points and
 // replaces run info and overviews. Layer details are cached per request key and dropped when their
 // run's overview moves (new stats arrived).
-import type { Alert, DeltaMessage, LayerDetailMessage, LayerGridMessage, LayerOverview, LossSeries, RunInfo, SnapshotMessage } from '../../src/protocol/webview.js';
+import { WEBVIEW_LIMITS, type Alert, type DeltaMessage, type LayerDetailMessage, type LayerGridMessage, type LayerOverview, type LossSeries, type RunInfo, type SnapshotMessage } from '../../src/protocol/webview.js';
 
 export class DashboardData {
   runs: RunInfo[] = [];
@@ -38,6 +38,8 @@ export class DashboardData {
     }
     for (const key of [...this.details.keys()]) if (statsChanged.has(this.details.get(key)!.runId)) this.details.delete(key);
     this.alerts.push(...message.alerts);
+    // The host keeps the newest WEBVIEW_LIMITS.alerts; so does the page, however many deltas come.
+    if (this.alerts.length > WEBVIEW_LIMITS.alerts) this.alerts = this.alerts.slice(-WEBVIEW_LIMITS.alerts);
     return statsChanged;
   }
 

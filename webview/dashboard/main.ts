@@ -194,7 +194,7 @@ class Dashboard implements Context {
       chip.setAttribute('aria-pressed', String(on));
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.color(run.runId);
-      chip.append(swatch, element('span', 'chip-name', run.name), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : ` · ${run.status}`));
+      chip.append(swatch, element('span', 'chip-name', run.name), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
       chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to ${on ? 'hide' : 'show'}`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);

@@ -25,8 +25,14 @@ const STATUS_ICONS: Record<RunStatus, string> = {
   diverged: 'warning',
   stopped: 'debug-stop',
   failed: 'error',
+  interrupted: 'debug-disconnect',
   unknown: 'question',
 };
+
+/** How a status reads in the Runs view. */
+export function statusText(status: RunStatus): string {
+  return status === 'interrupted' ? 'ended without runEnded' : status;
+}
 
 export function formatLoss(loss: number | null | undefined): string {
   return loss === null || loss === undefined ? '—' : loss.toFixed(4);
@@ -48,11 +54,11 @@ export function runRow(summary: RunSummary): RunRow {
   const origin = summary.source === 'loaded' ? ' · from log' : '';
   const tooltip = [
     `${summary.name} (${summary.runId})`,
-    `status: ${summary.status}${summary.ended ? ` — ${summary.ended.reason}` : ''}`,
+    `status: ${statusText(summary.status)}${summary.ended ? ` — ${summary.ended.reason}` : ''}`,
     summary.startedAt ? `started ${summary.startedAt}` : undefined,
     summary.dir ? `run log: ${summary.dir}` : undefined,
   ].filter((line): line is string => line !== undefined).join('\n');
-  return { label: runLabel(summary), description: `${summary.status} · ${step} · ${loss}${origin}`, tooltip, icon: STATUS_ICONS[summary.status] };
+  return { label: runLabel(summary), description: `${statusText(summary.status)} · ${step} · ${loss}${origin}`, tooltip, icon: STATUS_ICONS[summary.status] };
 }
 
 /** The config rows; with the run's records (`run`), GEMM rows also say where the rotation was
