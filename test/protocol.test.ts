@@ -15,7 +15,7 @@ test('a valid step record passes and keeps unknown extra fields', () => {
 });
 
 test('errors name the path that was wrong', () => {
-  const result = tryCheck(telemetryRecordSchema, { type: 'runStarted', runId: 'r', name: 'n', startedAt: 't', trainer: { name: 'x', version: '1' }, config: { ...config, gemms: { ...config.gemms, wgrad: { ...gemm, precision: 'fp2' } } }, layers: [] });
+  const result = tryCheck(telemetryRecordSchema, { type: 'runStarted', runId: 'r', name: 'n', startedAt: '2026-01-01T00:00:00Z', trainer: { name: 'x', version: '1' }, config: { ...config, gemms: { ...config.gemms, wgrad: { ...gemm, precision: 'fp2' } } }, layers: [] });
   assert.equal(result.ok, false);
   assert.ok(!result.ok && result.error.message.startsWith('.config.gemms.wgrad.precision: expected one of'), !result.ok ? result.error.message : '');
 });

@@ -1,14 +1,14 @@
 """Bridge: attach MX Scope telemetry to a PyTorch training loop.
 
-    bridge = Bridge(model, run_config(preset="llama-1b", tokens_per_step=4096), out_dir="runs")
-    bridge.start_run()
-    for step in range(steps):
-        bridge.begin_step(step)
-        loss = model(...); loss.backward()
-        bridge.end_step(loss=loss.item(), lr=lr, grad_norm=norm)
-        optimizer.step()
-        if bridge.stop_requested: break
-    bridge.end_run()
+    with Bridge(model, run_config(preset="llama-1b", tokens_per_step=4096), emulate=True) as bridge:
+        for run in bridge.runs():                 # each Start pressed in the extension
+            reset(model, run.seed); optimizer = make_optimizer(model)
+            for step in run.steps():
+                loss = model(...); loss.backward()
+                run.end_step(loss=loss.item(), lr=lr)
+                optimizer.step(); optimizer.zero_grad()
+
+or by hand: start_run(), begin_step(step) / end_step(...) per step, end_run(), close().
 
 Every observed layer's three GEMMs are measured on steps where step % statsEvery == 0 (and the
 Wgrad error also one step earlier, for lag-1 correlation). Under torch.distributed, every rank
@@ -18,26 +18,33 @@ from __future__ import annotations
 
 import copy
 import datetime
+import errno
 import os
 import queue
 import secrets
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Union
 
 import torch
 
-from . import __version__, stats
-from .capture import GEMM_OPERANDS, StepCapture, quantized_wgrad
-from .config import GEMM_KINDS, run_config
-from .layers import layer_info, observed_modules
+from . import __version__, emulate as emulation_module, stats
+from .capture import GEMM_OPERANDS, StepCapture
+from .config import GEMM_KINDS, check_gemm, run_config
+from .kernel import from_mx_tensor, kernel_quantized
+from .layers import LinearLike, layer_info, observed_modules, rotation_fits
+from .lifecycle import end_reason, install_exit_handlers
 from .link import RequestError, TrainerServer
-from .rotation import DeviceGenerators
+from .observe import declared_precisions, observer_hook
+from .rotation import MISFITS, DeviceGenerators
+from .runloop import Run, serve_runs
 from .runlog import RunLogWriter, checkpoint_path, compact
 
 TRAINER = {"name": "mxscope-bridge", "version": __version__}
 REQUEST_TIMEOUT_S = 60.0
+#: The extension's default URL is ws://127.0.0.1:7340; the bridge listens there unless it is taken.
+DEFAULT_PORT = 7340
 
 
 def _now() -> str:
@@ -71,27 +78,35 @@ class _TrainingThreadRequest:
 
 class Bridge:
     def __init__(self, model: torch.nn.Module, config: Optional[dict] = None, *, out_dir: Optional[str] = "mxscope-runs",
-                 serve: bool = True, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
+                 serve: bool = True, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: Optional[str] = None,
                  no_token: bool = False, allowed_origins=(),
-                 modules=(), process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
+                 include=None, exclude=(), adapters: Optional[Dict[str, LinearLike]] = None, modules=(),
+                 precision: Union[None, str, Dict[str, str]] = None, emulate: bool = False, hadamard_misfit: str = "pad",
+                 process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
-                 on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None):
-        """Clients must present `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the
-        listening line. `no_token=True` serves without one (loopback only). `allowed_origins`: browser
-        origins allowed to connect (others are refused; MX Scope itself sends no Origin).
-        `save_checkpoint(path)` serves the saveCheckpoint request (it must write a .safetensors file).
-        `on_local_stats(step, keys, vectors)` sees this rank's operand vectors before the reduction
-        (keys: (layer, gemm, operand) per row; for checking the reduction)."""
+                 on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True):
+        """Attach to `model`; python/README.md documents every argument. Raises ValueError, naming
+        the layer, GEMM and dimension, for a configuration no layer can honour. Clients must present
+        `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the listening line.
+        `no_token=True` serves without one (loopback only). `allowed_origins`: browser origins allowed
+        to connect (others are refused; MX Scope itself sends no Origin)."""
         self.model = model
         self.config = copy.deepcopy(config or run_config())
         self.out_dir = out_dir
         self.log = log or (lambda line: print(f"mxscope-bridge: {line}", file=sys.stderr))
         self.group = process_group
+        if hadamard_misfit not in MISFITS:
+            raise ValueError(f"hadamard_misfit {hadamard_misfit!r} is not one of {', '.join(MISFITS)}")
+        self.misfit = hadamard_misfit
+        self._declared = declared_precisions(precision)
+        self._emulate = emulate
         distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self.rank = torch.distributed.get_rank(process_group) if distributed else 0
         self.world = torch.distributed.get_world_size(process_group) if distributed else 1
         self.generators = DeviceGenerators(self.config["seed"] + 7919 * self.rank)
-        self.layers = observed_modules(model, modules)
+        self.layers = observed_modules(model, include, exclude, adapters, modules)
+        self._names = {name for name, _, _ in self.layers}
+        self._check_fits(self.config)  # refuse at attach time what no layer can honour
         self.run_id: Optional[str] = None
         self.run_dir: Optional[str] = None
         self.stop_requested = False
@@ -100,28 +115,63 @@ class Bridge:
         self._save_checkpoint = save_checkpoint
         self._on_local_stats = on_local_stats
         self._requests: "queue.SimpleQueue[_TrainingThreadRequest]" = queue.SimpleQueue()
+        self._stop_acks: List[_TrainingThreadRequest] = []
         self._writer: Optional[RunLogWriter] = None
         self._layer_infos: List[dict] = []
         self._sketch: Dict[str, torch.Tensor] = {}
         self._prev_err: Dict[str, torch.Tensor] = {}
         self._prev_step: Optional[int] = None
         self._step_started = 0.0
-        self._hooks = []
-        self._emulations = {getattr(m, "_mxscope_emulation", None) for _, m in self.layers} - {None}
-        for name, module in self.layers:
-            if getattr(module, "_mxscope_emulation", None) is None:
-                self._hooks.append(module.register_forward_hook(self._forward_hook(name)))
+        self._left_run: Optional[dict] = None
+        self._closed = False
+        self._emulations: set = set()
+        self._emulation_generation = -1
+        self._own_emulation: Optional[emulation_module.Emulation] = None
+        self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
-            self.server = TrainerServer(self.config, host=host, port=port, token=token, no_token=no_token,
-                                        allowed_origins=allowed_origins, trainer=TRAINER,
-                                        max_queued_stats=max_queued_stats, on_record_written=self._write_record, log=self.log)
+            self.server = self._listen(host, port, token, no_token, allowed_origins, max_queued_stats)
             self.server.handle("startRun", self._on_request)
             self.server.handle("stopRun", self._on_request)
             if save_checkpoint is not None:
                 self.server.handle("saveCheckpoint", self._on_request)
             if print_listening:
                 print(self.server.listening_line(), flush=True)
+        if handle_exit:
+            install_exit_handlers(self)
+
+    def _listen(self, host: str, port: int, token: Optional[str], no_token: bool, allowed_origins,
+                max_queued_stats: int) -> TrainerServer:
+        def server(at_port: int) -> TrainerServer:
+            return TrainerServer(self.config, host=host, port=at_port, token=token, no_token=no_token,
+                                 allowed_origins=allowed_origins, trainer=TRAINER,
+                                 max_queued_stats=max_queued_stats, on_record_written=self._write_record, log=self.log)
+        try:
+            return server(port)
+        except OSError as error:
+            if port != DEFAULT_PORT or error.errno != errno.EADDRINUSE:
+                raise
+            self.log(f"port {DEFAULT_PORT} is taken (another bridge or trainer?): listening on a free port instead; connect to the URL below")
+            return server(0)
+
+    # ------------------------------------------------------------------ context manager and runs loop
+
+    def __enter__(self) -> "Bridge":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Ends an active (or just-left) run by how the block exited, then closes (clients get 1001)."""
+        self._end_by(exc)
+        self.close()
+
+    def runs(self, idle_timeout: Optional[float] = None, max_runs: Optional[int] = None) -> Iterator[Run]:
+        """Serve runs: wait for the extension's Start, start the run with the next-run config (the
+        emulated GEMMs follow it) and yield a Run; a run body that returns ends the run completed
+        (stopped, if a stop was requested). Leaving the loop (break, an exception, Ctrl-C) ends the
+        active run when the bridge closes or is next used: stopped, or failed with the exception's
+        message when it reaches `with Bridge(...)` or the top level. Stops after `idle_timeout`
+        seconds without a Start, after `max_runs` runs, or when the bridge closes."""
+        return serve_runs(self, idle_timeout, max_runs)
 
     # ------------------------------------------------------------------ the next run's config
 
@@ -134,25 +184,41 @@ class Bridge:
     def dropped_stats(self) -> int:
         return self.server.dropped_stats if self.server else 0
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def wait_for_start(self, timeout: Optional[float] = None) -> Optional[dict]:
-        """Block until a client sends startRun; start that run and return its config (None on timeout)."""
+        """Block until a client sends startRun; start that run and return its config (None on
+        timeout or when the bridge closes). A config no layer can honour is refused to the client."""
+        self._finish_left_run("stopped", "the script left the run loop")
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        while not self._closed:
+            remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if remaining <= 0:
+                return None
             try:
                 request = self._requests.get(timeout=remaining)
             except queue.Empty:
-                return None
-            if request.message["type"] == "startRun":
+                continue
+            if request.message["type"] != "startRun":
+                request.finish(error=RequestError("no-active-run", "no run is active"))
+                continue
+            try:
                 config = self.start_run()
-                request.finish(self.run_id)
-                return config
-            request.finish(error=RequestError("no-active-run", "no run is active"))
+            except ValueError as error:
+                request.finish(error=RequestError("invalid-message", str(error)))
+                self.log(f"refused a startRun: {error}")
+                continue
+            request.finish(self.run_id)
+            return config
+        return None
 
     # ------------------------------------------------------------------ run lifecycle
 
     def start_run(self, name: Optional[str] = None, config: Optional[dict] = None) -> dict:
         """Begin a run with `config` or the next-run config (rank 0's, on every rank); returns it."""
+        self._finish_left_run("stopped", "the script left the run loop")
         if self.run_id is not None:
             raise RuntimeError(f"run {self.run_id} is still active: call end_run() first")
         config = copy.deepcopy(config or self.next_run_config)
@@ -160,19 +226,23 @@ class Bridge:
             box = [config]
             torch.distributed.broadcast_object_list(box, src=0, group=self.group)
             config = box[0]
+        for kind in GEMM_KINDS:
+            check_gemm(config["gemms"][kind], f"config.gemms.{kind}")
+        fits = self._check_fits(config)
         self.config = config
         if self.server:
             self.server.set_next_run_config(copy.deepcopy(config))
-        for emulation in self._emulations:
-            emulation.gemms = copy.deepcopy(config["gemms"])
+        self._sync_emulations(force=True)
         self.run_id = _new_run_id() if self.rank == 0 else None
         if self.world > 1:
             box = [self.run_id]
             torch.distributed.broadcast_object_list(box, src=0, group=self.group)
             self.run_id = box[0]
         self.stop_requested = False
+        self.step = None
         self._prev_err, self._prev_step = {}, None
-        self._layer_infos = [layer_info(n, m, config["sketchSize"], config["seed"]) for n, m in self.layers]
+        self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
+                             for (n, m, a), fit in zip(self.layers, fits)]
         self._sketch = {}
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
@@ -187,17 +257,45 @@ class Bridge:
         """Call before the step's forward pass."""
         if self.run_id is None:
             raise RuntimeError("begin_step before start_run: start a run first")
+        self._sync_emulations()
         every = self.config["statsEvery"]
         self.step = step
         self._step_started = time.perf_counter()
         is_stats, before_stats = step % every == 0, (step + 1) % every == 0
-        self.capture = StepCapture(is_stats, self.generators) if is_stats or before_stats else None
+        self.capture = StepCapture(is_stats, self.generators, self.misfit, self._names) if is_stats or before_stats else None
         for emulation in self._emulations:
             emulation.capture = self.capture
+
+    @property
+    def wants_stats(self) -> bool:
+        """True between begin_step and end_step of a stats step (when kernel_operand is read)."""
+        return self.capture is not None and self.capture.with_stats
+
+    def kernel_operand(self, layer: str, gemm: str, operand: str, *, scale=None, codes=None, values=None, original=None,
+                       mx_tensor=None, block_size: int = 32, packed: bool = False, nibble_order: str = "low-first") -> None:
+        """Hand the bridge the operand a trainer's own MXFP4 kernel quantized, for this step's stats
+        (reduction dimension last): E8M0 `scale` bytes with FP4 `codes` or the dequantized `values`,
+        or a torchao `mx_tensor`; `original`: the high-precision tensor the kernel quantized (after
+        its rotation), for exact saturation, flushing and SQNR. A no-op except on stats steps;
+        calls for several micro-batches add up. Its record's operand then carries `kernel: true`."""
+        if layer not in self._names:
+            raise ValueError(f"kernel_operand: layer {layer!r} is not observed; observed layers look like {sorted(self._names)[:5]}")
+        if gemm not in GEMM_OPERANDS or operand not in GEMM_OPERANDS[gemm]:
+            raise ValueError(f"kernel_operand: {gemm!r} has no operand {operand!r}; operands are {GEMM_OPERANDS}")
+        if not self.wants_stats:
+            return
+        given = from_mx_tensor(mx_tensor) if mx_tensor is not None else {"scale": scale, "codes": codes, "block_size": block_size, "packed": packed}
+        if given["scale"] is None:
+            raise ValueError("kernel_operand: pass scale= (E8M0 bytes) with codes= or values=, or mx_tensor=")
+        q = kernel_quantized(values=values if mx_tensor is None else None, original=original, nibble_order=nibble_order,
+                             what=f"{layer} {gemm} {operand}", **given)
+        self.capture.add_kernel_operand(layer, gemm, operand, stats.operand_sums(q))
 
     def end_step(self, loss=None, lr: float = 0.0, grad_norm=None, tokens: Optional[int] = None, step_ms: Optional[float] = None) -> None:
         """Call after backward (before or after the optimizer step); publishes the step and its stats.
         Every rank must call it (stats are reduced collectively)."""
+        if self.run_id is None:
+            raise RuntimeError("end_step with no active run: start a run first")
         capture, step = self.capture, self.step
         self.capture = None
         for emulation in self._emulations:
@@ -212,53 +310,115 @@ class Bridge:
         self._serve_requests()
 
     def validation(self, loss, tokens: Optional[int] = None) -> None:
+        """Publish a validation loss for the current step (`tokens` defaults to the step's cumulative count)."""
+        if self.run_id is None:
+            raise RuntimeError("validation with no active run: start a run first")
         step = self.step if self.step is not None else 0
         self._publish({"type": "validation", "runId": self.run_id, "step": step,
                        "tokens": int(tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]), "loss": _finite(loss)})
 
     def end_run(self, status: str = "completed", reason: str = "") -> None:
+        """End the active run: `completed` (or `stopped` after a stopRun), `stopped`, `diverged`, `failed`."""
+        if self.run_id is None:
+            return
         step = self.step if self.step is not None else 0
         if self.stop_requested and status == "completed":
             status, reason = "stopped", reason or "stopped on request"
-        self._publish({"type": "runEnded", "runId": self.run_id, "step": step, "status": status,
-                       "reason": reason or f"trained {step + 1} steps", "endedAt": _now()})
+        record = {"type": "runEnded", "runId": self.run_id, "step": step, "status": status,
+                  "reason": reason or f"trained {step + 1} steps", "endedAt": _now()}
+        self._end(record)
+
+    def _end(self, record: dict) -> None:
+        # The run is over before its runEnded leaves: a client that sends startRun the moment it
+        # reads runEnded must not get run-active.
+        self.run_id, self.step, self.capture = None, None, None
+        for emulation in self._emulations:
+            emulation.capture = None
+        self._publish(record)
         if self.server:
             self.server.flush()
         if self._writer:
             self._writer.close()
             self._writer = None
-        self.run_id, self.step = None, None
+        for request in self._stop_acks:
+            request.finish("stopped")
+        self._stop_acks = []
 
     def close(self) -> None:
+        """End any active run (stopped), remove the hooks, stop serving (clients get close 1001).
+        Safe to call twice; `with Bridge(...)` and interpreter exit call it."""
+        if self._closed:
+            return
+        self._finish_left_run("stopped", "the script left the run loop")
         if self.run_id is not None:
-            self.end_run("stopped", "bridge closed")
+            self.end_run(*self._leaving_status(self.step, "stopped", "bridge closed"))
+        self._closed = True
         for hook in self._hooks:
             hook.remove()
         if self.server:
             self.server.close()
 
-    # ------------------------------------------------------------------ observation (hooks)
+    # ------------------------------------------------------------------ runs the script left
 
-    def _forward_hook(self, name: str):
-        def hook(module, inputs, output):
-            capture = self.capture
-            if capture is None or not torch.is_grad_enabled() or not isinstance(output, torch.Tensor):
-                return
-            x = inputs[0].detach()
-            x2 = x.reshape(-1, x.shape[-1])
-            weight = module.weight.detach()
-            if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
-                weight = weight.full_tensor()
-            gemms = self.config["gemms"]
-            capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight)
-            capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t())
-            if output.requires_grad:
-                def on_grad(dy):
-                    dy2 = dy.detach().reshape(-1, dy.shape[-1])
-                    capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, None)
-                    quantized_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), self.generators(dy2.device), capture)
-                output.register_hook(on_grad)
-        return hook
+    def _leave_run(self) -> None:
+        """The script left the run loop with this run active (break, exception): how it left is
+        known only later (__exit__, the excepthook, the next call), so the runEnded waits until
+        then, keeping the time and step of leaving."""
+        if self.run_id is not None:
+            self._left_run = {"step": self.step if self.step is not None else 0, "endedAt": _now()}
+
+    def _leaving_status(self, step: Optional[int], status: str, reason: str):
+        """A run left without an error after its planned steps is completed; after a stopRun, stopped on request."""
+        if status != "stopped" or reason.startswith(("interrupted", "the process exited")):
+            return status, reason
+        if self.stop_requested:
+            return "stopped", "stopped on request"
+        planned = self.config.get("steps") or 0
+        if planned and step is not None and step >= planned - 1:
+            return "completed", f"trained {step + 1} steps"
+        return status, reason
+
+    def _finish_left_run(self, status: str, reason: str) -> None:
+        left, self._left_run = self._left_run, None
+        if left is None or self.run_id is None:
+            return
+        status, reason = self._leaving_status(left["step"], status, reason)
+        self._end({"type": "runEnded", "runId": self.run_id, "step": left["step"], "status": status, "reason": reason, "endedAt": left["endedAt"]})
+
+    def _end_by(self, exc: Optional[BaseException]) -> None:
+        """End the active (or just-left) run as leaving by `exc` (None: normally) says."""
+        status, reason = end_reason(exc, self.step)
+        self._finish_left_run(status, reason)
+        if self.run_id is not None:
+            self.end_run(*self._leaving_status(self.step, status, reason))
+
+    def _on_uncaught(self, exc: BaseException) -> None:
+        self._end_by(exc)
+        self.close()
+
+    # ------------------------------------------------------------------ emulation and rotation plan
+
+    def _check_fits(self, config: dict) -> List[dict]:
+        infos = [layer_info(n, m, 0, 0, a) for n, m, a in self.layers]
+        return rotation_fits(infos, config["gemms"], self.misfit)
+
+    def _sync_emulations(self, force: bool = False) -> None:
+        """Find emulated layers (also those emulated after the bridge attached) and give them the
+        run config's GEMMs; with emulate=True, emulate every observed nn.Linear first."""
+        if not force and self._emulation_generation == emulation_module.GENERATION[0]:
+            return
+        if self._emulate:
+            for name, module, _ in self.layers:
+                if isinstance(module, torch.nn.Linear) and getattr(module, "_mxscope_emulation", None) is None:
+                    if self._own_emulation is None:
+                        self._own_emulation = emulation_module.Emulation(seed=self.config["seed"] + 7919 * self.rank)
+                    emulation_module.emulate_layer(name, module, self._own_emulation)
+        self._emulations = {getattr(m, "_mxscope_emulation", None) for _, m, _ in self.layers} - {None}
+        self._emulation_generation = emulation_module.GENERATION[0]
+        for emulation in self._emulations:
+            emulation.gemms = copy.deepcopy(self.config["gemms"])
+            emulation.misfit = self.misfit
+            emulation.capture = self.capture
 
     # ------------------------------------------------------------------ reduction and records
 
@@ -277,10 +437,17 @@ class Bridge:
         self._prev_step = step if keep else None
         return records
 
+    def _operand_sums(self, capture: StepCapture, layer: str, gemm: str, operand: str):
+        kernel = capture.kernel.get((layer, gemm, operand))
+        if kernel is not None:
+            return kernel
+        return capture.operands.get((layer, gemm), (None, {}))[1].get(operand)
+
     def _stats_records(self, capture: StepCapture, step: int) -> List[dict]:
-        keys = [(info["name"], gemm) for info in self._layer_infos for gemm in GEMM_KINDS if (info["name"], gemm) in capture.operands]
+        keys = [(info["name"], gemm) for info in self._layer_infos for gemm in GEMM_KINDS
+                if all(self._operand_sums(capture, info["name"], gemm, op) is not None for op in GEMM_OPERANDS[gemm])]
         rows = [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]]
-        operand_part = stats.operand_vectors([capture.operands[(layer, gemm)][1][op] for layer, gemm, op in rows])
+        operand_part = stats.operand_vectors([self._operand_sums(capture, *row) for row in rows])
         if self._on_local_stats is not None:
             self._on_local_stats(step, rows, operand_part.to("cpu", copy=True))
         if self.world > 1:
@@ -292,8 +459,11 @@ class Bridge:
         operands = iter(stats.operand_records([op for _, _, op in rows], operand_part))
         records = []
         for layer, gemm in keys:
-            record = {"type": "layerStats", "runId": self.run_id, "step": step, "layer": layer, "gemm": gemm, "precision": capture.operands[(layer, gemm)][0],
-                      "operands": [next(operands) for _ in GEMM_OPERANDS[gemm]]}
+            precision = capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"
+            record = {"type": "layerStats", "runId": self.run_id, "step": step, "layer": layer, "gemm": gemm, "precision": precision,
+                      "operands": [_mark_kernel(next(operands), (layer, gemm, op) in capture.kernel) for op in GEMM_OPERANDS[gemm]]}
+            if (layer, gemm) in capture.simulated:
+                record["simulated"] = True
             if gemm == "wgrad" and layer in wgrad_rows:
                 record["wgradError"] = wgrad_rows[layer]
             records.append(record)
@@ -347,10 +517,13 @@ class Bridge:
             raise RequestError("no-active-run", f"no run is active: nothing to {'stop' if kind == 'stopRun' else 'checkpoint'}")
         if kind == "startRun" and message.get("fromCheckpoint"):
             raise RequestError("not-supported", "this bridge starts runs from step 0 only; resume from a checkpoint in the training script")
+        if self._closed:
+            raise RequestError("internal", "the bridge is closing")
         request = _TrainingThreadRequest(message)
         self._requests.put(request)
         if not request.done.wait(REQUEST_TIMEOUT_S):
-            raise RequestError("internal", f"the training script did not take the {kind} request within {REQUEST_TIMEOUT_S:.0f} s")
+            raise RequestError("internal", f"the training script did not take the {kind} request within {REQUEST_TIMEOUT_S:.0f} s"
+                               + (": is it waiting in bridge.runs() or wait_for_start()?" if kind == "startRun" else ""))
         if request.error:
             raise request.error
         return request.detail
@@ -364,7 +537,7 @@ class Bridge:
             kind = request.message["type"]
             if kind == "stopRun":
                 self.stop_requested = True
-                request.finish(f"stopping after step {self.step}")
+                self._stop_acks.append(request)  # acked once the run's runEnded is out
             elif kind == "saveCheckpoint":
                 path = checkpoint_path(self.run_dir or ".", self.step)
                 try:
@@ -376,6 +549,12 @@ class Bridge:
                 request.finish(path)
             else:
                 request.finish(error=RequestError("run-active", f"run {self.run_id} is still active: send stopRun first"))
+
+
+def _mark_kernel(record: dict, kernel: bool) -> dict:
+    if kernel:
+        record["kernel"] = True
+    return record
 
 
 def _describe(config: dict) -> str:

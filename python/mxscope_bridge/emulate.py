@@ -21,8 +21,10 @@ class Emulation:
     """The GEMM configs every emulated layer reads at each call (switch them between runs), the
     generator for random rotations and stochastic rounding, and the capture the bridge sets."""
 
-    def __init__(self, gemms: Optional[Dict[str, dict]] = None, seed: int = 0):
+    def __init__(self, gemms: Optional[Dict[str, dict]] = None, seed: int = 0, misfit: str = "pad"):
         self.gemms = gemms or default_gemms()
+        #: what a Hadamard block that does not divide a reduction dimension does (rotation.MISFITS)
+        self.misfit = misfit
         self.generator = DeviceGenerators(seed)
         self.capture: Optional[StepCapture] = None
         self.layers: Dict[str, torch.nn.Linear] = {}
@@ -35,9 +37,9 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def emulated_gemm(layer: str, name: str, gemm: dict, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype,
-                  generator: Optional[torch.Generator], capture: Optional[StepCapture]) -> torch.Tensor:
-    """a·bᵀ with both operands (reduction dim last) quantized per `gemm`."""
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator) if gemm["precision"] == "mxfp4" else None
+                  generator: Optional[torch.Generator], capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
+    """a·bᵀ with both operands (reduction dim last) quantized per `gemm` (a padded rotation pads both)."""
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit) if gemm["precision"] == "mxfp4" else None
     aq, qa = quantize_operand(a, gemm, name == "dgrad", r, generator, f"{layer} {name}")
     bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} {name}")
     if capture is not None:
@@ -50,9 +52,11 @@ class _EmulatedLinearFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, layer: str, emulation: Emulation):
         dtype = _compute_dtype(x)
         capture = emulation.capture
+        if capture is not None and not capture.observes(layer):  # a layer the bridge leaves out
+            capture = None
         generator = emulation.generator(x.device)
         x2 = x.reshape(-1, x.shape[-1])
-        y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, capture)
+        y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, capture, emulation.misfit)
         if bias is not None:
             y = y + bias.to(dtype)
         ctx.save_for_backward(x, weight)
@@ -66,8 +70,8 @@ class _EmulatedLinearFunction(torch.autograd.Function):
         generator = emulation.generator(x.device)
         dy2 = dy.reshape(-1, dy.shape[-1])
         x2 = x.reshape(-1, x.shape[-1])
-        dx = emulated_gemm(layer, "dgrad", emulation.gemms["dgrad"], dy2, weight.t(), dtype, generator, capture)
-        dw = quantized_wgrad(layer, emulation.gemms["wgrad"], dy2.to(dtype), x2.to(dtype), generator, capture)
+        dx = emulated_gemm(layer, "dgrad", emulation.gemms["dgrad"], dy2, weight.t(), dtype, generator, capture, emulation.misfit)
+        dw = quantized_wgrad(layer, emulation.gemms["wgrad"], dy2.to(dtype), x2.to(dtype), generator, capture, emulation.misfit)
         db = dy2.sum(0).to(weight.dtype) if has_bias else None
         return dx.reshape(x.shape).to(x.dtype), dw.to(weight.dtype), db, None, None
 
@@ -76,14 +80,26 @@ def _emulated_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return _EmulatedLinearFunction.apply(x, self.weight, self.bias, self._mxscope_name, self._mxscope_emulation)
 
 
+#: Counts emulate() calls, so a Bridge notices layers emulated after it attached (no order trap).
+GENERATION = [0]
+
+
+def emulate_layer(name: str, module: torch.nn.Linear, emulation: Emulation) -> None:
+    """Run one nn.Linear's three GEMMs emulated, reading `emulation.gemms` at every call."""
+    module._mxscope_name = clean_name(name)
+    module._mxscope_emulation = emulation
+    module.forward = types.MethodType(_emulated_forward, module)
+    emulation.layers[name] = module
+    GENERATION[0] += 1
+
+
 def emulate(model: torch.nn.Module, gemms: Optional[Dict[str, dict]] = None, seed: int = 0, skip=()) -> Emulation:
     """Patch every nn.Linear of `model` (except names in `skip`) to run emulated; returns the shared
-    Emulation whose `gemms` the layers read at every call."""
+    Emulation whose `gemms` the layers read at every call. A Bridge on the model (created before or
+    after) sets `gemms` from each run's config at start_run."""
     emulation = Emulation(gemms, seed)
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and name not in skip:
-            module._mxscope_name = clean_name(name)
-            module._mxscope_emulation = emulation
-            module.forward = types.MethodType(_emulated_forward, module)
-            emulation.layers[name] = module
+            emulate_layer(name, module, emulation)
+    GENERATION[0] += 1
     return emulation

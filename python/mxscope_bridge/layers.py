@@ -1,11 +1,14 @@
-"""Which modules the bridge observes and how they are described (LayerInfo)."""
+"""Which modules the bridge observes, how it reads their GEMM, and how they are described (LayerInfo)."""
 from __future__ import annotations
 
+import fnmatch
 import random
 import re
-from typing import Iterable, List, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
+
+from .rotation import fit
 
 # Wrapper components that DDP, FSDP, activation checkpointing and torch.compile add to names.
 WRAPPERS = {"module", "_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod"}
@@ -32,24 +35,104 @@ def sketch_indices(name: str, size: int, count: int, seed: int) -> List[int]:
     return sorted(random.Random(f"{seed}:{name}").sample(range(size), min(count, size)))
 
 
-def observed_modules(model: torch.nn.Module, extra: Iterable[str] = ()) -> List[Tuple[str, torch.nn.Module]]:
-    """Every nn.Linear plus the modules named in `extra` (each with a 2-D weight [out, in] applied as x·Wᵀ)."""
-    extra = set(extra)
-    found = []
+class LinearLike:
+    """How the bridge reads a linear-like module whose GEMM is Y = X·Wᵀ but whose weight or GEMM
+    input is not `module.weight` / `inputs[0]` (a fused norm + linear, a module holding its weight
+    elsewhere). Each callable gets the module (and the forward hook's inputs and output):
+
+    - `weight(module)`: the [out, in] weight the GEMM uses (default `module.weight`);
+    - `gemm_input(module, inputs, output)`: the tensor that enters the GEMM, [..., in] (default
+      `inputs[0]`; for a fused LayerNorm + Linear, the normalized input);
+    - `output(output)`: the GEMM's output Y, whose gradient is ∇Y (default: the output, or the first
+      element of a tuple such as Megatron's (output, bias)).
+    """
+
+    def __init__(self, weight: Optional[Callable] = None, gemm_input: Optional[Callable] = None, output: Optional[Callable] = None):
+        self.weight = weight or (lambda module: module.weight)
+        self.gemm_input = gemm_input or (lambda module, inputs, output: inputs[0])
+        self.output = output or first_tensor
+
+
+def first_tensor(output):
+    """A module's output tensor: itself, or the first element of a tuple/list (output, bias, ...)."""
+    if isinstance(output, (tuple, list)) and output:
+        output = output[0]
+    return output if isinstance(output, torch.Tensor) else None
+
+
+DEFAULT_ADAPTER = LinearLike()
+
+
+def _matches(patterns: Iterable[str], *names: str) -> List[str]:
+    return [p for p in patterns if any(fnmatch.fnmatchcase(n, p) for n in names)]
+
+
+def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = None, exclude: Iterable[str] = (),
+                     adapters: Optional[Dict[str, LinearLike]] = None, extra: Iterable[str] = ()) -> List[Tuple[str, torch.nn.Module, LinearLike]]:
+    """The (name, module, adapter) triples the bridge observes.
+
+    Default: every nn.Linear (subclasses too), plus `extra` (names or globs). `include` (names or globs, matched against the name
+    with and without DDP/FSDP/compile wrapper parts): only these, which may be any module with a
+    2-D weight [out, in] applied as X·Wᵀ; `exclude`: never these; `adapters` ({name or glob:
+    LinearLike}): these are observed through their adapter, and nn.Linear modules inside them are
+    not observed again. A pattern that matches no module is an error naming it."""
+    include = None if include is None else list(include)
+    exclude, adapters, extra = list(exclude), dict(adapters or {}), list(extra)
+    used = set()
+    found, adapted_prefixes = [], []
     for raw, module in model.named_modules():
         name = clean_name(raw)
-        if isinstance(module, torch.nn.Linear) or name in extra or raw in extra:
-            found.append((name, module))
-            extra.discard(name)
-            extra.discard(raw)
-    if extra:
-        raise ValueError(f"modules {sorted(extra)} named for observation are not in the model")
+        adapter_keys = _matches(adapters, name, raw)
+        chosen = _matches(include, name, raw) if include is not None else []
+        excluded = _matches(exclude, name, raw)
+        also = _matches(extra, name, raw)
+        used.update(adapter_keys, chosen, excluded, also)
+        inside_adapted = any(raw.startswith(prefix) for prefix in adapted_prefixes)
+        wanted = bool(adapter_keys) or (chosen if include is not None else isinstance(module, torch.nn.Linear) or also)
+        if not wanted or excluded or inside_adapted:
+            continue
+        adapter = adapters[adapter_keys[0]] if adapter_keys else DEFAULT_ADAPTER
+        if adapter_keys:
+            adapted_prefixes.append(raw + ".")
+        weight = adapter.weight(module) if adapter is not DEFAULT_ADAPTER else getattr(module, "weight", None)
+        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+            raise ValueError(f"module {name!r} ({type(module).__name__}) was chosen for observation but has no 2-D weight [out, in]: "
+                             "give it a LinearLike adapter (adapters={name: LinearLike(weight=...)}) or leave it out")
+        found.append((name, module, adapter))
+    unused = [p for p in (include or []) + exclude + list(adapters) + extra if p not in used]
+    if unused:
+        names = [clean_name(raw) for raw, _ in model.named_modules() if raw][:8]
+        raise ValueError(f"module patterns {unused} match no module of the model; names look like {names}")
     return found
 
 
-def layer_info(name: str, module: torch.nn.Module, sketch_size: int, seed: int) -> dict:
-    out_features, in_features = getattr(module, "out_features", None), getattr(module, "in_features", None)
-    if out_features is None or in_features is None:
-        out_features, in_features = module.weight.shape
+def layer_info(name: str, module: torch.nn.Module, sketch_size: int, seed: int, adapter: LinearLike = DEFAULT_ADAPTER) -> dict:
+    out_features, in_features = adapter.weight(module).shape
     return {"name": name, "kind": layer_kind(name), "block": layer_block(name), "outFeatures": int(out_features),
             "inFeatures": int(in_features), "sketchIndices": sketch_indices(name, out_features * in_features, sketch_size, seed)}
+
+
+def rotation_fits(layers: List[dict], gemms: Dict[str, dict], misfit: str) -> List[dict]:
+    """Each layer's `rotationFit` for `gemms` (see rotation.fit): Fprop reduces over inFeatures,
+    Dgrad over outFeatures, Wgrad over the tokens of a micro-batch (padded or skipped per step).
+    Raises ValueError naming the layer, GEMM and dimension for a configuration no layer can honour:
+    any misfit under "error", or a rotated GEMM that every layer would skip."""
+    dims = {"fprop": "inFeatures", "dgrad": "outFeatures", "wgrad": None}
+    fits = []
+    for info in layers:
+        per_gemm = {}
+        for gemm, dim in dims.items():
+            config = gemms[gemm]
+            length = info[dim] if dim else None
+            try:
+                per_gemm[gemm] = fit(config["rotation"], config["hadamardBlock"], length, misfit)
+            except ValueError as error:
+                raise ValueError(f"layer {info['name']!r} {gemm}: {dim} {error}; pass hadamard_misfit='pad' to zero-pad it, "
+                                 f"choose a Hadamard block that divides it, or leave the layer out (exclude=)") from None
+        fits.append(per_gemm)
+    for gemm, dim in dims.items():
+        statuses = [f[gemm]["status"] for f in fits]
+        if fits and dim and all(s == "skipped" for s in statuses):
+            raise ValueError(f"no layer can honour {gemm} rotation {gemms[gemm]['rotation']} with Hadamard block {gemms[gemm]['hadamardBlock']}: "
+                             f"it divides no layer's {dim} (e.g. {fits and layers[0]['name']!r}: {layers[0][dim]}); choose a smaller block or hadamard_misfit='pad'")
+    return fits

@@ -29,7 +29,7 @@ from .runlog import compact
 from .wsconnection import Connection, text_frame
 from .wsserver import RateLimitedLog, Refusal, Request, WebSocketServer
 
-PROTOCOL_VERSION = {"major": 1, "minor": 0}
+PROTOCOL_VERSION = {"major": 1, "minor": 1}
 HARD_FRAME_BYTES = 16 * 1024 * 1024
 """Past this the websocket layer closes with 1009; up to it a frame is read, checked and dropped."""
 MAX_CLIENT_FRAME_BYTES = 64 * 1024
@@ -300,7 +300,7 @@ class TrainerServer:
         if kind == "hello":
             theirs = message["protocol"]
             if theirs["major"] != PROTOCOL_VERSION["major"]:
-                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.0: use a client for protocol major version 1")
+                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.1: use a client for protocol major version 1")
             return f"{self.trainer['name']} {self.trainer['version']}"
         if kind == "subscribe":
             with self._lock:

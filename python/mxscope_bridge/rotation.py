@@ -4,6 +4,11 @@ Both operands of a GEMM are multiplied by the same orthogonal R = diag(signs)·b
 (A·R)(B·R)ᵀ = A·Bᵀ: the exact product is unchanged and only the quantization error moves.
 `hadamard` uses no signs (the same H every step); `random-hadamard` draws fresh ±1 signs, one per
 element of the reduction dimension, every call (as src/mx/hadamard.ts does).
+
+A block that does not divide the reduction dimension n is handled by zero-padding both operands to
+the next multiple n' of the block before rotating (`MISFITS`: "pad", the default), which leaves the
+exact product unchanged; the GEMM then reduces over n' rotated elements. "skip" runs such a GEMM
+unrotated instead, and "error" refuses the configuration when the bridge attaches (`fit`).
 """
 from __future__ import annotations
 
@@ -15,6 +20,31 @@ import torch
 
 ROTATIONS = ("none", "hadamard", "random-hadamard")
 HADAMARD_BLOCKS = (16, 32, 64, 128)
+#: What to do with a reduction dimension the Hadamard block does not divide.
+MISFITS = ("pad", "skip", "error")
+
+
+def padded_length(length: int, block: int) -> int:
+    return -(-length // block) * block
+
+
+def fit(rotation: str, block: int, length: Optional[int], misfit: str = "pad") -> dict:
+    """How a GEMM with reduction dimension `length` (None: the token count, known per step) honours
+    the rotation: {"status": none|rotated|padded|skipped, "dim"?, "paddedTo"?}; raises
+    ValueError for a misfit under misfit="error" (the caller names the layer and GEMM)."""
+    if misfit not in MISFITS:
+        raise ValueError(f"hadamard_misfit {misfit!r} is not one of {', '.join(MISFITS)}")
+    if rotation == "none":
+        return {"status": "none"} if length is None else {"status": "none", "dim": length}
+    if length is None:
+        return {"status": "rotated"}
+    if length % block == 0:
+        return {"status": "rotated", "dim": length}
+    if misfit == "error":
+        raise ValueError(f"reduction dimension {length} is not a multiple of the Hadamard block {block}")
+    if misfit == "skip":
+        return {"status": "skipped", "dim": length}
+    return {"status": "padded", "dim": length, "paddedTo": padded_length(length, block)}
 
 
 class Rotation(NamedTuple):
@@ -53,28 +83,35 @@ def hadamard_matrix(size: int, device: torch.device) -> torch.Tensor:
     return (h / math.sqrt(size)).to(device=device)
 
 
-def make_rotation(rotation: str, block: int, length: int, device: torch.device, generator: Optional[torch.Generator] = None) -> Optional[Rotation]:
-    """The rotation for one GEMM call over a reduction dimension of `length` (None for `none`);
-    share it between the GEMM's two operands."""
+def make_rotation(rotation: str, block: int, length: int, device: torch.device, generator: Optional[torch.Generator] = None,
+                  misfit: str = "pad") -> Optional[Rotation]:
+    """The rotation for one GEMM call over a reduction dimension of `length` (None for `none`, and
+    for a misfit under "skip"); share it between the GEMM's two operands. Never raises for a misfit
+    at run time: "error" was enforced at attach time, and a token count is padded."""
     if rotation == "none":
         return None
     if rotation not in ROTATIONS:
         raise ValueError(f"rotation {rotation!r} is not one of {ROTATIONS}")
+    if misfit == "skip" and length % block:
+        return None
     signs = None
     if rotation == "random-hadamard":
-        signs = torch.randint(0, 2, (length,), generator=generator, device=device).to(torch.float32) * 2 - 1
+        signs = torch.randint(0, 2, (padded_length(length, block),), generator=generator, device=device).to(torch.float32) * 2 - 1
     return Rotation(hadamard_matrix(block, torch.device(device)), signs)
 
 
 def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> torch.Tensor:
-    """x·R along the last axis, in float32."""
+    """x·R along the last axis, in float32; a last axis the block does not divide is zero-padded to
+    the next multiple first (do the same to the other operand: make_rotation's R fits both)."""
     x = x.to(torch.float32)
     if r is None:
         return x
     block = r.h.shape[0]
-    n = x.shape[-1]
-    if n % block:
-        raise ValueError(f"{what}: reduction dimension {n} is not a multiple of the Hadamard block {block}; choose a block that divides it or rotation none")
+    n = padded_length(x.shape[-1], block)
+    if n != x.shape[-1]:
+        x = torch.nn.functional.pad(x, (0, n - x.shape[-1]))
+    if r.signs is not None and r.signs.shape[0] != n:
+        raise ValueError(f"{what}: the rotation's signs cover {r.signs.shape[0]} elements, the operand {n}; share one rotation per GEMM")
     if r.signs is not None:
         x = x * r.signs
     return (x.reshape(*x.shape[:-1], n // block, block) @ r.h).reshape(x.shape)

@@ -40,6 +40,8 @@ def train(model, bridge, steps, batch=(4, 16, 64), seed=0, lr=0.01):
 
 def bridge_for(model, out_dir, gemms=None, stats_every=5, **kwargs):
     config = run_config(preset="tiny-test", gemms=gemms or mx_gemms(), stats_every=stats_every, sketch_size=16, tokens_per_step=64)
+    kwargs.setdefault("port", 0)
+    kwargs.setdefault("handle_exit", False)
     return Bridge(model, config, out_dir=out_dir, print_listening=False, **kwargs)
 
 

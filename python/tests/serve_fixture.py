@@ -23,7 +23,7 @@ def main():
     model = TinyNet()
     emulate(model)
     config = run_config(preset="bridge-fixture", steps=20, tokens_per_step=64, stats_every=10, sketch_size=8, gemms=default_gemms())
-    bridge = Bridge(model, config, out_dir=args.out, token=args.token)
+    bridge = Bridge(model, config, out_dir=args.out, token=args.token, port=0)
     stdin_closed = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stdin_closed.set()), daemon=True).start()
     while not stdin_closed.is_set():

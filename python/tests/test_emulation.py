@@ -22,10 +22,15 @@ class Rotation(unittest.TestCase):
                 product = rotate(a, r) @ rotate(b, r).t()
                 torch.testing.assert_close(product.double(), a @ b.t(), rtol=1e-5, atol=1e-4)
 
-    def test_a_block_that_does_not_divide_the_dimension_is_named(self):
-        r = make_rotation("hadamard", 64, 96, torch.device("cpu"))
-        with self.assertRaisesRegex(ValueError, "96 is not a multiple of the Hadamard block 64"):
-            rotate(torch.zeros(2, 96), r)
+    def test_a_block_that_does_not_divide_the_dimension_pads_both_operands(self):
+        torch.manual_seed(0)
+        a, b = torch.randn(8, 82, dtype=torch.float64), torch.randn(5, 82, dtype=torch.float64)
+        for mode in ("hadamard", "random-hadamard"):
+            r = make_rotation(mode, 32, 82, torch.device("cpu"), torch.Generator().manual_seed(1))
+            ra, rb = rotate(a, r), rotate(b, r)
+            self.assertEqual(ra.shape, (8, 96), "82 zero-padded to the next multiple of 32")
+            torch.testing.assert_close((ra @ rb.t()).double(), a @ b.t(), rtol=1e-5, atol=1e-4)
+        self.assertIsNone(make_rotation("hadamard", 32, 82, torch.device("cpu"), misfit="skip"))
 
 
 class Formats(unittest.TestCase):

@@ -116,14 +116,32 @@ class Hooks(unittest.TestCase):
         self.assertEqual(error["gradNorm"], sys.float_info.max)
         self.assertTrue(all(math.isfinite(v) for v in error["sketch"]))
 
-    def test_fp32_gemms_have_no_wgrad_error(self):
+    def test_emulated_fp32_gemms_have_no_wgrad_error(self):
         torch.manual_seed(0)
-        _, records, _ = self.run_model(TinyNet(), steps=1, gemms=default_gemms(gemm_config("fp32")))
-        for r in records:
-            if r["type"] == "layerStats" and r["gemm"] == "wgrad":
-                self.assertEqual(r["precision"], "fp32")
-                self.assertEqual(r["wgradError"]["errNorm"], 0.0)
-                self.assertIsNone(r["wgradError"]["gradToErr"])
+        model = TinyNet()
+        emulate(model)
+        _, records, _ = self.run_model(model, steps=1, gemms=default_gemms(gemm_config("fp32")))
+        wgrad = [r for r in records if r["type"] == "layerStats" and r["gemm"] == "wgrad"]
+        self.assertEqual(len(wgrad), len(LINEARS))
+        for r in wgrad:
+            self.assertEqual(r["precision"], "fp32")
+            self.assertNotIn("simulated", r, "emulated GEMMs report what they ran")
+            self.assertEqual(r["wgradError"]["errNorm"], 0.0)
+            self.assertIsNone(r["wgradError"]["gradToErr"])
+
+    def test_observed_gemms_are_labelled_with_what_they_ran_and_simulate_mxfp4(self):
+        # An fp32 model observed with an fp32 config: the label says fp32 and the Wgrad error is
+        # what MXFP4 with the configured rotation would do (not an all-zero error).
+        for declared, want in ((None, "fp32"), ("bf16", "bf16"), ({"wgrad": "mxfp4"}, "mxfp4")):
+            torch.manual_seed(0)
+            _, records, _ = self.run_model(TinyNet(), steps=1, gemms=default_gemms(gemm_config("fp32", "hadamard", 32)), precision=declared)
+            stats = [r for r in records if r["type"] == "layerStats"]
+            self.assertEqual(len(stats), 3 * len(LINEARS))
+            for r in stats:
+                self.assertTrue(r["simulated"])
+                self.assertEqual(r["precision"], want if r["gemm"] == "wgrad" or declared != {"wgrad": "mxfp4"} else "fp32", (declared, r["gemm"]))
+                if r["gemm"] == "wgrad":
+                    self.assertGreater(r["wgradError"]["relErr"], 0.01)
 
     def test_hooks_and_emulation_report_the_same_stats(self):
         # One layer and a loss linear in its output, so both paths see identical X, W and ∇Y.

@@ -3,6 +3,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, ROTATIONS, ROUNDINGS, type GemmConfig, type GemmKind, type RunConfig } from '../protocol/config.js';
+import { isLoopbackHost } from '../link/auth.js';
 import { ABLATION_DEFAULTS } from '../trainer/ablation.js';
 import { PRESET_NAMES, presetConfig, type PresetName } from '../trainer/presets.js';
 
@@ -16,7 +17,7 @@ export type CliCommand =
   | { kind: 'help' }
   | { kind: 'train'; config: RunConfig; outDir: string; name?: string; checkpointEvery: number; resumeFrom?: string }
   | { kind: 'ablation'; config: RunConfig; outDir: string; targetLoss?: number }
-  | { kind: 'serve'; config: RunConfig; outDir: string; host: string; port: number; token?: string };
+  | { kind: 'serve'; config: RunConfig; outDir: string; host: string; port: number; token?: string; noToken: boolean; allowOrigins: string[]; checkpointDirs: string[] };
 
 export const HELP = `mxscope-train: train a tiny Llama with per-GEMM MXFP4/FP8/BF16 emulation and MX Scope telemetry.
 
@@ -52,7 +53,12 @@ Modes
                              loss halfway through its run)
   --serve                    serve protocol v1 over websocket and run trainings on request
   --host H  --port P         where to listen (default 127.0.0.1, port 0 = any free port)
-  --token T                  require this token from clients (or set MXSCOPE_TOKEN)
+  --token T                  the token clients must present (or set MXSCOPE_TOKEN; default: a
+                             random one, printed on the listening line)
+  --no-token                 serve without a token (loopback only: any local user can connect)
+  --allow-origin O           let browser pages from origin O connect (repeatable; default none)
+  --checkpoint-dir DIR       startRun may also resume from .safetensors files under DIR
+                             (repeatable; the --out directory is always allowed)
   --help                     this text
 `;
 
@@ -86,6 +92,9 @@ const OPTIONS = {
   host: string,
   port: string,
   token: string,
+  'no-token': flag,
+  'allow-origin': { type: 'string', multiple: true },
+  'checkpoint-dir': { type: 'string', multiple: true },
   help: flag,
   ...perGemmOptions,
 } as const;
@@ -111,7 +120,7 @@ function positiveNumber(flagName: string, value: string): number {
 }
 
 export function parseCliArgs(argv: string[]): CliCommand {
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | string[] | undefined>;
   try {
     ({ values } = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false }));
   } catch (error) {
@@ -149,12 +158,17 @@ export function parseCliArgs(argv: string[]): CliCommand {
     const targetLoss = text('target-loss') === undefined ? undefined : positiveNumber('target-loss', text('target-loss')!);
     return { kind: 'ablation', config, outDir, ...(targetLoss === undefined ? {} : { targetLoss }) };
   }
+  const list = (key: string): string[] => (values[key] as string[] | undefined) ?? [];
   if (values.serve) {
     const token = text('token');
-    return { kind: 'serve', config, outDir, host: text('host') ?? '127.0.0.1', port: integer('port', text('port') ?? '0', 0, 65535), ...(token === undefined ? {} : { token }) };
+    const noToken = values['no-token'] === true;
+    if (noToken && token !== undefined) throw new CliError('--no-token and --token contradict each other: pick one');
+    if (noToken && !isLoopbackHost(text('host') ?? '127.0.0.1')) throw new CliError(`--no-token is refused with --host ${text('host')}: off loopback clients must present a token`);
+    const port = integer('port', text('port') ?? '0', 0, 65535);
+    return { kind: 'serve', config, outDir, host: text('host') ?? '127.0.0.1', port, noToken, allowOrigins: list('allow-origin'), checkpointDirs: list('checkpoint-dir'), ...(token === undefined ? {} : { token }) };
   }
-  for (const modeOnly of ['target-loss', 'host', 'port', 'token']) {
-    if (text(modeOnly) !== undefined) throw new CliError(`--${modeOnly} only applies with ${modeOnly === 'target-loss' ? '--ablation' : '--serve'}`);
+  for (const modeOnly of ['target-loss', 'host', 'port', 'token', 'no-token', 'allow-origin', 'checkpoint-dir']) {
+    if (values[modeOnly] !== undefined) throw new CliError(`--${modeOnly} only applies with ${modeOnly === 'target-loss' ? '--ablation' : '--serve'}`);
   }
   const name = text('name');
   const resumeFrom = text('resume');

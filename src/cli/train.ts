@@ -53,7 +53,8 @@ async function ablation(command: Extract<CliCommand, { kind: 'ablation' }>, sign
 
 async function serve(command: Extract<CliCommand, { kind: 'serve' }>): Promise<number> {
   const { runServeCommand } = await import('./serve.js');
-  await runServeCommand({ host: command.host, port: command.port, outDir: resolve(command.outDir), baseConfig: command.config, ...(command.token === undefined ? {} : { token: command.token }) });
+  const { host, port, noToken, allowOrigins, checkpointDirs, token } = command;
+  await runServeCommand({ host, port, noToken, allowOrigins, checkpointDirs, outDir: resolve(command.outDir), baseConfig: command.config, ...(token === undefined ? {} : { token }) });
   return 0;
 }
 

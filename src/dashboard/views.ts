@@ -5,6 +5,7 @@ import { GEMM_OPERANDS, type LayerStatsRecord, type StepRecord, type ValidationR
 import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
 import type { RunView } from '../store/run-store.js';
 import { autocorrelation, lagCosines } from './correlation.js';
+import { withGemmNotes } from './gemm-notes.js';
 
 /** Lags (in stats samples) the autocorrelation curve covers at most. */
 export const MAX_AUTOCORR_LAG = 32;
@@ -14,7 +15,8 @@ const NO_GEMMS: Record<GemmKind, string> = { fprop: '?', dgrad: '?', wgrad: '?' 
 export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
   const { summary } = run;
   const config = summary.config;
-  const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, describeGemm(config.gemms[kind])])) as Record<GemmKind, string>) : NO_GEMMS;
+  const latest = (kind: GemmKind) => run.layers.map(({ name }) => run.layerStats(name, kind).at(-1));
+  const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, withGemmNotes(describeGemm(config.gemms[kind]), run.layers, kind, latest(kind))])) as Record<GemmKind, string>) : NO_GEMMS;
   const endedDiverged = summary.ended?.status === 'diverged' ? summary.ended.step : null;
   return {
     runId: summary.runId,

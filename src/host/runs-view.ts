@@ -18,7 +18,7 @@ class RunsTree implements vscode.TreeDataProvider<Node> {
 
   getChildren(node?: Node): Node[] {
     if (!node) return this.store.list().slice().reverse().map((summary) => ({ kind: 'run', summary }));
-    if (node.kind === 'run') return configRows(node.summary).map((row) => ({ kind: 'config', ...row }));
+    if (node.kind === 'run') return configRows(node.summary, this.store.get(node.summary.runId)).map((row) => ({ kind: 'config', ...row }));
     return [];
   }
 

@@ -2,6 +2,7 @@
 // peer can act on (the error code and a message naming what was wrong), and the connection lives.
 import type { RawData } from 'ws';
 import { hasUnknownType, tryCheck, type ErrorCode, type Schema, type TelemetryRecord } from '../protocol/index.js';
+import { MAX_JSON_DEPTH, withinDepth } from '../protocol/json-depth.js';
 
 export type InboundFrame<T> =
   | { kind: 'message'; message: T }
@@ -13,18 +14,20 @@ function byteLength(data: RawData): number {
   return data instanceof ArrayBuffer ? data.byteLength : data.length;
 }
 
-function text(data: RawData): string {
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  return data instanceof ArrayBuffer ? Buffer.from(data).toString('utf8') : data.toString('utf8');
+function bytes(data: RawData): Buffer {
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return data instanceof ArrayBuffer ? Buffer.from(data) : data;
 }
 
 export function readFrame<T>(data: RawData, isBinary: boolean, schema: Schema<T>, knownTypes: readonly string[], maxBytes: number): InboundFrame<T> {
   const size = byteLength(data);
   if (size > maxBytes) return { kind: 'error', code: 'frame-too-large', message: `frame of ${size} bytes is over the ${maxBytes}-byte limit; dropped` };
   if (isBinary) return { kind: 'error', code: 'invalid-message', message: 'binary frame dropped: protocol v1 frames are JSON text' };
+  const buffer = bytes(data);
+  if (!withinDepth(buffer)) return { kind: 'error', code: 'bad-json', message: `frame nests JSON deeper than ${MAX_JSON_DEPTH} levels (protocol v1 messages nest at most 5); dropped` };
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text(data));
+    parsed = JSON.parse(buffer.toString('utf8'));
   } catch (error) {
     return { kind: 'error', code: 'bad-json', message: `frame is not valid JSON (${(error as Error).message}); dropped` };
   }

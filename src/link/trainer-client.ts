@@ -15,6 +15,7 @@ import {
   type ServerMessage,
   type ServerTelemetry,
 } from '../protocol/index.js';
+import { splitTokenUrl } from './auth.js';
 import { readFrame } from './frames.js';
 
 export type ConnectionState = 'connecting' | 'connected' | 'reconnecting' | 'closed';
@@ -23,6 +24,7 @@ export type ConnectionState = 'connecting' | 'connected' | 'reconnecting' | 'clo
 export type ClientRequest = ClientMessage extends infer M ? (M extends ClientMessage ? Omit<M, 'id'> : never) : never;
 
 export interface TrainerClientOptions {
+  /** May carry the token as `?token=` (the listening line's form): it is sent as a header instead. */
   url: string;
   token?: string;
   client?: { name: string; version: string };
@@ -43,8 +45,11 @@ export interface TrainerClientOptions {
   requestTimeoutMs?: number;
 }
 
-/** The server may send whole run configs with many layers; allow bigger frames than a client sends. */
-const MAX_SERVER_FRAME_BYTES = 16 * MAX_FRAME_BYTES;
+/**
+ * The server may send whole run configs with many layers; allow bigger frames than a client sends,
+ * but bounded: parsing a frame blocks the extension host (a 57 MiB one blocked it for 30 s).
+ */
+export const MAX_SERVER_FRAME_BYTES = 4 * MAX_FRAME_BYTES;
 
 export class TrainerClient {
   private socket: WebSocket | undefined;
@@ -61,8 +66,14 @@ export class TrainerClient {
   private readonly pending = new Map<string, { resolve: (ack: AckMessage) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
   private readonly log: (line: string) => void;
 
+  private readonly url: string;
+  private readonly token: string | undefined;
+
   constructor(private readonly options: TrainerClientOptions) {
     this.log = options.log ?? (() => {});
+    const split = splitTokenUrl(options.url);
+    this.url = split.url;
+    this.token = options.token ?? split.token;
     this.open();
   }
 
@@ -83,7 +94,7 @@ export class TrainerClient {
   /** Sends a request; resolves with its ack, rejects with the server's error message. */
   request(request: ClientRequest): Promise<AckMessage> {
     const socket = this.socket;
-    if (this.currentState !== 'connected' || !socket) return Promise.reject(new Error(`not connected to ${this.options.url} (${this.currentState})`));
+    if (this.currentState !== 'connected' || !socket) return Promise.reject(new Error(`not connected to ${this.url} (${this.currentState})`));
     const id = `r${this.nextId++}`;
     return new Promise((resolve, reject) => {
       const timeoutMs = this.options.requestTimeoutMs ?? 30_000;
@@ -105,8 +116,9 @@ export class TrainerClient {
   }
 
   private open(): void {
-    const headers = this.options.token ? { Authorization: `Bearer ${this.options.token}` } : undefined;
-    const socket = new WebSocket(this.options.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES, perMessageDeflate: false });
+    // No Origin header: servers refuse upgrades that carry one (that is how they keep browsers out).
+    const headers = this.token ? { Authorization: `Bearer ${this.token}` } : undefined;
+    const socket = new WebSocket(this.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES, perMessageDeflate: false });
     this.socket = socket;
     socket.on('open', () => {
       const client = this.options.client ?? { name: 'mxscope-client', version: '0.1.0' };
@@ -120,14 +132,15 @@ export class TrainerClient {
     });
     socket.on('unexpected-response', (_request, response) => {
       const refused = response.statusCode === 401 || response.statusCode === 403;
-      const reason = refused ? `the trainer at ${this.options.url} refused the token (HTTP ${response.statusCode}): check the token` : `unexpected HTTP ${response.statusCode} from ${this.options.url}`;
+      const why = response.statusCode === 401 ? 'refused the token (HTTP 401): check the token' : 'refused this client (HTTP 403: a request with an Origin header, as browsers send)';
+      const reason = refused ? `the trainer at ${this.url} ${why}` : `unexpected HTTP ${response.statusCode} from ${this.url}`;
       this.log(reason);
       socket.terminate();
       if (refused) this.close(reason);
     });
     socket.on('error', (error) => {
       this.lastError = error.message;
-      this.log(`connection to ${this.options.url}: ${error.message}`);
+      this.log(`connection to ${this.url}: ${error.message}`);
     });
     socket.on('close', (code, reason) => {
       if (this.socket !== socket) return;
@@ -200,7 +213,7 @@ export class TrainerClient {
     const limits = this.options.maxAttempts ?? { first: 4, afterSession: 60 };
     const why = this.lastError ?? 'the connection closed';
     if (this.attempt + 1 >= (this.session ? limits.afterSession : limits.first)) {
-      this.close(`could not connect to ${this.options.url} after ${this.attempt + 1} attempts: ${why}`);
+      this.close(`could not connect to ${this.url} after ${this.attempt + 1} attempts: ${why}`);
       return;
     }
     const delay = Math.min(maxMs, initialMs * 2 ** this.attempt++);

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import {
   CAPABILITIES,
   CLIENT_MESSAGE_TYPES,
@@ -20,7 +20,8 @@ import {
   type ServerMessage,
   type TelemetryRecord,
 } from '../protocol/index.js';
-import { isLoopbackHost, presentedToken, tokenMatches } from './auth.js';
+import { isLoopbackHost, presentedToken, refusedOrigin, tokenMatches } from './auth.js';
+import { checkCheckpointPath } from './checkpoint-path.js';
 import { readFrame, telemetryFrame } from './frames.js';
 import { readRunLogLines } from '../runlog/index.js';
 import { ReplayBuffer } from './replay-buffer.js';
@@ -52,6 +53,13 @@ export interface TrainerServerOptions {
   port?: number;
   /** Required when `host` is not loopback. */
   token?: string;
+  /** `Origin` values allowed to connect (browser pages); upgrades with any other Origin get 403. */
+  allowOrigins?: readonly string[];
+  /**
+   * Directories `startRun.fromCheckpoint` may read `.safetensors` files from (the run directories
+   * the launcher writes, plus any allow-listed by the operator). Without any, resuming is refused.
+   */
+  checkpointDirs?: readonly string[];
   baseConfig: RunConfig;
   launch: RunLauncher;
   /**
@@ -138,6 +146,11 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     port: options.port ?? 0,
     maxPayload: HARD_FRAME_BYTES,
     verifyClient: (info: { req: IncomingMessage }, done: (ok: boolean, code?: number, message?: string) => void) => {
+      const originRefusal = refusedOrigin(info.req, options.allowOrigins ?? []);
+      if (originRefusal) {
+        log(`refused a connection from ${info.req.socket.remoteAddress}: ${originRefusal}`);
+        return done(false, 403, originRefusal);
+      }
       if (!token || tokenMatches(token, presentedToken(info.req))) return done(true);
       log(`refused a connection from ${info.req.socket.remoteAddress}: missing or wrong token`);
       done(false, 401, 'a valid token is required (query parameter "token" or header "Authorization: Bearer <token>")');
@@ -263,6 +276,10 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         broadcastNextRunConfig();
         return 'applies at the next run start';
       case 'startRun':
+        if (message.fromCheckpoint !== undefined) {
+          const refusal = await checkCheckpointPath(message.fromCheckpoint, options.checkpointDirs ?? []);
+          if (refusal) throw new RequestError('invalid-message', refusal);
+        }
         return startRun(message.fromCheckpoint);
       case 'stopRun':
         if (!active) throw new RequestError('no-active-run', 'no run is active: nothing to stop');
@@ -279,30 +296,42 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     peers.add(peer);
     send(peer, { type: 'hello', seq: lastSeq, protocol: PROTOCOL_VERSION, trainer, sessionId, capabilities: [...CAPABILITIES], lastSeq });
     socket.on('message', (data, isBinary) => {
-      const frame = readFrame(data, isBinary, clientMessageSchema, CLIENT_MESSAGE_TYPES, MAX_FRAME_BYTES);
-      if (frame.kind === 'unknown') return log(`ignored a client message of unknown type "${frame.type}" (newer client?)`);
-      if (frame.kind === 'error') {
-        log(`dropped a client frame: ${frame.message}`);
-        return sendError(peer, frame.code, frame.message, frame.id);
+      // Nothing a client sends may take the server (and its run) down: a throw escaping this
+      // handler would end the process. Any failure becomes an `internal` error reply.
+      try {
+        onMessage(peer, data, isBinary);
+      } catch (error) {
+        log(`a client frame failed unexpectedly: ${(error as Error).stack ?? String(error)}`);
+        if (socket.readyState === socket.OPEN) sendError(peer, 'internal', `the frame could not be handled (${(error as Error).message}); nothing changed`);
       }
-      const message = frame.message;
-      handle(peer, message).then(
-        (detail) => {
-          if (detail === REPLIED || socket.readyState !== socket.OPEN) return;
-          send(peer, { type: 'ack', seq: lastSeq, id: message.id, ...(detail !== undefined ? { detail } : {}) });
-        },
-        (error: unknown) => {
-          const code = error instanceof RequestError ? error.code : 'internal';
-          if (code === 'internal') log(`${message.type} failed: ${(error as Error).stack ?? String(error)}`);
-          if (socket.readyState !== socket.OPEN) return;
-          sendError(peer, code, `${message.type}: ${(error as Error).message}`, message.id);
-          if (code === 'incompatible-version') socket.close(1002, 'incompatible protocol version');
-        },
-      );
     });
     socket.on('close', () => peers.delete(peer));
     socket.on('error', (error) => log(`client connection error: ${error.message}`));
   });
+
+  function onMessage(peer: Peer, data: RawData, isBinary: boolean): void {
+    const socket = peer.socket;
+    const frame = readFrame(data, isBinary, clientMessageSchema, CLIENT_MESSAGE_TYPES, MAX_FRAME_BYTES);
+    if (frame.kind === 'unknown') return log(`ignored a client message of unknown type "${frame.type}" (newer client?)`);
+    if (frame.kind === 'error') {
+      log(`dropped a client frame: ${frame.message}`);
+      return sendError(peer, frame.code, frame.message, frame.id);
+    }
+    const message = frame.message;
+    handle(peer, message).then(
+      (detail) => {
+        if (detail === REPLIED || socket.readyState !== socket.OPEN) return;
+        send(peer, { type: 'ack', seq: lastSeq, id: message.id, ...(detail !== undefined ? { detail } : {}) });
+      },
+      (error: unknown) => {
+        const code = error instanceof RequestError ? error.code : 'internal';
+        if (code === 'internal') log(`${message.type} failed: ${(error as Error).stack ?? String(error)}`);
+        if (socket.readyState !== socket.OPEN) return;
+        sendError(peer, code, `${message.type}: ${(error as Error).message}`, message.id);
+        if (code === 'incompatible-version') socket.close(1002, 'incompatible protocol version');
+      },
+    ).catch((error: unknown) => log(`replying to ${message.type} failed: ${(error as Error).message}`));
+  }
 
   return {
     url,

@@ -2,6 +2,7 @@
 // plus the next-run changes the user made while no trainer was connected (sent on connect).
 // Plain Node (no vscode), so it is tested against a real server.
 import { mergeRunConfig, type AckMessage, type NextRunConfig, type RunConfig } from '../protocol/index.js';
+import { splitTokenUrl } from '../link/auth.js';
 import { TrainerClient, type ClientRequest, type ConnectionState } from '../link/trainer-client.js';
 import type { RunStore, RunSummary } from '../store/run-store.js';
 import { combineChanges, isEmptyChange } from './next-run-change.js';
@@ -34,7 +35,11 @@ export class LiveLink {
     });
   }
 
-  connect(url: string, token?: string): void {
+  /** `url` may carry the token as `?token=` (a pasted listening-line URL); it is never logged or kept in the URL. */
+  connect(urlMaybeWithToken: string, explicitToken?: string): void {
+    const split = splitTokenUrl(urlMaybeWithToken);
+    const url = split.url;
+    const token = explicitToken ?? split.token;
     this.disconnect();
     this.url = url;
     this.detail = undefined;

@@ -101,8 +101,10 @@ export const runConfigSchema: Schema<RunConfig> = object<RunConfig>({
 function partialOf<T>(schemas: { [K in keyof T]-?: Schema<T[K]> }, what: string): Schema<Partial<T>> {
   return (v, p) => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ValidationError(p, what, v);
+    // Object.hasOwn, not a lookup: "__proto__", "valueOf", "constructor"… must not find
+    // Object.prototype's members (one crashed the server; others were accepted silently).
     for (const [key, value] of Object.entries(v)) {
-      const schema = (schemas as Record<string, Schema<unknown>>)[key];
+      const schema = Object.hasOwn(schemas, key) ? (schemas as Record<string, Schema<unknown>>)[key] : undefined;
       if (schema === undefined) throw new ValidationError(`${p}.${key}`, `no such field: ${what} has ${Object.keys(schemas).join(', ')}`, value);
       if (value !== undefined) schema(value, `${p}.${key}`);
     }

@@ -1,7 +1,7 @@
 // Telemetry records: what a trainer (the TypeScript emulation or a native bridge) publishes, what a
 // run log stores one per line (NDJSON), and what the extension draws. Every record names its run.
 import { runConfigSchema, GEMM_KINDS, PRECISIONS, type GemmKind, type Precision, type RunConfig } from './config.js';
-import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, numIn, object, optional, str, union, type Schema } from './validate.js';
+import { arrayOf, bool, intIn, isoDateTime, literal, nonNegInt, nullable, num, numIn, object, optional, refined, str, union, ValidationError, type Schema } from './validate.js';
 
 export const OPERANDS = ['x', 'w', 'dy'] as const;
 /** `x`: the layer input (activations), `w`: the weight, `dy`: the gradient of the layer output. */
@@ -13,6 +13,21 @@ export const GEMM_OPERANDS: Record<GemmKind, readonly [Operand, Operand]> = {
   dgrad: ['dy', 'w'],
   wgrad: ['dy', 'x'],
 };
+
+/**
+ * How a GEMM honours its Hadamard rotation given its reduction dimension (protocol 1.1, optional):
+ * `none` (rotation none), `rotated` (the block divides `dim`), `padded` (both operands were
+ * zero-padded from `dim` to `paddedTo`, a multiple of the block, which keeps the exact product),
+ * `skipped` (the block does not divide `dim` and the publisher runs this GEMM unrotated).
+ * Wgrad reduces over the tokens of a micro-batch, known per step: it has no `dim`.
+ */
+export const ROTATION_FIT_STATUSES = ['none', 'rotated', 'padded', 'skipped'] as const;
+export type RotationFitStatus = (typeof ROTATION_FIT_STATUSES)[number];
+export interface GemmRotationFit {
+  status: RotationFitStatus;
+  dim?: number;
+  paddedTo?: number;
+}
 
 export interface LayerInfo {
   /** Unique within the run, e.g. "blocks.3.attn.q" or "lm_head". */
@@ -28,6 +43,8 @@ export interface LayerInfo {
    * sampled every stats step. Fixed for the run, so sketches at different steps are comparable.
    */
   sketchIndices: number[];
+  /** Per GEMM: how its rotation fits this layer's reduction dimension, decided when the run started. */
+  rotationFit?: Record<GemmKind, GemmRotationFit>;
 }
 
 export interface RunStartedRecord {
@@ -85,6 +102,11 @@ export interface OperandStats {
   flushedFrac: number;
   /** 10·log10(‖x‖² / ‖x − q(x)‖²); null when the operand is all zero or non-finite. */
   sqnrDb: number | null;
+  /**
+   * true (protocol 1.1, optional): these stats come from the operand the trainer's own MXFP4 kernel
+   * produced (its E8M0 scales and FP4 codes), not from the publisher's re-quantization.
+   */
+  kernel?: boolean;
 }
 
 /**
@@ -122,6 +144,12 @@ export interface LayerStatsRecord {
   operands: OperandStats[];
   /** Only on `wgrad` records. */
   wgradError?: WgradError;
+  /**
+   * true (protocol 1.1, optional): the GEMM ran at `precision` and was only observed; the operand
+   * stats (except `kernel` ones) and `wgradError` are what MXFP4 with this GEMM's configured rotation
+   * and rounding would do to these operands, simulated by the publisher.
+   */
+  simulated?: boolean;
 }
 
 export interface ValidationRecord {
@@ -138,7 +166,7 @@ export type RunEndStatus = (typeof RUN_END_STATUSES)[number];
 export interface RunEndedRecord {
   type: 'runEnded';
   runId: string;
-  /** The last step executed (for `diverged`: the step whose loss diverged). */
+  /** The last step executed, −1 when none was (for `diverged`: the step whose loss diverged, ≥ 0). */
   step: number;
   status: RunEndStatus;
   reason: string;
@@ -159,10 +187,16 @@ export const TELEMETRY_TYPES: readonly TelemetryType[] = ['runStarted', 'step', 
 
 // Limits keep one record bounded; a publisher over them is told which field to shrink.
 export const LIMITS = { layers: 100_000, sketch: 4096, histogramBins: 256, name: 512 } as const;
+/** E8M0 shared-scale exponents (unbiased) are −127…127; a histogram bin past either end is invalid. */
+export const MAX_SCALE_EXP = 127;
 
 const runId = str(256);
 const lossValue = nullable(num);
 const ratio = nullable(num);
+
+function gemmRotationFitSchema(): Schema<GemmRotationFit> {
+  return object<GemmRotationFit>({ status: literal(...ROTATION_FIT_STATUSES), dim: optional(intIn(1, 1 << 30)), paddedTo: optional(intIn(1, 1 << 30)) });
+}
 
 export const layerInfoSchema = object<LayerInfo>({
   name: str(LIMITS.name),
@@ -171,6 +205,7 @@ export const layerInfoSchema = object<LayerInfo>({
   outFeatures: intIn(1, 1 << 30),
   inFeatures: intIn(1, 1 << 30),
   sketchIndices: arrayOf(nonNegInt, LIMITS.sketch),
+  rotationFit: optional(object<Record<GemmKind, GemmRotationFit>>({ fprop: gemmRotationFitSchema(), dgrad: gemmRotationFitSchema(), wgrad: gemmRotationFitSchema() })),
 });
 
 const histogramSchema = object<ScaleHistogram>({
@@ -187,6 +222,7 @@ const operandStatsSchema = object<OperandStats>({
   saturatedFrac: numIn(0, 1),
   flushedFrac: numIn(0, 1),
   sqnrDb: ratio,
+  kernel: optional(bool),
 });
 
 const wgradErrorSchema = object<WgradError>({
@@ -201,18 +237,69 @@ const wgradErrorSchema = object<WgradError>({
   sketchPrev: nullable(arrayOf(num, LIMITS.sketch)),
 });
 
+// Rules that relate fields to each other (docs/protocol.md section 8 lists them with their ids).
+
+/** runStarted.unique-layer-names, runStarted.sketch-count, runStarted.sketch-in-weight. */
+function checkLayers(record: RunStartedRecord, p: string): void {
+  const names = new Set<string>();
+  record.layers.forEach((layer, i) => {
+    const at = `${p}.layers[${i}]`;
+    if (names.has(layer.name)) throw new ValidationError(`${at}.name`, 'a layer name not used by an earlier layer (names are unique in a run)', layer.name);
+    names.add(layer.name);
+    const indices = layer.sketchIndices;
+    if (indices.length > record.config.sketchSize) throw new ValidationError(`${at}.sketchIndices`, `at most config.sketchSize = ${record.config.sketchSize} indices`, indices);
+    const weight = layer.outFeatures * layer.inFeatures;
+    for (let j = 0; j < indices.length; j++) {
+      if (indices[j]! >= weight) throw new ValidationError(`${at}.sketchIndices[${j}]`, `an index into the ${layer.outFeatures}×${layer.inFeatures} weight (below ${weight})`, indices[j]);
+    }
+  });
+}
+
+/** layerStats.operand-pair, layerStats.blocks-sum, layerStats.exponent-range, layerStats.wgradError-on-wgrad, layerStats.sketch-prev-length. */
+function checkLayerStats(record: LayerStatsRecord, p: string): void {
+  const pair = GEMM_OPERANDS[record.gemm];
+  const operands = record.operands;
+  if (operands.length !== 2) throw new ValidationError(`${p}.operands`, `the ${record.gemm} GEMM's two operands [${pair.join(', ')}]`, operands);
+  for (let i = 0; i < 2; i++) {
+    const operand = operands[i]!;
+    const at = `${p}.operands[${i}]`;
+    if (operand.operand !== pair[i]) throw new ValidationError(`${at}.operand`, `"${pair[i]}" (${record.gemm} operands are [${pair.join(', ')}] in this order)`, operand.operand);
+    const { counts, minExp, nanBlocks } = operand.histogram;
+    let blocks = nanBlocks;
+    for (let b = 0; b < counts.length; b++) blocks += counts[b]!;
+    if (operand.blocks !== blocks) throw new ValidationError(`${at}.blocks`, `sum(histogram.counts) + histogram.nanBlocks = ${blocks}`, operand.blocks);
+    if (minExp + counts.length - 1 > MAX_SCALE_EXP) {
+      throw new ValidationError(`${at}.histogram.counts`, `at most ${MAX_SCALE_EXP - minExp + 1} bins from minExp ${minExp} (exponents end at ${MAX_SCALE_EXP})`, counts);
+    }
+  }
+  const error = record.wgradError;
+  if (error === undefined) return;
+  if (record.gemm !== 'wgrad') throw new ValidationError(`${p}.wgradError`, `no wgradError on a ${record.gemm} record (it describes the Wgrad GEMM only)`, error);
+  if (error.sketchPrev !== null && error.sketchPrev.length !== error.sketch.length) {
+    throw new ValidationError(`${p}.wgradError.sketchPrev`, `null or ${error.sketch.length} entries, as many as sketch`, error.sketchPrev);
+  }
+}
+
+/** runEnded.diverged-step: a diverged run names the step whose loss diverged. */
+function checkRunEnded(record: RunEndedRecord, p: string): void {
+  if (record.status === 'diverged' && record.step < 0) throw new ValidationError(`${p}.step`, 'the step whose loss diverged (≥ 0) when status is "diverged"', record.step);
+}
+
 export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRecord>({
-  runStarted: object<RunStartedRecord>({
-    type: literal('runStarted'),
-    runId,
-    name: str(LIMITS.name),
-    startedAt: str(64),
-    trainer: object<RunStartedRecord['trainer']>({ name: str(128), version: str(64) }),
-    config: runConfigSchema,
-    layers: arrayOf(layerInfoSchema, LIMITS.layers),
-    resumedFrom: optional(object<{ path: string; step: number }>({ path: str(4096), step: nonNegInt })),
-    logDir: optional(str(4096)),
-  }),
+  runStarted: refined(
+    object<RunStartedRecord>({
+      type: literal('runStarted'),
+      runId,
+      name: str(LIMITS.name),
+      startedAt: isoDateTime,
+      trainer: object<RunStartedRecord['trainer']>({ name: str(128), version: str(64) }),
+      config: runConfigSchema,
+      layers: arrayOf(layerInfoSchema, LIMITS.layers),
+      resumedFrom: optional(object<{ path: string; step: number }>({ path: str(4096), step: nonNegInt })),
+      logDir: optional(str(4096)),
+    }),
+    checkLayers,
+  ),
   step: object<StepRecord>({
     type: literal('step'),
     runId,
@@ -223,25 +310,32 @@ export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRec
     gradNorm: ratio,
     stepMs: numIn(0, Number.MAX_VALUE),
   }),
-  layerStats: object<LayerStatsRecord>({
-    type: literal('layerStats'),
-    runId,
-    step: nonNegInt,
-    layer: str(LIMITS.name),
-    gemm: literal(...GEMM_KINDS),
-    precision: literal(...PRECISIONS),
-    operands: arrayOf(operandStatsSchema, 2),
-    wgradError: optional(wgradErrorSchema),
-  }),
+  layerStats: refined(
+    object<LayerStatsRecord>({
+      type: literal('layerStats'),
+      runId,
+      step: nonNegInt,
+      layer: str(LIMITS.name),
+      gemm: literal(...GEMM_KINDS),
+      precision: literal(...PRECISIONS),
+      operands: arrayOf(operandStatsSchema, 2),
+      wgradError: optional(wgradErrorSchema),
+      simulated: optional(bool),
+    }),
+    checkLayerStats,
+  ),
   validation: object<ValidationRecord>({ type: literal('validation'), runId, step: nonNegInt, tokens: nonNegInt, loss: lossValue }),
-  runEnded: object<RunEndedRecord>({
-    type: literal('runEnded'),
-    runId,
-    step: int,
-    status: literal(...RUN_END_STATUSES),
-    reason: str(4096),
-    endedAt: str(64),
-  }),
+  runEnded: refined(
+    object<RunEndedRecord>({
+      type: literal('runEnded'),
+      runId,
+      step: intIn(-1, Number.MAX_SAFE_INTEGER),
+      status: literal(...RUN_END_STATUSES),
+      reason: str(4096),
+      endedAt: isoDateTime,
+    }),
+    checkRunEnded,
+  ),
   checkpointSaved: object<CheckpointSavedRecord>({ type: literal('checkpointSaved'), runId, step: nonNegInt, path: str(4096) }),
 });
 

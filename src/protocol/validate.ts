@@ -138,12 +138,34 @@ export function object<T>(shape: Shape<T>): Schema<T> {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ValidationError(p, 'an object', v);
     const record = v as Record<string, unknown>;
     for (const [key, schema] of entries) {
-      if (!(key in record) && !(OPTIONAL in schema)) throw new ValidationError(`${p}.${key}`, 'a value (field is required)', undefined);
-      schema(record[key], `${p}.${key}`);
+      // Shape keys are protocol field names, never Object.prototype members, so a lookup is safe.
+      const value = record[key];
+      if (value === undefined && !(OPTIONAL in schema)) throw new ValidationError(`${p}.${key}`, 'a value (field is required)', undefined);
+      schema(value, `${p}.${key}`);
     }
     return v as T;
   };
 }
+
+/**
+ * `schema`, then `rule` over the value it accepted: for rules that relate fields to each other
+ * (e.g. blocks = sum(counts) + nanBlocks). `rule` throws a ValidationError naming the field.
+ */
+export function refined<T>(schema: Schema<T>, rule: (value: T, path: string) => void): Schema<T> {
+  return (v, p) => {
+    const value = schema(v, p);
+    rule(value, p);
+    return value;
+  };
+}
+
+const ISO_8601 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
+
+/** An ISO 8601 date-time with a zone, as `Date.toISOString()` and Python's `isoformat()` write it. */
+export const isoDateTime: Schema<string> = (v, p) => {
+  if (typeof v !== 'string' || !ISO_8601.test(v)) throw new ValidationError(p, 'an ISO 8601 date-time with a zone, e.g. "2026-11-21T16:39:08.886Z"', v);
+  return v;
+};
 
 /**
  * A discriminated union on `type`: picks the member schema by tag, so the error names the member

@@ -4,7 +4,7 @@ import { nextRunConfigSchema, runConfigSchema, type NextRunConfig, type RunConfi
 import { telemetryRecordSchema, TELEMETRY_TYPES, type TelemetryRecord } from './telemetry.js';
 import { arrayOf, intIn, literal, nonNegInt, object, optional, str, union, type Schema } from './validate.js';
 
-export const PROTOCOL_VERSION = { major: 1, minor: 0 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 1 } as const;
 /** Frames above this size are answered with an `error` (code `frame-too-large`) and dropped. */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
@@ -134,6 +134,8 @@ export const SERVER_MESSAGE_TYPES: readonly ServerMessage['type'][] = ['hello', 
 
 const id = str(128);
 const seq = nonNegInt;
+/** Telemetry is numbered from 1 (control messages carry the newest telemetry seq, 0 before any). */
+const telemetrySeq = intIn(1, Number.MAX_SAFE_INTEGER);
 const versionSchema = object<ProtocolVersion>({ major: intIn(0, 1000), minor: intIn(0, 1000) });
 const nameVersion = object<{ name: string; version: string }>({ name: str(128), version: str(64) });
 
@@ -165,7 +167,7 @@ export const serverMessageSchema: Schema<ServerMessage> = (v, p) => {
   const tag = typeof v === 'object' && v !== null ? (v as { type?: unknown }).type : undefined;
   const isTelemetry = typeof tag === 'string' && (TELEMETRY_TYPES as readonly string[]).includes(tag);
   if (!isTelemetry) return controlSchema(v, p);
-  seq((v as { seq?: unknown }).seq, `${p}.seq`);
+  telemetrySeq((v as { seq?: unknown }).seq, `${p}.seq`);
   return telemetryRecordSchema(v, p) as ServerTelemetry;
 };
 

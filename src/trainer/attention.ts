@@ -1,6 +1,7 @@
 // Causal multi-head self-attention with RoPE, forward and backward. The attention products stay in
 // fp32 (only the linear layers' GEMMs are quantized); they run per (batch, head) through src/mx's gemm.
 import { gemm } from '../mx/index.js';
+import { softmaxCausal, softmaxCausalBackward } from './ops.js';
 
 export interface AttentionShape {
   batch: number;
@@ -61,19 +62,7 @@ export class CausalAttention {
     for (let bh = 0; bh < batch * heads; bh++) {
       const p = this.probs.subarray(bh * probSize, (bh + 1) * probSize);
       gemm(seqLen, seqLen, headDim, this.qh.subarray(bh * headSize, (bh + 1) * headSize), false, this.kh.subarray(bh * headSize, (bh + 1) * headSize), true, p);
-      for (let i = 0; i < seqLen; i++) {
-        const row = i * seqLen;
-        let max = -Infinity;
-        for (let j = 0; j <= i; j++) max = Math.max(max, p[row + j]! * scale);
-        let sum = 0;
-        for (let j = 0; j <= i; j++) {
-          const e = Math.exp(p[row + j]! * scale - max);
-          p[row + j] = e;
-          sum += e;
-        }
-        for (let j = 0; j <= i; j++) p[row + j] = p[row + j]! / sum;
-        for (let j = i + 1; j < seqLen; j++) p[row + j] = 0;
-      }
+      softmaxCausal(p, seqLen, scale);
       gemm(seqLen, headDim, seqLen, p, false, this.vh.subarray(bh * headSize, (bh + 1) * headSize), false, this.headOut.subarray(bh * headSize, (bh + 1) * headSize));
     }
     this.mergeHeads(this.headOut, out, 0);
@@ -94,13 +83,7 @@ export class CausalAttention {
       const p = this.probs.subarray(bh * probSize, (bh + 1) * probSize);
       gemm(seqLen, seqLen, headDim, at(this.dHead), false, at(this.vh), true, dS);
       gemm(seqLen, headDim, seqLen, p, true, at(this.dHead), false, at(dVh));
-      for (let i = 0; i < seqLen; i++) {
-        const row = i * seqLen;
-        let dot = 0;
-        for (let j = 0; j <= i; j++) dot += dS[row + j]! * p[row + j]!;
-        for (let j = 0; j <= i; j++) dS[row + j] = p[row + j]! * (dS[row + j]! - dot) * scale;
-        for (let j = i + 1; j < seqLen; j++) dS[row + j] = 0;
-      }
+      softmaxCausalBackward(dS, p, seqLen, scale);
       gemm(seqLen, headDim, seqLen, dS, false, at(this.kh), false, at(dQh));
       gemm(seqLen, headDim, seqLen, dS, true, at(this.qh), false, at(dKh));
     }

@@ -1,6 +1,7 @@
 // Checkpoints as .safetensors: every parameter under its own name plus AdamW's moments under
 // `optimizer.m.<name>` / `optimizer.v.<name>`; metadata records the run, step and config.
 import { openCheckpoint } from '../checkpoint/checkpoint.js';
+import { CheckpointFormatError } from '../checkpoint/header.js';
 import { readSafetensors, writeSafetensors, type Float32Tensor } from '../checkpoint/safetensors.js';
 import { checkpointPath } from '../runlog/format.js';
 import type { Trainer } from './trainer.js';
@@ -19,13 +20,20 @@ export async function saveCheckpoint(trainer: Trainer, runDir: string, runId: st
   return path;
 }
 
-/** Loads weights and optimizer state into `trainer`; returns the number of steps already done. */
+/**
+ * Loads weights and optimizer state into `trainer`; returns the number of steps already done.
+ * Failures become the run's `runEnded.reason`, which every client sees: they say which rule the
+ * file broke, never what it holds (no bytes, sizes or header lengths).
+ */
 export async function loadCheckpoint(trainer: Trainer, path: string): Promise<number> {
-  const tensors = await readSafetensors(path);
+  const tensors = await readSafetensors(path).catch((error: unknown) => {
+    const what = error instanceof CheckpointFormatError ? 'is not a valid safetensors file' : 'cannot be read';
+    throw new Error(`checkpoint ${path} ${what}; resume from a checkpoint mxscope-train wrote`);
+  });
   const take = (name: string, into: Float32Array): void => {
     const tensor = tensors.get(name);
     if (tensor === undefined) throw new Error(`checkpoint ${path} has no tensor "${name}"; it was not written by mxscope-train for this model shape`);
-    if (tensor.data.length !== into.length) throw new Error(`checkpoint ${path}: "${name}" has ${tensor.data.length} values, the model needs ${into.length}; use the preset the checkpoint was trained with`);
+    if (tensor.data.length !== into.length) throw new Error(`checkpoint ${path}: tensor "${name}" does not match the model's shape; use the preset the checkpoint was trained with`);
     into.set(tensor.data);
   };
   trainer.model.params.forEach((param, i) => {

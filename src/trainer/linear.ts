@@ -1,9 +1,10 @@
 // A linear layer whose three GEMMs — Fprop Y = X·Wᵀ, Dgrad ∇X = ∇Y·W, Wgrad ∇W = ∇Yᵀ·X — each
 // run at their own precision, with MX blocks and rotations along each GEMM's reduction dimension.
 import { createMxStats, gemm, resetMxStats, type HadamardRotation, type MxStats, type Rng } from '../mx/index.js';
+import { paddedLength } from '../mx/rotation-fit.js';
 import type { GemmConfig, GemmConfigs, GemmKind } from '../protocol/config.js';
 import type { LayerInfo, OperandStats, WgradError } from '../protocol/telemetry.js';
-import { OperandScratch, type OperandSource } from './operand.js';
+import { operandSlots, type OperandScratch, type OperandSource } from './operand.js';
 import type { Param } from './params.js';
 import { operandStats, wgradError } from './stats.js';
 
@@ -41,7 +42,6 @@ export class Linear {
   readonly stats: GemmStats[] = [];
   private input: Float32Array | undefined;
   private readonly output: Float32Array;
-  private readonly slots = Array.from({ length: 6 }, () => new OperandScratch());
   private readonly mxStats: [MxStats, MxStats] = [createMxStats(), createMxStats()];
   private readonly exactGrad: Float32Array;
   private error: Float32Array;
@@ -52,6 +52,8 @@ export class Linear {
     readonly info: LayerInfo,
     readonly weight: Param,
     readonly tokens: number,
+    /** Operand scratch, shared by every layer of a model (each GEMM finishes with it before the next starts). */
+    private readonly slots: OperandScratch[] = operandSlots(),
   ) {
     this.out = info.outFeatures;
     this.in = info.inFeatures;
@@ -100,23 +102,28 @@ export class Linear {
       gemm(a.rows, b.rows, a.cols, a.src, a.transposed, b.src, !b.transposed, c, accumulate);
       return;
     }
-    const signs = signsFor(config, step.rotations[kind], a.cols);
     const slotA = this.slots[slot]!;
     const slotB = this.slots[slot + 1]!;
-    const rawA = slotA.raw(a);
-    const rawB = slotB.raw(b);
+    // A rotation whose block does not divide the reduction dimension rotates both operands
+    // zero-padded to the block's next multiple (as the Python bridge does; runStarted says "padded").
+    const k = config.rotation === 'none' ? a.cols : paddedLength(a.cols, config.hadamardBlock);
+    const rawA = k === a.cols ? slotA.raw(a) : slotA.padded(slotA.raw(a), a.rows, a.cols, k);
+    const rawB = k === a.cols ? slotB.raw(b) : slotB.padded(slotB.raw(b), b.rows, b.cols, k);
+    const pa: OperandSource = { ...a, cols: k, transposed: false };
+    const pb: OperandSource = { ...b, cols: k, transposed: false };
+    const signs = signsFor(config, step.rotations[kind], k);
     const measured = config.precision === 'mxfp4' && step.collectStats;
     if (measured) this.mxStats.forEach(resetMxStats);
-    const qa = slotA.quantized(rawA, a, config, signs, step.rng, measured ? this.mxStats[0] : undefined);
-    const qb = slotB.quantized(rawB, b, config, signs, step.rng, measured ? this.mxStats[1] : undefined);
-    gemm(a.rows, b.rows, a.cols, qa, false, qb, true, c, accumulate);
+    const qa = slotA.quantized(rawA, pa, config, signs, step.rng, measured ? this.mxStats[0] : undefined);
+    const qb = slotB.quantized(rawB, pb, config, signs, step.rng, measured ? this.mxStats[1] : undefined);
+    gemm(a.rows, b.rows, k, qa, false, qb, true, c, accumulate);
     if (!step.collectStats) return;
     if (!measured) {
       this.mxStats.forEach(resetMxStats);
       const statsConfig: GemmConfig = { ...config, precision: 'mxfp4' };
-      const statsSigns = signsFor(statsConfig, step.statsRotations[kind], a.cols);
-      slotA.measureMxfp4(rawA, a, statsConfig, statsSigns, step.statsRng, this.mxStats[0]);
-      slotB.measureMxfp4(rawB, b, statsConfig, statsSigns, step.statsRng, this.mxStats[1]);
+      const statsSigns = signsFor(statsConfig, step.statsRotations[kind], k);
+      slotA.measureMxfp4(rawA, pa, statsConfig, statsSigns, step.statsRng, this.mxStats[0]);
+      slotB.measureMxfp4(rawB, pb, statsConfig, statsSigns, step.statsRng, this.mxStats[1]);
     }
     this.stats.push({ gemm: kind, precision: config.precision, operands: [operandStats(a.role, this.mxStats[0]), operandStats(b.role, this.mxStats[1])] });
   }

@@ -15,11 +15,31 @@ export interface OperandSource {
   role: Operand;
 }
 
-/** Scratch buffers of one operand slot, allocated on first use at the right size. */
+/**
+ * Scratch buffers of one operand slot, grown on demand and handed out as views of the needed
+ * length. Nothing in them outlives one GEMM, so every layer of a model shares the same slots
+ * (operandSlots): a few MB that stay in cache instead of tens of MB touched once per step.
+ */
 export class OperandScratch {
   private rawBuffer: Float32Array | undefined;
   private quantBuffer: Float32Array | undefined;
   private statsBuffer: Float32Array | undefined;
+
+  private padBuffer: Float32Array | undefined;
+
+  /**
+   * `raw` [rows, cols] zero-padded to [rows, paddedCols]: a Hadamard block that does not divide the
+   * reduction dimension rotates both operands padded to its next multiple (the exact product is unchanged).
+   */
+  padded(raw: Float32Array, rows: number, cols: number, paddedCols: number): Float32Array {
+    this.padBuffer = sized(this.padBuffer, rows * paddedCols);
+    const out = this.padBuffer;
+    for (let r = 0; r < rows; r++) {
+      out.set(raw.subarray(r * cols, (r + 1) * cols), r * paddedCols);
+      out.fill(0, r * paddedCols + cols, (r + 1) * paddedCols);
+    }
+    return out;
+  }
 
   /** The operand in fp32 with the reduction dimension last (no copy when it already is). */
   raw(source: OperandSource): Float32Array {
@@ -66,6 +86,13 @@ function quantizeMxfp4(values: Float32Array, source: OperandSource, config: Gemm
   fakeQuantMxfp4(values, source.cols, { rounding: config.rounding, rng, srPrescale: config.srPrescale, stats });
 }
 
+/** A view of `length` floats of `buffer`, first replacing it by a larger one when it is too short. */
 function sized(buffer: Float32Array | undefined, length: number): Float32Array {
-  return buffer !== undefined && buffer.length === length ? buffer : new Float32Array(length);
+  if (buffer !== undefined && buffer.buffer.byteLength >= 4 * length) return buffer.length === length ? buffer : new Float32Array(buffer.buffer, 0, length);
+  return new Float32Array(length);
+}
+
+/** The six operand slots of a linear layer's three GEMMs (two operands each). */
+export function operandSlots(): OperandScratch[] {
+  return Array.from({ length: 6 }, () => new OperandScratch());
 }

@@ -1,5 +1,21 @@
 // Element-wise and row-wise pieces of the Llama block with their hand-written backward passes.
-// Activations are row-major [tokens, features] Float32Arrays.
+// Activations are row-major [tokens, features] Float32Arrays. SwiGLU, the causal softmax and
+// RMSNorm run as WebAssembly SIMD kernels where they load (src/trainer/ops-wasm.ts); the loops
+// here are the fallback and the reference the kernels are tested against.
+import { loadTrainerKernels, type TrainerKernels } from './ops-wasm.js';
+
+let kernels: TrainerKernels | undefined = loadTrainerKernels();
+
+/** The WebAssembly kernels in use, if any (the optimizer's AdamW update runs there too). */
+export function trainerKernels(): TrainerKernels | undefined {
+  return kernels;
+}
+
+/** Switches the trainer's kernels between WebAssembly (when it loads) and the loops below; returns whether WebAssembly is in use. */
+export function useWasmTrainerKernels(enabled: boolean): boolean {
+  kernels = enabled ? loadTrainerKernels() : undefined;
+  return kernels !== undefined;
+}
 
 const TILE = 32;
 
@@ -22,6 +38,7 @@ const RMS_EPS = 1e-6;
 
 /** y = x / rms(x) · gain, per row; keeps 1/rms per row in `rstd` for the backward pass. */
 export function rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array): void {
+  if (kernels?.rmsNormForward(x, gain, rows, cols, y, rstd, RMS_EPS)) return;
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     let sumSq = 0;
@@ -44,6 +61,7 @@ export function rmsNormBackward(
   dGain: Float32Array,
   accumulate: boolean,
 ): void {
+  if (kernels?.rmsNormBackward(x, gain, rstd, dy, rows, cols, dx, dGain, accumulate)) return;
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     const inv = rstd[r]!;
@@ -66,6 +84,7 @@ function sigmoid(a: number): number {
 
 /** SwiGLU: out = silu(gate) · up. */
 export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void {
+  if (kernels) return kernels.swigluForward(gate, up, out);
   for (let i = 0; i < out.length; i++) {
     const a = gate[i]!;
     out[i] = a * sigmoid(a) * up[i]!;
@@ -73,12 +92,43 @@ export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32
 }
 
 export function swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void {
+  if (kernels) return kernels.swigluBackward(gate, up, dOut, dGate, dUp);
   for (let i = 0; i < dOut.length; i++) {
     const a = gate[i]!;
     const s = sigmoid(a);
     const silu = a * s;
     dUp[i] = dOut[i]! * silu;
     dGate[i] = dOut[i]! * up[i]! * s * (1 + a * (1 - s));
+  }
+}
+
+/** In place on a [seq × seq] score matrix: row i := softmax(scale · row[0..i]), zeros after. */
+export function softmaxCausal(p: Float32Array, seq: number, scale: number): void {
+  if (kernels?.softmaxCausal(p, seq, scale)) return;
+  for (let i = 0; i < seq; i++) {
+    const row = i * seq;
+    let max = -Infinity;
+    for (let j = 0; j <= i; j++) max = Math.max(max, p[row + j]! * scale);
+    let sum = 0;
+    for (let j = 0; j <= i; j++) {
+      const e = Math.exp(p[row + j]! * scale - max);
+      p[row + j] = e;
+      sum += e;
+    }
+    for (let j = 0; j <= i; j++) p[row + j] = p[row + j]! / sum;
+    for (let j = i + 1; j < seq; j++) p[row + j] = 0;
+  }
+}
+
+/** In place: dS := ∂L/∂scores of softmaxCausal given ∂L/∂p in dS and the probabilities p. */
+export function softmaxCausalBackward(dS: Float32Array, p: Float32Array, seq: number, scale: number): void {
+  if (kernels?.softmaxCausalBackward(dS, p, seq, scale)) return;
+  for (let i = 0; i < seq; i++) {
+    const row = i * seq;
+    let dot = 0;
+    for (let j = 0; j <= i; j++) dot += dS[row + j]! * p[row + j]!;
+    for (let j = 0; j <= i; j++) dS[row + j] = p[row + j]! * (dS[row + j]! - dot) * scale;
+    for (let j = i + 1; j < seq; j++) dS[row + j] = 0;
   }
 }
 
@@ -106,4 +156,29 @@ export function crossEntropy(logits: Float32Array, targets: Uint8Array, rows: nu
     }
   }
   return total / rows;
+}
+
+/**
+ * Runs the trainer's WebAssembly kernels a few rounds on small inputs so V8's optimizing tier has
+ * them before the first training step (see src/mx/warm-up.ts). Returns the milliseconds it took.
+ */
+export function warmUpTrainerKernels(): number {
+  const started = performance.now();
+  const adamW = kernels?.adamW;
+  const [rows, cols, seq] = [64, 64, 64];
+  const a = Float32Array.from({ length: rows * cols }, (_, i) => Math.sin(i));
+  const b = Float32Array.from(a, (x) => x * 0.5);
+  const [c, d] = [new Float32Array(a.length), new Float32Array(a.length)];
+  const rstd = new Float32Array(rows);
+  const gain = new Float32Array(cols).fill(1);
+  for (let round = 0; round < 12; round++) {
+    swigluForward(a, b, c);
+    swigluBackward(a, b, c, d, c);
+    softmaxCausal(c, seq, 0.25);
+    softmaxCausalBackward(d, c, seq, 0.25);
+    rmsNormForward(a, gain, rows, cols, c, rstd);
+    rmsNormBackward(a, gain, rstd, b, rows, cols, d, new Float32Array(cols), round % 2 === 0);
+    adamW?.({ data: c, grad: a, m: b.slice(), v: d.fill(1), gradScale: 1, beta1: 0.9, beta2: 0.95, correction1: 0.1, correction2: 0.05, lr: 1e-3, eps: 1e-8, decay: 0 });
+  }
+  return performance.now() - started;
 }

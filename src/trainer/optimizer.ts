@@ -1,5 +1,6 @@
 // AdamW with linear warmup + cosine decay and global-norm gradient clipping, on fp32 master weights.
 import type { RunConfig } from '../protocol/config.js';
+import { trainerKernels } from './ops.js';
 import type { Param } from './params.js';
 
 export interface OptimizerSettings {
@@ -34,7 +35,7 @@ export function learningRate(settings: OptimizerSettings, step: number, totalSte
 /** ‖all gradients‖₂, summed in float64. */
 export function globalGradNorm(params: readonly Param[]): number {
   let sumSq = 0;
-  for (const param of params) for (const g of param.grad) sumSq += g * g;
+  for (const { grad } of params) for (let i = 0; i < grad.length; i++) sumSq += grad[i]! * grad[i]!;
   return Math.sqrt(sumSq);
 }
 
@@ -63,6 +64,11 @@ export class AdamW {
       const v = this.v[index]!;
       const decay = param.decay ? lr * weightDecay : 0;
       const { data, grad } = param;
+      const kernels = trainerKernels();
+      if (kernels) {
+        kernels.adamW({ data, grad, m, v, gradScale, beta1, beta2, correction1, correction2, lr, eps, decay });
+        return;
+      }
       for (let i = 0; i < data.length; i++) {
         const g = grad[i]! * gradScale;
         m[i] = beta1 * m[i]! + (1 - beta1) * g;

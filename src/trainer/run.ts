@@ -7,6 +7,7 @@ import { describeGemm, runConfigSchema, type RunConfig } from '../protocol/confi
 import type { RunEndedRecord, RunStartedRecord, TelemetryRecord } from '../protocol/telemetry.js';
 import { RunLogWriter } from '../runlog/writer.js';
 import { Trainer } from './trainer.js';
+import { layerRotationFit } from '../mx/rotation-fit.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 
 export const TRAINER_INFO = { name: 'mxscope-train', version: '0.1.0' } as const;
@@ -80,7 +81,7 @@ export function startRun(options: RunOptions): RunHandle {
       startedAt: new Date().toISOString(),
       trainer: { ...TRAINER_INFO },
       config,
-      layers: trainer.model.layerInfos(),
+      layers: trainer.model.layerInfos().map((info) => ({ ...info, rotationFit: layerRotationFit(info, config.gemms, trainer.model.tokens) })),
       logDir: dir,
     };
     /** Ends the run once requested checkpoints are written, so they are logged before runEnded. */

@@ -3,8 +3,8 @@
 // checks every frame against serverMessageSchema.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -13,19 +13,10 @@ import { parseListeningLine, type ListeningInfo } from '../../src/link/listening
 import { check } from '../../src/protocol/validate.js';
 import { serverMessageSchema, type LayerStatsRecord, type RunConfig, type RunStartedRecord, type ServerTelemetry } from '../../src/protocol/index.js';
 import { rawPeer, until } from '../link/helpers.js';
+import { python } from './python.js';
 
 const FIXTURE = join(__dirname, '..', '..', 'python', 'tests', 'serve_fixture.py');
 const LINEARS = ['blocks.0.up', 'blocks.0.down', 'blocks.1.up', 'blocks.1.down', 'lm_head'];
-
-/** Debian's python3-torch lives under /usr/bin/python3; $MXSCOPE_PYTHON overrides. */
-function python(): string {
-  const candidates = [process.env.MXSCOPE_PYTHON, '/usr/bin/python3', 'python3'].filter((p): p is string => Boolean(p));
-  for (const candidate of candidates) {
-    if (candidate.startsWith('/') && !existsSync(candidate)) continue;
-    if (spawnSync(candidate, ['-c', 'import torch'], { stdio: 'ignore' }).status === 0) return candidate;
-  }
-  assert.fail(`no python3 with torch found (tried ${candidates.join(', ')}): run python/run-tests.sh, which installs python3-torch via apt, or set MXSCOPE_PYTHON`);
-}
 
 async function startBridge(token: string): Promise<{ child: ChildProcess; info: ListeningInfo; stderr: string[] }> {
   const child = spawn(python(), [FIXTURE, '--token', token, '--out', mkdtempSync(join(tmpdir(), 'mxscope-bridge-'))], { stdio: ['pipe', 'pipe', 'pipe'] });

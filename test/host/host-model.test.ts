@@ -6,6 +6,8 @@ import { describeGemms, modeOf, precisionChange, rotationChange, recipeSummary, 
 import { configRows, runRow } from '../../src/host/model/run-tree.js';
 import { quickActions, statusText } from '../../src/host/model/status-text.js';
 import { RunStore } from '../../src/store/run-store.js';
+import { runInfo } from '../../src/dashboard/views.js';
+import type { GemmRotationFit, LayerInfo } from '../../src/protocol/telemetry.js';
 import { baseConfig } from '../link/fake-run.js';
 
 test('every rotation mode round-trips through modeOf on the GEMMs it was applied to, and only those', () => {
@@ -57,6 +59,23 @@ test('runs view rows: running vs ended wording, config rows from the run config'
   assert.equal(row.label, 'tiny · H16', 'short names are shown as they are');
   store.ingest({ type: 'runStarted', runId: 'long', name: 'tiny · fprop fp32 · dgrad fp32 · wgrad mxfp4 · H16', startedAt: '2026-11-21T16:49:10.000Z', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
   assert.equal(runRow(store.get('long')!.summary).label, 'tiny · F,D,W mxfp4 · 16:49');
+});
+
+test('runs view GEMM rows say where the rotation was padded or skipped and when the stats are simulated', () => {
+  const store = new RunStore();
+  const hadamard = { ...baseConfig, gemms: { ...baseConfig.gemms, dgrad: { ...baseConfig.gemms.dgrad, rotation: 'hadamard' as const, hadamardBlock: 32 as const } } };
+  const layer = (name: string, out: number, dgrad: GemmRotationFit): LayerInfo => ({
+    name, kind: name, block: -1, outFeatures: out, inFeatures: 64, sketchIndices: [],
+    rotationFit: { fprop: { status: 'rotated', dim: 64 }, dgrad, wgrad: { status: 'rotated' } },
+  });
+  const layers = [layer('mix', 64, { status: 'rotated', dim: 64 }), layer('lm_head', 82, { status: 'padded', dim: 82, paddedTo: 96 }), layer('odd', 90, { status: 'skipped', dim: 90 })];
+  store.ingest({ type: 'runStarted', runId: 'r', name: 'gpt', startedAt: 't', trainer: { name: 'x', version: '1' }, config: hadamard, layers });
+  const operand = { blocks: 0, elements: 0, histogram: { minExp: 0, counts: [], nanBlocks: 0 }, saturatedFrac: 0, flushedFrac: 0, sqnrDb: null };
+  store.ingest({ type: 'layerStats', runId: 'r', step: 0, layer: 'mix', gemm: 'dgrad', precision: 'bf16', simulated: true, operands: [{ operand: 'dy', ...operand }, { operand: 'w', ...operand }] });
+  const rows = configRows(store.list()[0]!, store.get('r'));
+  assert.deepEqual(rows.find((r) => r.label === 'dgrad'), { label: 'dgrad', value: 'mxfp4 · hadamard 32 · nearest-even · padded in 1 of 3 layers, skipped in 1 of 3 layers · MXFP4 simulated (GEMM ran bf16)' });
+  assert.deepEqual(rows.find((r) => r.label === 'fprop'), { label: 'fprop', value: 'mxfp4 · no rotation · nearest-even' }, 'nothing to add where every layer fits and the GEMM was emulated');
+  assert.match(runInfo(store.get('r')!, null).gemms.dgrad, / · padded in 1 of 3 layers, skipped in 1 of 3 layers · MXFP4 simulated \(GEMM ran bf16\)$/, 'the dashboard run chip says the same');
 });
 
 test('status bar text and quick actions follow the connection state', () => {

@@ -7,7 +7,7 @@ import { RunLogWriter } from '../../src/runlog/index.js';
 import { forEachStatsRecord, syntheticLayers, syntheticStep } from '../fixtures/synthetic-llama8b.js';
 
 export const baseConfig: RunConfig = {
-  preset: 'tiny', seed: 1, steps: 20, tokensPerStep: 512, statsEvery: 5, sketchSize: 8, evalEvery: 0, data: 'test',
+  preset: 'tiny', seed: 1, steps: 20, tokensPerStep: 512, statsEvery: 5, sketchSize: 64, evalEvery: 0, data: 'test',
   gemms: {
     fprop: { precision: 'mxfp4', rotation: 'none', hadamardBlock: 32, rounding: 'nearest-even', srPrescale: false },
     dgrad: { precision: 'mxfp4', rotation: 'none', hadamardBlock: 32, rounding: 'nearest-even', srPrescale: false },

@@ -5,33 +5,15 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { check, CLIENT_MESSAGE_TYPES, clientMessageSchema, SERVER_MESSAGE_TYPES, serverMessageSchema } from '../../src/protocol/index.js';
 import { parseListeningLine } from '../../src/link/listening-line.js';
+import { isServerExample, protocolDocExamples } from '../conformance/doc-examples.js';
 
 const doc = readFileSync('docs/protocol.md', 'utf8');
-
-/** The JSON objects in the ```json blocks (a block may hold several, one after another). */
-function examples(): Record<string, unknown>[] {
-  const found: Record<string, unknown>[] = [];
-  for (const [, block] of doc.matchAll(/```json\n([\s\S]*?)```/g)) {
-    let depth = 0;
-    let start = -1;
-    let inString = false;
-    for (let i = 0; i < block!.length; i++) {
-      const c = block![i];
-      if (inString) {
-        if (c === '\\') i++;
-        else if (c === '"') inString = false;
-      } else if (c === '"') inString = true;
-      else if (c === '{' && depth++ === 0) start = i;
-      else if (c === '}' && --depth === 0) found.push(JSON.parse(block!.slice(start, i + 1)) as Record<string, unknown>);
-    }
-  }
-  return found;
-}
+const examples = () => protocolDocExamples(doc);
 
 test('every JSON example in docs/protocol.md is a valid message, and every message type has one', () => {
   const all = examples();
-  const server = all.filter((m) => 'seq' in m);
-  const client = all.filter((m) => !('seq' in m));
+  const server = all.filter(isServerExample);
+  const client = all.filter((m) => !isServerExample(m));
   for (const message of server) check(serverMessageSchema, message);
   for (const message of client) check(clientMessageSchema, message);
   assert.deepEqual(SERVER_MESSAGE_TYPES.filter((type) => !server.some((m) => m.type === type)), [], 'server types without an example');

@@ -54,7 +54,7 @@ test('a trainer that restarts (new session) leaves its unfinished live run unkno
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   let connections = 0;
   const hello = (sessionId: string) => JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 0 }, trainer: { name: 't', version: '1' }, sessionId, capabilities: [], lastSeq: 0 });
-  const started = (runId: string) => JSON.stringify({ seq: 1, type: 'runStarted', runId, name: runId, startedAt: 't', trainer: { name: 't', version: '1' }, config: baseConfig, layers: [] });
+  const started = (runId: string) => JSON.stringify({ seq: 1, type: 'runStarted', runId, name: runId, startedAt: '2026-01-01T00:00:00Z', trainer: { name: 't', version: '1' }, config: baseConfig, layers: [] });
   wss.on('connection', (socket) => {
     const first = ++connections === 1;
     socket.send(hello(first ? 'session-a' : 'session-b'));

@@ -65,6 +65,31 @@ test('a checkpoint on request, then aborting, stops the run; a runaway loss ends
 });
 
 test('a bad config is rejected before anything starts', () => {
-  const config = microConfig({ wgrad: { precision: 'mxfp4', rotation: 'hadamard', hadamardBlock: 128 } });
-  assert.throws(() => startRun({ config, outDir: tmpdir() }), /wgrad hadamard block 128 does not divide its reduction dimension batch·seqLen = 32/);
+  const config = microConfig();
+  config.model = { ...config.model, dim: 48 };
+  assert.throws(() => startRun({ config, outDir: tmpdir() }), /config.model dim \(48\) must be a multiple of the MX block size 32/);
+});
+
+test('a Hadamard block that does not divide a reduction dimension pads it, and runStarted says so', async () => {
+  const block128 = { precision: 'mxfp4', rotation: 'hadamard', hadamardBlock: 128 } as const;
+  const config = microConfig({ fprop: block128, dgrad: block128, wgrad: block128 });
+  const outDir = mkdtempSync(join(tmpdir(), 'mxscope-pad-'));
+  const run = startRun({ config, outDir });
+  const ended = await run.done;
+  assert.equal(ended.status, 'completed', ended.reason);
+  // Read as plain JSON: the assertions below walk optional fields freely.
+  const records = JSON.parse(JSON.stringify((await readRunLog(run.dir)).records));
+  const started = records[0];
+  const tokens = config.model.batch as number * (config.model.seqLen as number);
+  for (const layer of started.layers) {
+    assert.deepEqual(layer.rotationFit.fprop, layer.inFeatures % 128 ? { status: 'padded', dim: layer.inFeatures, paddedTo: Math.ceil(layer.inFeatures / 128) * 128 } : { status: 'rotated', dim: layer.inFeatures });
+    assert.equal(layer.rotationFit.wgrad.dim, tokens);
+  }
+  const stats = records.filter((r: { type: string; gemm?: string }) => r.type === 'layerStats' && r.gemm === 'fprop');
+  const padded = stats.find((r: { layer: string }) => started.layers.find((l: { name: string }) => l.name === r.layer).rotationFit.fprop.status === 'padded');
+  assert.ok(padded, 'some fprop is padded in the micro model');
+  const info = started.layers.find((l: { name: string }) => l.name === padded.layer);
+  assert.equal(padded.operands[1].elements, info.outFeatures * info.rotationFit.fprop.paddedTo, 'the GEMM reduces over the padded, rotated operands');
+  assert.ok(records.every((r: { type: string; loss?: number }) => r.type !== 'step' || Number.isFinite(r.loss)), 'training stays finite');
+  rmSync(outDir, { recursive: true, force: true });
 });

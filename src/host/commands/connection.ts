@@ -1,5 +1,6 @@
 // Commands that start, connect to and leave trainers, and the status bar's quick actions.
 import * as vscode from 'vscode';
+import { splitTokenUrl } from '../../link/auth.js';
 import type { EmulationTrainer } from '../emulation.js';
 import { quickActions } from '../model/status-text.js';
 import type { HostServices } from '../services.js';
@@ -42,14 +43,15 @@ export async function connectToTrainer(services: HostServices, context: vscode.E
   const remembered = context.workspaceState.get<string>(LAST_URL_KEY) ?? services.settings().defaultUrl;
   const url = await vscode.window.showInputBox({
     title: 'MX Scope: Connect to Trainer',
-    prompt: 'The trainer\'s websocket URL (it prints it on its MXSCOPE_LISTENING line)',
+    prompt: 'The trainer\'s websocket URL as its MXSCOPE_LISTENING line prints it (with ?token=…)',
     value: remembered,
-    validateInput: (value) => (/^wss?:\/\/[^\s/]+/.test(value.trim()) ? undefined : 'a ws:// or wss:// URL, e.g. ws://127.0.0.1:7340'),
+    validateInput: (value) => (/^wss?:\/\/[^\s/]+/.test(value.trim()) ? undefined : 'a ws:// or wss:// URL, e.g. ws://127.0.0.1:7340/?token=…'),
   });
   if (!url) return;
-  const trimmed = url.trim();
+  // A pasted URL with ?token= needs no second prompt; only the bare URL is remembered.
+  const { url: trimmed, token: pasted } = splitTokenUrl(url.trim());
   const stored = await context.secrets.get(tokenKey(trimmed));
-  const token = await vscode.window.showInputBox({ title: 'MX Scope: token (optional)', prompt: 'Leave empty if the trainer needs none. Kept in VS Code\'s secret storage.', password: true, value: stored ?? '' });
+  const token = pasted ?? (await vscode.window.showInputBox({ title: 'MX Scope: token', prompt: 'The token the trainer printed (leave empty only for a trainer started with --no-token). Kept in VS Code\'s secret storage.', password: true, value: stored ?? '' }));
   if (token === undefined) return;
   await context.workspaceState.update(LAST_URL_KEY, trimmed);
   if (token) await context.secrets.store(tokenKey(trimmed), token);

@@ -1,7 +1,8 @@
 // What the Runs view shows for each run: a label, a one-line description, and the config as child
 // rows. Pure functions of a store summary, so the wording is tested without VS Code.
 import { GEMM_KINDS } from '../../protocol/index.js';
-import type { RunStatus, RunSummary } from '../../store/run-store.js';
+import { withGemmNotes } from '../../dashboard/gemm-notes.js';
+import type { RunStatus, RunSummary, RunView } from '../../store/run-store.js';
 import { recipeSummary } from './rotation-modes.js';
 
 export interface RunRow {
@@ -53,7 +54,9 @@ export function runRow(summary: RunSummary): RunRow {
   return { label: runLabel(summary), description: `${summary.status} · ${step} · ${loss}${origin}`, tooltip, icon: STATUS_ICONS[summary.status] };
 }
 
-export function configRows(summary: RunSummary): ConfigRow[] {
+/** The config rows; with the run's records (`run`), GEMM rows also say where the rotation was
+ * padded or skipped and whether the stats are simulated MXFP4 (see dashboard/gemm-notes.ts). */
+export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
   const config = summary.config;
   if (!config) return [{ label: 'config', value: 'not known (runStarted not received)' }];
   return [
@@ -61,7 +64,9 @@ export function configRows(summary: RunSummary): ConfigRow[] {
     ...GEMM_KINDS.map((kind) => {
       const gemm = config.gemms[kind];
       const rotation = gemm.rotation === 'none' ? 'no rotation' : `${gemm.rotation} ${gemm.hadamardBlock}`;
-      return { label: kind, value: gemm.precision === 'mxfp4' ? `mxfp4 · ${rotation} · ${gemm.rounding}${gemm.srPrescale ? ' (¾ prescale)' : ''}` : gemm.precision };
+      const value = gemm.precision === 'mxfp4' ? `mxfp4 · ${rotation} · ${gemm.rounding}${gemm.srPrescale ? ' (¾ prescale)' : ''}` : gemm.precision;
+      const latest = run ? run.layers.map(({ name }) => run.layerStats(name, kind).at(-1)) : [];
+      return { label: kind, value: withGemmNotes(value, run?.layers ?? [], kind, latest) };
     }),
     { label: 'steps', value: config.steps === 0 ? 'open-ended' : String(config.steps) },
     { label: 'tokens/step', value: String(config.tokensPerStep) },

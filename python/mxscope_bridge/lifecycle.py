@@ -1,0 +1,54 @@
+"""How a run ends when the script does not end it: `with Bridge(...)` exiting by an exception, an
+uncaught exception, Ctrl-C, SIGTERM or interpreter exit each leave one runEnded (failed with the
+exception's message, or stopped) in the stream and the run log, and the bridge closes."""
+from __future__ import annotations
+
+import atexit
+import signal
+import sys
+import threading
+import weakref
+from typing import TYPE_CHECKING, Optional, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .bridge import Bridge
+
+
+def end_reason(exc: Optional[BaseException], step: Optional[int]) -> Tuple[str, str]:
+    """The runEnded status and reason for a run the script left with `exc` (None: left normally)."""
+    at = f" at step {step}" if step is not None else ""
+    if exc is None:
+        return "stopped", "the script left the run loop"
+    if isinstance(exc, KeyboardInterrupt):
+        return "stopped", f"interrupted (KeyboardInterrupt){at}"
+    if isinstance(exc, SystemExit):
+        return "stopped", f"the process exited (SystemExit {exc.code}){at}"
+    message = f"{type(exc).__name__}: {exc}"
+    return "failed", (message if len(message) <= 1000 else message[:997] + "...") + at
+
+
+_EXIT_HANDLED: "weakref.WeakSet[Bridge]" = weakref.WeakSet()
+
+
+def install_exit_handlers(bridge: "Bridge") -> None:
+    """An uncaught exception, Ctrl-C, SIGTERM or interpreter exit ends the active run with a
+    runEnded (failed / stopped) in the stream and the run log, and closes the bridge."""
+    first = not _EXIT_HANDLED
+    _EXIT_HANDLED.add(bridge)
+    if not first:
+        return
+    previous = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        for each in list(_EXIT_HANDLED):
+            try:
+                each._on_uncaught(exc)
+            except Exception as error:  # the original error matters more
+                print(f"mxscope-bridge: could not end the run: {error}", file=sys.stderr)
+        previous(exc_type, exc, tb)
+    sys.excepthook = excepthook
+    atexit.register(lambda: [each.close() for each in list(_EXIT_HANDLED)])
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        def on_sigterm(signum, frame):
+            raise SystemExit(128 + signum)  # unwinds through `with Bridge` / the excepthook: the run ends stopped
+        signal.signal(signal.SIGTERM, on_sigterm)

@@ -1,0 +1,134 @@
+"""The run loop the extension drives: runs() waits for Start, applies the run config (also to layers
+emulated after the bridge attached), ends runs by how the script left them, and a startRun sent the
+moment runEnded arrives succeeds."""
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import torch
+
+from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config
+
+from tests.helpers import TinyNet, read_log
+from tests.wsclient import Client
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exit_fixture.py")
+
+
+class RunLoop(unittest.TestCase):
+    def test_runs_switch_configs_and_start_right_after_run_ended(self):
+        torch.manual_seed(0)
+        model = TinyNet()
+        config = run_config(steps=4, stats_every=2, tokens_per_step=64, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32)))
+        bridge = Bridge(model, config, out_dir=tempfile.mkdtemp(), port=0, print_listening=False, handle_exit=False)
+        emulation = emulate(model, default_gemms(gemm_config("fp32")))  # after Bridge(): no order trap
+        seen = []
+
+        def script():
+            with bridge:
+                for run in bridge.runs(max_runs=4):
+                    run.reset(model)
+                    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                    seen.append((run.seed, emulation.gemms["wgrad"]["rotation"], emulation.gemms["wgrad"]["precision"]))
+                    for _ in run.steps():
+                        model(torch.randn(2, 16, 64)).pow(2).mean().backward()
+                        run.end_step(loss=1.0)
+                        optimizer.step()
+                        optimizer.zero_grad()
+        thread = threading.Thread(target=script)
+        thread.start()
+        client = Client(bridge.server.connect_url)
+        self.addCleanup(client.close)
+        client.recv()
+        client.send({"type": "subscribe", "id": "s"})
+        rotations = ["hadamard", "none", "random-hadamard", "none"]
+        for i, rotation in enumerate(rotations):
+            client.send({"type": "setNextRunConfig", "id": f"c{i}", "change": {"gemms": {"wgrad": {"rotation": rotation}}, "seed": i}})
+            client.send({"type": "startRun", "id": f"r{i}"})  # the moment the previous runEnded arrived
+            messages = client.recv_until(lambda m: m.get("type") == "runEnded")
+            replies = {m["id"]: m for m in messages if m.get("id") in (f"c{i}", f"r{i}")}
+            self.assertEqual(replies[f"r{i}"]["type"], "ack", replies[f"r{i}"])
+            started = next(m for m in messages if m.get("type") == "runStarted")
+            self.assertEqual(started["config"]["gemms"]["wgrad"]["rotation"], rotation)
+            self.assertEqual(messages[-1]["status"], "completed")
+            stats = [m for m in messages if m.get("type") == "layerStats"]
+            self.assertTrue(stats and all(m["precision"] == "mxfp4" and "simulated" not in m for m in stats), "the emulated GEMMs report")
+        thread.join(30)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(seen, [(i, r, "mxfp4") for i, r in enumerate(rotations)], "the emulation ran each run's config")
+        with self.assertRaisesRegex(EOFError, "closed with 1001"):
+            client.recv_until(lambda m: False)
+
+    def test_stop_is_acked_after_run_ended(self):
+        model = TinyNet()
+        bridge = Bridge(model, run_config(steps=100000, stats_every=50), out_dir=None, port=0, print_listening=False, handle_exit=False)
+        self.addCleanup(bridge.close)
+        client = Client(bridge.server.connect_url)
+        self.addCleanup(client.close)
+        client.recv()
+        client.send({"type": "subscribe", "id": "s"})
+        client.send({"type": "startRun", "id": "r"})
+        done = []
+
+        def script():
+            for run in bridge.runs(max_runs=1):
+                for _ in run.steps():
+                    run.end_step(loss=1.0)
+            done.append(True)
+        thread = threading.Thread(target=script)
+        thread.start()
+        client.recv_until(lambda m: m.get("type") == "step" and m["step"] == 3)
+        client.send({"type": "stopRun", "id": "stop"})
+        messages = client.recv_until(lambda m: m.get("id") == "stop")
+        ended = [m for m in messages if m.get("type") == "runEnded"]
+        self.assertEqual([m["status"] for m in ended], ["stopped"], "runEnded comes before the stop's ack")
+        self.assertEqual(messages[-1]["type"], "ack")
+        thread.join(10)
+        self.assertEqual(done, [True])
+
+
+class ClosingWithoutEndRun(unittest.TestCase):
+    def test_close_after_the_planned_steps_completes_the_run_and_before_them_stops_it(self):
+        for steps, want in ((3, ("completed", "trained 3 steps")), (2, ("stopped", "bridge closed"))):
+            model = TinyNet()
+            bridge = Bridge(model, run_config(steps=3, stats_every=5), out_dir=tempfile.mkdtemp(), port=0, print_listening=False, handle_exit=False)
+            bridge.start_run()
+            for step in range(steps):
+                bridge.begin_step(step)
+                model(torch.randn(2, 4, 64)).sum().backward()
+                bridge.end_step(loss=1.0)
+            run_dir = bridge.run_dir
+            bridge.close()
+            ended = read_log(run_dir)[-1]
+            self.assertEqual((ended["type"], ended["status"], ended["reason"]), ("runEnded", *want))
+
+
+class LeavingARun(unittest.TestCase):
+    def ended(self, mode):
+        out = tempfile.mkdtemp(prefix="mxscope-exit-")
+        done = subprocess.run([sys.executable, FIXTURE, mode, out], capture_output=True, text=True, timeout=120)
+        run_dir = done.stdout.splitlines()[0]
+        records = read_log(run_dir)
+        self.assertEqual([r["type"] for r in records].count("runEnded"), 1, done.stderr[-2000:])
+        self.assertEqual(records[-1]["type"], "runEnded")
+        return done, records[-1]
+
+    def test_break_exception_interrupt_and_sigterm_each_end_the_run(self):
+        want = {
+            "break": ("stopped", "the script left the run loop", 0),
+            "raise": ("failed", "ValueError: boom at step 2", 1),
+            "raise-no-with": ("failed", "ValueError: boom at step 2", 1),
+            "interrupt": ("stopped", "interrupted (KeyboardInterrupt) at step 2", -2),  # Python exits by SIGINT
+            "sigterm": ("stopped", "the process exited (SystemExit 143) at step 2", 143),
+        }
+        for mode, (status, reason, code) in want.items():
+            done, ended = self.ended(mode)
+            self.assertEqual((ended["status"], ended["reason"], ended["step"]), (status, reason, 2), mode)
+            self.assertEqual(done.returncode, code, (mode, done.stderr[-2000:]))
+
+
+if __name__ == "__main__":
+    unittest.main()

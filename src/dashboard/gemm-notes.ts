@@ -1,0 +1,28 @@
+// What a run's GEMM labels add beyond the config: how the rotation fitted each layer's reduction
+// dimension (runStarted.layers[].rotationFit: padded / skipped layers) and whether the stats are the
+// publisher's MXFP4 simulation of GEMMs that ran at another precision (layerStats.simulated).
+import type { GemmKind } from '../protocol/config.js';
+import type { LayerInfo, LayerStatsRecord } from '../protocol/telemetry.js';
+
+/** "padded in 2 of 9 layers", "skipped in 1 of 9 layers" (both when both), or "" when every layer fits. */
+export function rotationFitNote(layers: readonly LayerInfo[], gemm: GemmKind): string {
+  const count = (status: string) => layers.filter((layer) => layer.rotationFit?.[gemm].status === status).length;
+  return (['padded', 'skipped'] as const)
+    .map((status) => [status, count(status)] as const)
+    .filter(([, n]) => n > 0)
+    .map(([status, n]) => `${status} in ${n} of ${layers.length} layers`)
+    .join(', ');
+}
+
+/** "MXFP4 simulated (GEMM ran bf16)" when the newest records of this GEMM say so, else "". */
+export function simulatedNote(latest: readonly (LayerStatsRecord | undefined)[]): string {
+  const simulated = latest.filter((record): record is LayerStatsRecord => record?.simulated === true);
+  if (simulated.length === 0) return '';
+  const ran = [...new Set(simulated.map((record) => record.precision))].join('/');
+  return `MXFP4 simulated (GEMM ran ${ran})`;
+}
+
+/** `base` with the notes that apply, joined by " · ". */
+export function withGemmNotes(base: string, layers: readonly LayerInfo[], gemm: GemmKind, latest: readonly (LayerStatsRecord | undefined)[]): string {
+  return [base, rotationFitNote(layers, gemm), simulatedNote(latest)].filter((part) => part !== '').join(' · ');
+}

@@ -1,0 +1,170 @@
+/**
+ * Drives the trainer's WebAssembly SIMD kernels (src/wasm/trainer-ops.wat): SwiGLU and the causal
+ * softmax of attention (whose exp dominates them in plain JavaScript) and RMSNorm. Operands stream
+ * through the module's memory in cache-sized chunks of whole rows, or one score matrix at a time.
+ */
+import { WASM_BASE64 } from '../wasm/generated/trainer-ops.js';
+import { align16, tryLoad } from '../mx/wasm-arena.js';
+
+interface ActivationExports {
+  swiglu_forward(gate: number, up: number, out: number, count: number): void;
+  swiglu_backward(gate: number, up: number, dOut: number, count: number): void;
+  softmax_causal(p: number, seq: number, scale: number): void;
+  softmax_causal_backward(dS: number, p: number, seq: number, scale: number): void;
+  rms_norm_forward(x: number, gain: number, rows: number, cols: number, y: number, rstd: number, eps: number): void;
+  rms_norm_backward(x: number, gain: number, rstd: number, dy: number, rows: number, cols: number, dx: number, dGain: number, accumulate: number): void;
+  adamw(data: number, grad: number, m: number, v: number, count: number, gradScale: number, beta1: number, beta2: number, c1: number, c2: number, lr: number, eps: number, decay: number): void;
+}
+
+/** One AdamW update of one parameter tensor (see src/trainer/optimizer.ts). */
+export interface AdamWUpdate {
+  data: Float32Array;
+  grad: Float32Array;
+  m: Float32Array;
+  v: Float32Array;
+  gradScale: number;
+  beta1: number;
+  beta2: number;
+  /** Bias corrections 1 − β^t. */
+  correction1: number;
+  correction2: number;
+  lr: number;
+  eps: number;
+  /** lr · weight decay, or 0. */
+  decay: number;
+}
+
+export interface TrainerKernels {
+  swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void;
+  swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void;
+  /** False when it cannot take this shape (seq not a multiple of 4): the caller runs its own loop. */
+  softmaxCausal(p: Float32Array, seq: number, scale: number): boolean;
+  softmaxCausalBackward(dS: Float32Array, p: Float32Array, seq: number, scale: number): boolean;
+  /** False when cols is not a multiple of 4. */
+  rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array, eps: number): boolean;
+  rmsNormBackward(x: Float32Array, gain: Float32Array, rstd: Float32Array, dy: Float32Array, rows: number, cols: number, dx: Float32Array, dGain: Float32Array, accumulate: boolean): boolean;
+  adamW(update: AdamWUpdate): void;
+}
+
+const CHUNK = 4096; // floats per operand per call: three operands stay within L1/L2
+const A = 0;
+const B = A + 4 * CHUNK;
+const C = B + 4 * CHUNK;
+const END = C + 4 * CHUNK;
+
+/** Calls `each` on consecutive chunks of `count` floats; the kernels see the tail rounded up to whole vectors. */
+function forEachChunk(count: number, each: (offset: number, length: number, vectorFloats: number) => void): void {
+  for (let offset = 0; offset < count; offset += CHUNK) {
+    const length = Math.min(CHUNK, count - offset);
+    each(offset, length, align16(4 * length) >> 2);
+  }
+}
+
+export function loadTrainerKernels(): TrainerKernels | undefined {
+  const arena = tryLoad<ActivationExports>(WASM_BASE64);
+  if (!arena) return undefined;
+  arena.ensure(END);
+  const kernels = arena.exports;
+  return {
+    swigluForward(gate, up, out) {
+      forEachChunk(out.length, (offset, length, floats) => {
+        const memory = arena.f32;
+        memory.set(gate.subarray(offset, offset + length), A >> 2);
+        memory.set(up.subarray(offset, offset + length), B >> 2);
+        kernels.swiglu_forward(A, B, C, floats);
+        out.set(memory.subarray(C >> 2, (C >> 2) + length), offset);
+      });
+    },
+    swigluBackward(gate, up, dOut, dGate, dUp) {
+      forEachChunk(dOut.length, (offset, length, floats) => {
+        const memory = arena.f32;
+        memory.set(gate.subarray(offset, offset + length), A >> 2);
+        memory.set(up.subarray(offset, offset + length), B >> 2);
+        memory.set(dOut.subarray(offset, offset + length), C >> 2);
+        kernels.swiglu_backward(A, B, C, floats);
+        dGate.set(memory.subarray(A >> 2, (A >> 2) + length), offset);
+        dUp.set(memory.subarray(B >> 2, (B >> 2) + length), offset);
+      });
+    },
+    softmaxCausal(p, seq, scale) {
+      if (seq % 4 !== 0) return false;
+      const size = seq * seq;
+      arena.ensure(4 * size);
+      arena.f32.set(p.subarray(0, size), 0);
+      kernels.softmax_causal(0, seq, scale);
+      p.set(arena.f32.subarray(0, size));
+      return true;
+    },
+    softmaxCausalBackward(dS, p, seq, scale) {
+      if (seq % 4 !== 0) return false;
+      const size = seq * seq;
+      arena.ensure(8 * size);
+      const memory = arena.f32;
+      memory.set(dS.subarray(0, size), 0);
+      memory.set(p.subarray(0, size), size);
+      kernels.softmax_causal_backward(0, 4 * size, seq, scale);
+      dS.set(memory.subarray(0, size));
+      return true;
+    },
+    rmsNormForward(x, gain, rows, cols, y, rstd, eps) {
+      if (cols % 4 !== 0) return false;
+      // The gain, then per chunk of whole rows their 1/rms, x and y.
+      const rowsPerChunk = Math.max(1, Math.floor(CHUNK / cols));
+      const rstdAt = align16(4 * cols);
+      const xAt = align16(rstdAt + 4 * rowsPerChunk);
+      const yAt = align16(xAt + 4 * rowsPerChunk * cols);
+      arena.ensure(yAt + 4 * rowsPerChunk * cols);
+      const memory = arena.f32;
+      memory.set(gain.subarray(0, cols), 0);
+      for (let row = 0; row < rows; row += rowsPerChunk) {
+        const count = Math.min(rowsPerChunk, rows - row);
+        memory.set(x.subarray(row * cols, (row + count) * cols), xAt >> 2);
+        kernels.rms_norm_forward(xAt, 0, count, cols, yAt, rstdAt, eps);
+        y.set(memory.subarray(yAt >> 2, (yAt >> 2) + count * cols), row * cols);
+        rstd.set(memory.subarray(rstdAt >> 2, (rstdAt >> 2) + count), row);
+      }
+      return true;
+    },
+    rmsNormBackward(x, gain, rstd, dy, rows, cols, dx, dGain, accumulate) {
+      if (cols % 4 !== 0) return false;
+      const rowsPerChunk = Math.max(1, Math.floor(CHUNK / cols));
+      const dGainAt = align16(4 * cols);
+      const rstdAt = align16(dGainAt + 4 * cols);
+      const xAt = align16(rstdAt + 4 * rowsPerChunk);
+      const dyAt = align16(xAt + 4 * rowsPerChunk * cols);
+      const dxAt = align16(dyAt + 4 * rowsPerChunk * cols);
+      arena.ensure(dxAt + 4 * rowsPerChunk * cols);
+      const memory = arena.f32;
+      memory.set(gain.subarray(0, cols), 0);
+      memory.set(dGain.subarray(0, cols), dGainAt >> 2);
+      for (let row = 0; row < rows; row += rowsPerChunk) {
+        const count = Math.min(rowsPerChunk, rows - row);
+        const [from, to] = [row * cols, (row + count) * cols];
+        memory.set(x.subarray(from, to), xAt >> 2);
+        memory.set(dy.subarray(from, to), dyAt >> 2);
+        memory.set(rstd.subarray(row, row + count), rstdAt >> 2);
+        if (accumulate) memory.set(dx.subarray(from, to), dxAt >> 2);
+        kernels.rms_norm_backward(xAt, 0, rstdAt, dyAt, count, cols, dxAt, dGainAt, accumulate ? 1 : 0);
+        dx.set(memory.subarray(dxAt >> 2, (dxAt >> 2) + count * cols), from);
+      }
+      dGain.set(memory.subarray(dGainAt >> 2, (dGainAt >> 2) + cols));
+      return true;
+    },
+    adamW(u) {
+      const D = END;
+      arena.ensure(D + 4 * CHUNK);
+      forEachChunk(u.data.length, (offset, length, floats) => {
+        const memory = arena.f32;
+        const end = offset + length;
+        memory.set(u.data.subarray(offset, end), A >> 2);
+        memory.set(u.grad.subarray(offset, end), B >> 2);
+        memory.set(u.m.subarray(offset, end), C >> 2);
+        memory.set(u.v.subarray(offset, end), D >> 2);
+        kernels.adamw(A, B, C, D, floats, u.gradScale, u.beta1, u.beta2, u.correction1, u.correction2, u.lr, u.eps, u.decay);
+        u.data.set(memory.subarray(A >> 2, (A >> 2) + length), offset);
+        u.m.set(memory.subarray(C >> 2, (C >> 2) + length), offset);
+        u.v.set(memory.subarray(D >> 2, (D >> 2) + length), offset);
+      });
+    },
+  };
+}

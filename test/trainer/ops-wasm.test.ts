@@ -1,0 +1,135 @@
+// The trainer's WebAssembly kernels (SwiGLU, causal softmax, RMSNorm) against the JavaScript loops they replace.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Rng } from '../../src/mx/index.js';
+import { AdamW } from '../../src/trainer/optimizer.js';
+import { createParam } from '../../src/trainer/params.js';
+import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, useWasmTrainerKernels } from '../../src/trainer/ops.js';
+
+function random(n: number, seed: number, spread: number): Float32Array {
+  const rng = new Rng(seed);
+  return Float32Array.from({ length: n }, () => (rng.nextFloat() - 0.5) * spread);
+}
+
+/** Runs `fn` with the loops and with the kernels; returns both results. */
+function bothWays<T>(fn: () => T): { js: T; wasm: T } {
+  try {
+    useWasmTrainerKernels(false);
+    const js = fn();
+    assert.ok(useWasmTrainerKernels(true), 'WebAssembly SIMD should load in Node');
+    return { js, wasm: fn() };
+  } finally {
+    useWasmTrainerKernels(true);
+  }
+}
+
+/**
+ * |actual − expected| ≤ relative·(|expected| + scale(i)): float32 rounding of the terms of a
+ * difference (scale(i) is their size) shows up as absolute error when they nearly cancel.
+ */
+function assertClose(actual: Float32Array, expected: Float32Array, relative: number, what: string, scale: (i: number) => number = () => 0): void {
+  assert.equal(actual.length, expected.length, `${what}: length`);
+  for (let i = 0; i < expected.length; i++) {
+    const [a, e] = [actual[i]!, expected[i]!];
+    if (Number.isNaN(e)) assert.ok(Number.isNaN(a), `${what}[${i}]: ${a}, expected NaN`);
+    else assert.ok(Math.abs(a - e) <= relative * (Math.abs(e) + scale(i)) + 1e-30, `${what}[${i}]: ${a} vs ${e}`);
+  }
+}
+
+test('SwiGLU forward and backward match the loops to a few ulp, tails and extremes included', () => {
+  for (const n of [4, 7, 4096, 4099, 10_001]) {
+    const gate = random(n, n, 24);
+    const up = random(n, n + 1, 4);
+    const dOut = random(n, n + 2, 2);
+    gate[0] = 200; // sigmoid saturates at 1
+    gate[1] = -200; // and at 0
+    if (n > 4) gate[4] = NaN;
+    const { js, wasm } = bothWays(() => {
+      const out = new Float32Array(n);
+      const dGate = new Float32Array(n);
+      const dUp = new Float32Array(n);
+      swigluForward(gate, up, out);
+      swigluBackward(gate, up, dOut, dGate, dUp);
+      return { out, dGate, dUp };
+    });
+    assertClose(wasm.out, js.out, 1e-6, `n=${n} out`);
+    // dGate = dOut·up·s·(1 + gate·(1 − s)): the bracket cancels near gate ≈ −1.28.
+    assertClose(wasm.dGate, js.dGate, 1e-6, `n=${n} dGate`, (i) => Math.abs(dOut[i]! * up[i]!) * (1 + Math.abs(gate[i]!)));
+    assertClose(wasm.dUp, js.dUp, 1e-6, `n=${n} dUp`);
+  }
+});
+
+test('causal softmax forward and backward match the loops, with zeros above the diagonal', () => {
+  for (const seq of [4, 8, 36, 64, 6]) {
+    const scores = random(seq * seq, seq, 40);
+    const dP = random(seq * seq, seq + 9, 2);
+    const scale = 1 / Math.sqrt(16);
+    const { js, wasm } = bothWays(() => {
+      const p = scores.slice();
+      softmaxCausal(p, seq, scale);
+      const dS = dP.slice();
+      softmaxCausalBackward(dS, p, seq, scale);
+      return { p, dS };
+    });
+    assertClose(wasm.p, js.p, 2e-6, `seq=${seq} p`);
+    // dS = p·(dP − Σ dP·p)·scale: the difference cancels; its terms are at most max|dP| ≤ 1.
+    assertClose(wasm.dS, js.dS, 1e-5, `seq=${seq} dS`, (i) => js.p[i]! * 2 * scale);
+    for (let i = 0; i < seq; i++) {
+      let sum = 0;
+      for (let j = 0; j < seq; j++) {
+        if (j > i) assert.equal(wasm.p[i * seq + j], 0, `seq=${seq} p[${i}][${j}] above the diagonal`);
+        sum += wasm.p[i * seq + j]!;
+      }
+      assert.ok(Math.abs(sum - 1) < 1e-5, `seq=${seq} row ${i} sums to ${sum}`);
+    }
+  }
+});
+
+test('RMSNorm forward and backward match the loops, accumulating or not', () => {
+  for (const [rows, cols] of [[1, 4], [7, 64], [300, 128], [3, 6]] as const) {
+    const x = random(rows * cols, rows, 6);
+    const gain = random(cols, cols, 2);
+    const dy = random(rows * cols, rows + 5, 2);
+    const start = random(rows * cols, rows + 6, 1);
+    const { js, wasm } = bothWays(() => {
+      const y = new Float32Array(rows * cols);
+      const rstd = new Float32Array(rows);
+      rmsNormForward(x, gain, rows, cols, y, rstd);
+      const dx = new Float32Array(rows * cols);
+      const dGain = Float32Array.from(gain, (_, i) => i); // dGain accumulates onto what is there
+      rmsNormBackward(x, gain, rstd, dy, rows, cols, dx, dGain, false);
+      const dxAcc = start.slice();
+      rmsNormBackward(x, gain, rstd, dy, rows, cols, dxAcc, new Float32Array(cols), true);
+      return { y, rstd, dx, dGain, dxAcc };
+    });
+    const where = `${rows}×${cols}`;
+    assertClose(wasm.y, js.y, 1e-5, `${where} y`);
+    assertClose(wasm.rstd, js.rstd, 1e-6, `${where} rstd`);
+    // dx = dy·gain·r − x·coef cancels; dGain sums `rows` terms of either sign.
+    assertClose(wasm.dx, js.dx, 1e-5, `${where} dx`, (i) => Math.abs(dy[i]! * gain[i % cols]! * js.rstd[Math.floor(i / cols)]!) + 1);
+    assertClose(wasm.dGain, js.dGain, 1e-5, `${where} dGain`, () => rows * 12);
+    assertClose(wasm.dxAcc, js.dxAcc, 1e-5, `${where} dx accumulated`, (i) => Math.abs(start[i]!) + 1);
+  }
+});
+
+test('the AdamW update matches the loop, with decay, clipping scale and bias correction', () => {
+  const params = [createParam('w', [70, 33], true), createParam('g', [33], false)];
+  for (const [i, p] of params.entries()) {
+    p.data.set(random(p.data.length, 10 + i, 2));
+    p.grad.set(random(p.grad.length, 20 + i, 0.1));
+  }
+  const settings = { lr: 3e-3, minLrFrac: 0.1, warmup: 2, weightDecay: 0.1, beta1: 0.9, beta2: 0.95, eps: 1e-8, clip: 1 };
+  const { js, wasm } = bothWays(() => {
+    const copies = params.map((p) => ({ ...p, data: p.data.slice(), grad: p.grad.slice() }));
+    const optimizer = new AdamW(copies, settings);
+    for (let t = 0; t < 3; t++) optimizer.step(settings.lr, 0.5);
+    return { data: copies.map((p) => p.data), m: optimizer.m, v: optimizer.v };
+  });
+  for (let i = 0; i < params.length; i++) {
+    // data − lr·update − decay·data cancels where the weight is near 0: terms up to 3 steps × lr.
+    assertClose(wasm.data[i]!, js.data[i]!, 1e-6, `${params[i]!.name} data`, () => 3 * settings.lr);
+    assertClose(wasm.m[i]!, js.m[i]!, 1e-6, `${params[i]!.name} m`);
+    assertClose(wasm.v[i]!, js.v[i]!, 1e-5, `${params[i]!.name} v`);
+    assert.notDeepEqual(wasm.data[i], params[i]!.data, 'the update moved the weights');
+  }
+});
