@@ -29,6 +29,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     statsEvery: config?.statsEvery ?? 1,
     layers: run.layers.map((layer) => layer.name),
     divergedAt: divergedAt ?? endedDiverged,
+    sketchSize: config?.sketchSize ?? 0,
   };
 }
 

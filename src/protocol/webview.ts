@@ -22,6 +22,8 @@ export interface RunInfo {
   layers: string[];
   /** The step whose loss diverged (non-finite or run ended `diverged`), if any. */
   divergedAt: number | null;
+  /** Entries of each Wgrad error sketch (0: none); sets the correlation plots' noise floor. */
+  sketchSize?: number;
 }
 
 /** A loss curve, columnar; `loss[i]` is null where the loss was non-finite. */
@@ -209,6 +211,7 @@ const runInfoSchema = object<RunInfo>({
   statsEvery: intIn(1, 1_000_000),
   layers: arrayOf(layerName, 100_000),
   divergedAt: nullable(nonNegInt),
+  sketchSize: optional(nonNegInt),
 });
 
 const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums, gradNorm: optional(nullableNums), lr: optional(nums) });
