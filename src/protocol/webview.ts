@@ -3,7 +3,7 @@
 // 10,000-step run is a few arrays, not 10,000 objects.
 import { GEMM_KINDS, type GemmKind } from './config.js';
 import { OPERANDS, RUN_END_STATUSES, type Operand, type RunEndStatus } from './telemetry.js';
-import { arrayOf, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
+import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
 
 export const RUN_STATUSES = ['running', ...RUN_END_STATUSES] as const;
 export type RunStatus = 'running' | RunEndStatus;
@@ -24,6 +24,9 @@ export interface RunInfo {
   divergedAt: number | null;
   /** Entries of each Wgrad error sketch (0: none); sets the correlation plots' noise floor. */
   sketchSize?: number;
+  seed?: number;
+  /** Equal for runs whose configs differ only in seed (a hash of the rest); such runs form a seed group. */
+  seedGroup?: string;
 }
 
 /** A loss curve, columnar; `loss[i]` is null where the loss was non-finite. */
@@ -212,6 +215,8 @@ const runInfoSchema = object<RunInfo>({
   layers: arrayOf(layerName, 100_000),
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),
+  seed: optional(int),
+  seedGroup: optional(str(64)),
 });
 
 const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums, gradNorm: optional(nullableNums), lr: optional(nums) });

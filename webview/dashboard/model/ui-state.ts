@@ -40,6 +40,8 @@ export interface UiState {
   yZoom: { min: number; max: number } | null;
   /** Automatic y range ignores outliers (a spike runs off the top instead of squashing the rest). */
   robustY: boolean;
+  /** Seed groups (RunInfo.seedGroup) drawn as their separate runs instead of mean ± sd. */
+  ungroupedSeeds: string[];
   /** Palette slot per run: a run keeps its colour while it is held, across reloads. */
   colors: Record<string, number>;
 }
@@ -67,6 +69,7 @@ export const DEFAULT_UI_STATE: UiState = {
   zoom: null,
   yZoom: null,
   robustY: true,
+  ungroupedSeeds: [],
   colors: {},
 };
 
@@ -102,6 +105,7 @@ export function restoreUiState(saved: unknown): UiState {
     zoom: restoreZoom(s.zoom),
     yZoom: restoreZoom(s.yZoom),
     robustY: typeof s.robustY === 'boolean' ? s.robustY : d.robustY,
+    ungroupedSeeds: Array.isArray(s.ungroupedSeeds) ? s.ungroupedSeeds.filter((key): key is string => typeof key === 'string').slice(0, 64) : d.ungroupedSeeds,
     colors: restoreColors(s.colors),
   };
 }
