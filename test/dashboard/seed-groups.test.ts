@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { extraPctInterval, indistinguishable, meanBand, meanInterval, seedGroups, t975 } from '../../webview/dashboard/model/seed-groups.js';
+import { extraPctInterval, indistinguishable, meanInterval, t975 } from '../../src/shared/intervals.js';
+import { meanBand, seedGroups } from '../../webview/dashboard/model/seed-groups.js';
 import type { RunInfo } from '../../src/protocol/webview.js';
 
 const info = (runId: string, seedGroup: string, seed: number): RunInfo => ({ runId, name: runId, status: 'completed', startedAt: '', gemms: { fprop: 'x', dgrad: 'x', wgrad: 'x' }, tokensPerStep: 1, statsEvery: 1, layers: [], divergedAt: null, seed, seedGroup });

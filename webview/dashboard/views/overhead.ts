@@ -4,7 +4,8 @@ import { defaultTargetLoss, overheadTable, type OverheadRow } from '../model/ove
 import { dropdown, textField } from '../../ui/toolkit.js';
 import type { RunInfo } from '../../../src/protocol/webview.js';
 import { element, formatNumber, formatTokens, type Context, type View } from '../context.js';
-import { extraPctInterval, groupName, indistinguishable, meanInterval, seedGroups, type Interval } from '../model/seed-groups.js';
+import { extraPctInterval, indistinguishable, meanInterval, type Interval } from '../../../src/shared/intervals.js';
+import { groupName, seedGroups } from '../model/seed-groups.js';
 
 export class OverheadView implements View {
   readonly root = element('div', 'view overhead-view');
