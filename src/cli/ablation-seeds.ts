@@ -22,7 +22,7 @@ export function formatSeedTable(bySeed: readonly (readonly AblationResult[])[], 
       extra !== null && Number.isFinite(extra.hi) && indistinguishable(extra) ? 'not distinguishable from the baseline' : '',
     ];
   });
-  const header = ['run', 'seeds reached', `mean tokens to ${target.toFixed(4)} (95% CI)`, 'extra tokens (95% CI)', ''];
+  const header = ['run', 'seeds reached', `mean tokens to ${target.toFixed(4)} (95% CI)`, 'extra tokens (95% CI)', 'verdict'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]): string => cells.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');

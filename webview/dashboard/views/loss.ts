@@ -167,7 +167,14 @@ export class LossView implements View {
       return decimateMinMax(visible.xs, visible.ys, buckets);
     };
     const shown = this.ctx.shownRuns();
-    const groups = this.compact ? [] : seedGroups(shown).filter((group) => !state.ungroupedSeeds.includes(group.key));
+    // Groups come from every run held (so names match the toggles), drawn with their shown members.
+    const shownIds = new Set(shown.map((run) => run.runId));
+    const groups = this.compact
+      ? []
+      : seedGroups(data.runs)
+          .filter((group) => !state.ungroupedSeeds.includes(group.key))
+          .map((group) => ({ name: groupName(group), runs: group.runs.filter((run) => shownIds.has(run.runId)) }))
+          .filter((group) => group.runs.length >= 2);
     const grouped = new Set(groups.flatMap((group) => group.runs.map((run) => run.runId)));
     for (const run of shown) {
       if (grouped.has(run.runId)) continue;
@@ -206,7 +213,7 @@ export class LossView implements View {
       if (members.length < 2) continue;
       const band = meanBand(members.map((train) => ({ xs: xOf(train), ys: relative(xOf(train), smooth(train.loss), baseSmoothed) })));
       const color = this.ctx.color(group.runs[0]!.runId);
-      const label = `${groupName(group)} · mean ± sd of ${members.length} seeds`;
+      const label = `${group.name} · mean ± sd of ${members.length} seeds`;
       const every = Math.max(1, Math.ceil(band.xs.length / buckets));
       const thin = (ys: number[]) => toPoints(band.xs.filter((_, i) => i % every === 0), ys.filter((_, i) => i % every === 0));
       datasets.push(

@@ -64,7 +64,12 @@ export class OverheadView implements View {
    * the extra tokens over the baseline (its group's mean when it has seeds) with a Welch interval.
    */
   private groupRows(runs: readonly RunInfo[], baseline: string | null): HTMLElement[] {
-    const groups = seedGroups(runs).filter((group) => !this.ctx.state.ungroupedSeeds.includes(group.key));
+    // Groups come from every run held (names match the Loss tab's toggles), with their shown members.
+    const shown = new Set(runs.map((run) => run.runId));
+    const groups = seedGroups(this.ctx.data.runs)
+      .filter((group) => !this.ctx.state.ungroupedSeeds.includes(group.key))
+      .map((group) => ({ ...group, runs: group.runs.filter((run) => shown.has(run.runId)) }))
+      .filter((group) => group.runs.length >= 2);
     this.groupCsv = [];
     if (groups.length === 0 || this.target === null) return [];
     const tokensOf = (runId: string) => this.rows.find((row) => row.runId === runId)?.tokens ?? null;
