@@ -30,7 +30,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     layers: run.layers.map((layer) => layer.name),
     divergedAt: divergedAt ?? endedDiverged,
     sketchSize: config?.sketchSize ?? 0,
-    ...(config ? { seed: config.seed, seedGroup: seedGroupOf(config) } : {}),
+    ...(config ? { seed: config.seed, steps: config.steps, seedGroup: seedGroupOf(config) } : {}),
   };
 }
 

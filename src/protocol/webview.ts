@@ -25,6 +25,8 @@ export interface RunInfo {
   /** Entries of each Wgrad error sketch (0: none); sets the correlation plots' noise floor. */
   sketchSize?: number;
   seed?: number;
+  /** Planned steps (0: open-ended). */
+  steps?: number;
   /** Equal for runs whose configs differ only in seed (a hash of the rest); such runs form a seed group. */
   seedGroup?: string;
 }
@@ -216,6 +218,7 @@ const runInfoSchema = object<RunInfo>({
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),
   seed: optional(int),
+  steps: optional(nonNegInt),
   seedGroup: optional(str(64)),
 });
 
