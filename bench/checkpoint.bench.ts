@@ -1,7 +1,11 @@
 // Checkpoint analysis scan rate and memory on BF16 files made here (1 GiB and 0.25 GiB, deleted
-// afterwards). Baseline in the same run: a raw sequential read of the same file through a FileHandle
-// in the same chunk size. Each measurement runs in a fresh child process so its peak RSS is its own;
-// memory use should not depend on the file size. Goal: the histogram pass at ≥ 1 GB/s on one core.
+// afterwards). Baseline in the same run: a raw read of the same file through the analysis's own
+// chunk reader (SafetensorsFile.chunks, same chunk size, same double buffering), doing nothing with
+// the bytes. Each measurement runs in a fresh child process so its peak RSS is its own; memory use
+// should not depend on the file size. Each child runs its pass twice and times the second: the page
+// cache is hot (the file was just written) and one-time costs (buffer first-touch, module compiles,
+// JIT) are out of the figure, so the raw-read baseline no longer depends on the file size.
+// Goals: histogram pass ≥ 0.75× raw read, default full pass ≥ 0.5× raw read, on the 1 GiB file.
 // The histogram pass runs on the 'auto' backend (WebAssembly where it loads) and, for comparison, on
 // the TypeScript loops.
 import { spawnSync } from 'node:child_process';
@@ -69,18 +73,21 @@ async function writeBf16Checkpoint(path: string, tensors: number): Promise<void>
   }
 }
 
+/** Every tensor's bytes through the chunk reader the analysis uses, in its chunk size, untouched. */
 async function rawRead(path: string, chunkBytes: number): Promise<number> {
-  const handle = await open(path, 'r');
-  const buffer = new Uint8Array(chunkBytes);
+  const checkpoint = await openCheckpoint(path);
+  const buffers = [new Uint8Array(chunkBytes), new Uint8Array(chunkBytes)] as const;
   let total = 0;
   try {
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, chunkBytes, total);
-      if (bytesRead === 0) return total;
-      total += bytesRead;
+    for (const tensor of checkpoint.tensors) {
+      const elementBytes = tensor.byteLength / tensor.elements;
+      const cols = tensor.shape[tensor.shape.length - 1]!;
+      const chunkRows = Math.max(1, Math.floor(chunkBytes / (cols * elementBytes)));
+      for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, buffers)) total += chunk.byteLength;
     }
+    return total;
   } finally {
-    await handle.close();
+    await checkpoint.close();
   }
 }
 
@@ -96,14 +103,16 @@ async function analyse(path: string, options: Partial<AnalysisOptions>): Promise
 
 async function measure(mode: Mode, path: string): Promise<Measurement> {
   const wasm = setMxBackend(mode === 'histogram-ts' ? 'ts' : 'auto');
+  const pass = (): Promise<number> =>
+    mode === 'idle' ? Promise.resolve(0)
+    : mode === 'read' ? rawRead(path, DEFAULT_ANALYSIS_OPTIONS.chunkBytes)
+    : mode.startsWith('histogram') ? analyse(path, { mode: 'histogram' })
+    : mode === 'full' ? analyse(path, {})
+    : analyse(path, { sqnrRows: 0 });
+  await pass(); // untimed: page cache, first-touch and compile costs out of the figure
   const started = process.hrtime.bigint();
   const cpuBefore = process.cpuUsage();
-  const bytes =
-    mode === 'idle' ? 0
-    : mode === 'read' ? await rawRead(path, DEFAULT_ANALYSIS_OPTIONS.chunkBytes)
-    : mode.startsWith('histogram') ? await analyse(path, { mode: 'histogram' })
-    : mode === 'full' ? await analyse(path, {})
-    : await analyse(path, { sqnrRows: 0 });
+  const bytes = await pass();
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const cpu = process.cpuUsage(cpuBefore);
   return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, bytes, maxRssMiB: process.resourceUsage().maxRSS / 1024, path: wasm ? 'wasm' : 'ts' };
@@ -124,14 +133,15 @@ async function main(): Promise<void> {
       { label: '64 MiB', path: join(dir, 'small.safetensors'), tensors: 2 },
     ];
     for (const file of files) await writeBf16Checkpoint(file.path, file.tensors);
-    console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (so in the page cache); one child process per line`);
-    console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read');
+    console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (page cache hot); one child process per line, each timing its second pass`);
+    console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read (wall, CPU)');
     const idle = inChild('idle', files[0].path);
     console.log(`${'-'.padEnd(10)} ${'node + tsx, no work'.padEnd(20)}${' '.repeat(28)}${fmt(idle.maxRssMiB, 0)}`);
     const plan: [number, Mode, string][] = [
       [0, 'read', 'raw read (baseline)'],
       [0, 'histogram', 'histogram pass'],
       [0, 'histogram-ts', 'histogram pass'],
+      [0, 'full', `full, SQNR ${DEFAULT_ANALYSIS_OPTIONS.sqnrRows} rows`],
       [1, 'read', 'raw read (baseline)'],
       [1, 'histogram', 'histogram pass'],
       [1, 'full', `full, SQNR ${DEFAULT_ANALYSIS_OPTIONS.sqnrRows} rows`],
@@ -139,19 +149,32 @@ async function main(): Promise<void> {
       [2, 'sqnr-all', 'full, SQNR all rows'],
     ];
     const raw = new Map<number, number>();
+    const rawCpu = new Map<number, number>();
     const histogram = new Map<number, Measurement>();
+    let fullOnBig: Measurement | undefined;
     for (const [index, mode, name] of plan) {
       const m = inChild(mode, files[index].path);
       if (mode === 'histogram') histogram.set(index, m);
+      if (mode === 'full' && index === 0) fullOnBig = m;
       const label = mode.startsWith('histogram') ? `${name}, ${m.path}` : name;
       const rate = m.bytes / m.seconds / 1e9;
-      if (mode === 'read') raw.set(index, rate);
-      const ratio = mode === 'read' ? '' : fmt(rate / raw.get(index)!, 2);
+      const cpuRate = m.bytes / m.cpuSeconds / 1e9;
+      if (mode === 'read') {
+        raw.set(index, rate);
+        rawCpu.set(index, cpuRate);
+      }
+      const ratio = mode === 'read' ? '' : `${fmt(rate / raw.get(index)!, 2)}${fmt(cpuRate / rawCpu.get(index)!, 2)}`;
       console.log(`${files[index].label.padEnd(10)} ${label.padEnd(20)}${fmt(rate)}${fmt(m.seconds)}${fmt(m.bytes / m.cpuSeconds / 1e9)}${fmt(m.maxRssMiB, 0)}    ${ratio}`);
     }
     const [big, quarter] = [histogram.get(0)!, histogram.get(1)!];
     const bigRate = big.bytes / big.seconds / 1e9;
-    console.log(`\nhistogram pass on 1 GiB (${big.path}): ${bigRate.toFixed(2)} GB/s wall, ${(bigRate / raw.get(0)!).toFixed(2)}× raw read, ${(big.bytes / big.cpuSeconds / 1e9).toFixed(2)} GB/CPU-s (goal ≥ 1 GB/s: ${bigRate >= 1 ? 'met' : 'not met on this run'})`);
+    const bigRatio = bigRate / raw.get(0)!;
+    const cpuRatio = (m: Measurement) => m.bytes / m.cpuSeconds / 1e9 / rawCpu.get(0)!;
+    console.log('\n(wall ratios need an idle machine: on a loaded one the read and the scan wait for a core; CPU ratios hold under contention)');
+    console.log(`histogram pass on 1 GiB (${big.path}): ${bigRate.toFixed(2)} GB/s wall, ${bigRatio.toFixed(2)}× raw read wall, ${cpuRatio(big).toFixed(2)}× per CPU-second (goal ≥ 0.75×: ${bigRatio >= 0.75 ? 'met' : 'not met'} wall, ${cpuRatio(big) >= 0.75 ? 'met' : 'not met'} CPU)`);
+    const full = fullOnBig!;
+    const fullRatio = full.bytes / full.seconds / 1e9 / raw.get(0)!;
+    console.log(`default full pass on 1 GiB: ${(full.bytes / full.seconds / 1e9).toFixed(2)} GB/s wall, ${fullRatio.toFixed(2)}× raw read wall, ${cpuRatio(full).toFixed(2)}× per CPU-second (goal ≥ 0.5×: ${fullRatio >= 0.5 ? 'met' : 'not met'} wall, ${cpuRatio(full) >= 0.5 ? 'met' : 'not met'} CPU)`);
     console.log(`peak RSS above idle, 1 GiB vs 0.25 GiB file: ${(big.maxRssMiB - idle.maxRssMiB).toFixed(0)} vs ${(quarter.maxRssMiB - idle.maxRssMiB).toFixed(0)} MiB (ratio ${((big.maxRssMiB - idle.maxRssMiB) / (quarter.maxRssMiB - idle.maxRssMiB)).toFixed(2)}; 4× the data)`);
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -141,9 +141,12 @@ async function main(): Promise<void> {
   const flat = await ingestThroughWs(150, 0);
   const flatUs = perRecordUs(flat);
   console.log(`ws → client → store, flat out:           ${fmt(flat.records / flat.seconds)} records/s wall, host CPU ${(flat.cpuFraction * 100).toFixed(0)}% of a core, ${flatUs.toFixed(1)} µs CPU/record (${(flatUs / base.parse).toFixed(2)}× JSON.parse alone)`);
-  console.log(`  → host CPU at 20,000 records/s:        ${((flatUs * 20_000) / 1e4).toFixed(0)}% of a core (goal < 50%)`);
+  // The goal figures come from the paced run itself: flat out, the backlog keeps more records alive
+  // per scavenge, so its µs/record overstates the cost at 20,000/s (it used to be extrapolated here,
+  // and disagreed with the paced measurement by 10-25%).
   const paced = await ingestThroughWs(150, 20_000);
-  console.log(`ws → client → store, paced at 20,000/s:  ${fmt(paced.records / paced.seconds)} records/s achieved, host CPU ${(paced.cpuFraction * 100).toFixed(0)}% of a core`);
+  const pacedUs = perRecordUs(paced);
+  console.log(`ws → client → store, paced at 20,000/s:  ${fmt(paced.records / paced.seconds)} records/s achieved, host CPU ${(paced.cpuFraction * 100).toFixed(0)}% of a core (goal < 50%), ${pacedUs.toFixed(1)} µs CPU/record = ${(pacedUs / base.parse).toFixed(2)}× JSON.parse alone (goal ≤ 2×)`);
   for (const steps of [10_000, 20_000]) {
     console.log(`store memory, 8B-sized run, ${fmt(steps)} steps (stats every 10 → ${fmt((steps / 10) * RECORDS_PER_STATS_STEP)} layer-stat records): ${retainedMiB(steps).toFixed(1)} MiB retained`);
   }

@@ -34,22 +34,13 @@ def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, token
 
 
 class ConfigError(ValueError):
-    """A next-run config change that protocol v1 does not allow; the message names the field."""
+    """A GEMM config that protocol v1 does not allow; the message names the field. (Client messages
+    are checked by messages.py, as src/protocol checks them.)"""
 
 
 def _check_choice(value, choices, path):
     if isinstance(value, bool) and not any(isinstance(c, bool) for c in choices) or value not in choices:
         raise ConfigError(f"{path}: expected one of {', '.join(map(str, choices))}, got {value!r}")
-
-
-def _check_int(value, low, high, path):
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{path}: expected an integer in [{low}, {high}], got {value!r}")
-
-
-def _check_preset(value, path):
-    if not isinstance(value, str) or len(value) > 128:
-        raise ConfigError(f"{path}: expected a string of at most 128 characters, got {value!r}")
 
 
 GEMM_FIELDS = {
@@ -75,19 +66,6 @@ def check_gemm(gemm: dict, path: str) -> None:
     missing = [key for key in GEMM_FIELDS if key not in gemm]
     if missing:
         raise ConfigError(f"{path}: missing {', '.join(missing)}")
-
-
-def check_next_run_config(change: Any, path: str = "change") -> dict:
-    """Validate a NextRunConfig exactly as nextRunConfigSchema does."""
-    partial_gemm = lambda v, p: _check_fields(v, GEMM_FIELDS, p, "a GEMM config")  # noqa: E731
-    _check_fields(change, {
-        "gemms": lambda v, p: _check_fields(v, {kind: partial_gemm for kind in GEMM_KINDS}, p, "a map of fprop/dgrad/wgrad"),
-        "seed": lambda v, p: _check_int(v, 0, 2**53 - 1, p),
-        "steps": lambda v, p: _check_int(v, 1, 100_000_000, p),
-        "statsEvery": lambda v, p: _check_int(v, 1, 1_000_000, p),
-        "preset": _check_preset,
-    }, path, "a next-run config")
-    return change
 
 
 def merge_run_config(base: dict, change: dict) -> dict:

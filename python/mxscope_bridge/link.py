@@ -21,7 +21,7 @@ import secrets
 import threading
 import uuid
 from collections import deque
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .config import merge_run_config
 from .messages import read_frame
@@ -83,9 +83,14 @@ class RequestError(Exception):
         self.code = code
 
 
+REPLAY_ENTRY_OVERHEAD = 128
+"""Bytes an entry costs beyond its payload (bytes and tuple objects, header, deque slot), so the
+replay bound is a bound on memory even for 150-byte step records."""
+
+
 class ReplayBuffer:
     """Recent telemetry as ready websocket frames ((frame bytes, payload size), shared with every
-    client's send queue: a frame is built once), bounded by payload bytes, oldest dropped first."""
+    client's send queue: a frame is built once), bounded in bytes, oldest dropped first."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
@@ -95,13 +100,21 @@ class ReplayBuffer:
 
     def push(self, frame: tuple) -> None:
         self.frames.append(frame)
-        self.bytes += frame[1]
+        self.bytes += frame[1] + REPLAY_ENTRY_OVERHEAD
         while self.bytes > self.max_bytes and len(self.frames) > 1:
-            self.bytes -= self.frames.popleft()[1]
+            self.bytes -= self.frames.popleft()[1] + REPLAY_ENTRY_OVERHEAD
             self.oldest_seq += 1
 
-    def since(self, start: int) -> List[tuple]:
-        return list(self.frames)[max(0, start - self.oldest_seq):]
+    def since(self, start: int, max_bytes: int) -> Tuple[int, List[tuple]]:
+        """(first seq, frames): the frames from seq `start` on, or from the oldest held, cut from the
+        front to the newest `max_bytes`, which one connection may queue at once."""
+        frames = list(self.frames)[max(0, start - self.oldest_seq):]
+        total = sum(size for _, size in frames)
+        skip = 0
+        while total > max_bytes and skip < len(frames):
+            total -= frames[skip][1]
+            skip += 1
+        return max(start, self.oldest_seq) + skip, frames[skip:]
 
 
 def telemetry_frame(line: str, seq: int) -> str:
@@ -141,6 +154,7 @@ class TrainerServer:
         self._replay = ReplayBuffer(replay_bytes)
         self._next_run_config = base_config
         self._on_record_written = on_record_written
+        self._max_backlog = max_client_backlog_bytes
         self._handlers: Dict[str, Callable[[dict], Optional[str]]] = {}
         self._idle = threading.Condition()
         self._pending = 0
@@ -198,6 +212,7 @@ class TrainerServer:
 
     def close(self) -> None:
         self.flush()
+        self._queue.put(_STOP_PUMP)
         self._server.close()
         with self._lock:
             for peer in self._peers:
@@ -208,6 +223,8 @@ class TrainerServer:
     def _pump(self) -> None:
         while True:
             record = self._queue.get()
+            if record is _STOP_PUMP:
+                return
             try:
                 # Encoded once for the socket and the run log: a stats step's records hold the GIL
                 # while they encode, which the training thread waits for.
@@ -218,8 +235,9 @@ class TrainerServer:
                     self._replay.push(frame)
                     for peer in list(self._peers):
                         if peer.subscribed and not peer.conn.send_frame(*frame):
-                            self.log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
-                            self._peers.remove(peer)
+                            if peer.conn.close_code == 1013:
+                                self._connection_log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
+                            self._peers.remove(peer)  # closing, for whatever reason: it gets nothing more
                 if self._on_record_written is not None:
                     self._on_record_written(record, line)
             except Exception as error:  # a bad record must not kill the pump
@@ -304,13 +322,18 @@ class TrainerServer:
             return f"{self.trainer['name']} {self.trainer['version']}"
         if kind == "subscribe":
             with self._lock:
-                start = message.get("from", self.last_seq + 1)
-                for frame in self._replay.since(start):
+                start = max(1, message.get("from", self.last_seq + 1))
+                # Half the client's backlog at most, so a replay never closes the client with 1013
+                # (it would reconnect and ask for the same replay again).
+                first, frames = self._replay.since(start, self._max_backlog // 2)
+                for frame in frames:
                     peer.conn.send_frame(*frame)
                 peer.subscribed = True
-                gap = start < self._replay.oldest_seq and self.last_seq > 0
-                detail = (f"replayed from seq {self._replay.oldest_seq}: seqs {start}..{self._replay.oldest_seq - 1} are no longer held" if gap
-                          else f"replayed from seq {min(start, self.last_seq + 1)}")
+                detail = f"replayed from seq {min(first, self.last_seq + 1)}"
+                if start < first <= self.last_seq:
+                    why = ("no longer held" if first == self._replay.oldest_seq
+                           else f"over the {self._max_backlog / 2**21:g} MiB one connection may queue at once")
+                    detail = f"replayed from seq {first}: seqs {start}..{first - 1} are {why}"
                 self._send(peer, {"type": "ack", "seq": self.last_seq, "id": message["id"], "detail": detail})
                 self._send(peer, {"type": "nextRunConfig", "seq": self.last_seq, "config": self._next_run_config})
             return _REPLIED
@@ -325,6 +348,7 @@ class TrainerServer:
 
 
 _REPLIED = object()
+_STOP_PUMP = {"type": "the pump thread ends here"}
 
 
 def _request_id(message) -> Optional[str]:

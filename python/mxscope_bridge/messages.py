@@ -67,13 +67,16 @@ client_message_schema = union({
 
 _run_id = string(256)
 _ratio = nullable(num)
+_rotation_fit = obj({"status": literal("none", "rotated", "padded", "skipped"),
+                     "dim": optional(int_in(1, 1 << 30)), "paddedTo": optional(int_in(1, 1 << 30))})  # protocol 1.1
 _layer_info = obj({"name": string(LIMITS["name"]), "kind": string(64), "block": int_in(-1, 1_000_000),
                    "outFeatures": int_in(1, 1 << 30), "inFeatures": int_in(1, 1 << 30),
-                   "sketchIndices": array_of(non_neg_int, LIMITS["sketch"])})
+                   "sketchIndices": array_of(non_neg_int, LIMITS["sketch"]),
+                   "rotationFit": optional(obj({kind: _rotation_fit for kind in GEMM_KINDS}))})
 _operand_stats = obj({
     "operand": literal("x", "w", "dy"), "blocks": non_neg_int, "elements": non_neg_int,
     "histogram": obj({"minExp": int_in(-127, 127), "counts": array_of(non_neg_int, LIMITS["histogramBins"]), "nanBlocks": non_neg_int}),
-    "saturatedFrac": num_in(0, 1), "flushedFrac": num_in(0, 1), "sqnrDb": _ratio,
+    "saturatedFrac": num_in(0, 1), "flushedFrac": num_in(0, 1), "sqnrDb": _ratio, "kernel": optional(boolean),
 })
 _wgrad_error = obj({
     "gradNorm": num_in(0, MAX_DOUBLE), "errNorm": num_in(0, MAX_DOUBLE), "relErr": _ratio, "cosErrGrad": _ratio,
@@ -142,7 +145,7 @@ telemetry_record_schema = union({
     "layerStats": refined(obj({
         "type": literal("layerStats"), "runId": _run_id, "step": non_neg_int, "layer": string(LIMITS["name"]),
         "gemm": literal(*GEMM_KINDS), "precision": literal(*PRECISIONS), "operands": array_of(_operand_stats, 2),
-        "wgradError": optional(_wgrad_error),
+        "wgradError": optional(_wgrad_error), "simulated": optional(boolean),
     }), _check_layer_stats),
     "validation": obj({"type": literal("validation"), "runId": _run_id, "step": non_neg_int, "tokens": non_neg_int, "loss": nullable(num)}),
     "runEnded": refined(obj({"type": literal("runEnded"), "runId": _run_id, "step": int_in(-1, MAX_SAFE_INTEGER),

@@ -5,8 +5,9 @@ a bounded time (close frame sent or given up on, socket closed), so no thread, f
 Memory a client can make the training process hold: its unsent backlog (`max_backlog_bytes`, then
 1013), one pending pong (RFC 6455 5.5.3 lets a server answer only the latest ping), and the one
 message being assembled (`max_message_bytes`; bigger ones are checked and dropped, not kept).
-CPU: reading and handling a client's messages is held to about `MESSAGE_CPU_SHARE` of one core by
-sleeping after expensive ones, so a client cannot take the GIL from the training thread.
+CPU: reading and handling a client's messages is held to `MESSAGE_CPU_SHARE` of one core
+(`cpubudget.py`): past it the reader sleeps, so neither one expensive message nor a flood of cheap
+ones takes the GIL from the training thread for long.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from collections import deque
 from typing import Callable, Optional
 
+from .cpubudget import CpuBudget
 from .wsframes import (OP_CLOSE, OP_PONG, OP_TEXT, MessageReader, ProtocolViolation, SocketBytes,
                        close_payload, encode_frame)
 
@@ -49,6 +51,7 @@ class Connection:
         self._cond = threading.Condition()
         self.close_code: Optional[int] = None  # the code this side sent
         self.pongs_received = 0
+        self._cpu = CpuBudget(MESSAGE_CPU_SHARE)
         self.closed = threading.Event()
         self._writer = threading.Thread(target=self._write_loop, name="mxscope-ws-writer", daemon=True)
         self._writer.start()
@@ -156,7 +159,7 @@ class Connection:
                     self.pongs_received += 1
                 elif self._closing_since is None:
                     on_text(value if kind == "text" else None, -1 if kind == "binary" else size)
-                self._pace(time.thread_time() - started)
+                self._cpu.charge(time.thread_time() - started)
         except ProtocolViolation as violation:
             self._log(f"closing a client with {violation.code}: {violation.reason}")
             self.close(violation.code, violation.reason, discard_pending=True)
@@ -167,10 +170,6 @@ class Connection:
             self.close(1011, "internal error", discard_pending=True)
         finally:
             self._finish(drain=not peer_gone)
-
-    def _pace(self, cpu_s: float) -> None:
-        if cpu_s > 0.002:
-            time.sleep(min(cpu_s * (1 / MESSAGE_CPU_SHARE - 1), 10.0))
 
     def _finish(self, drain: bool) -> None:
         with self._cond:

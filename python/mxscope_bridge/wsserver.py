@@ -23,9 +23,12 @@ import time
 from typing import Callable, Dict, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
+from .cpubudget import CpuBudget
 from .wsconnection import Connection
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+ACCEPT_CPU_SHARE = 0.1
+"""The accept thread's share of a core: a flood of connections waits in the kernel's listen queue."""
 MAX_HANDSHAKE_BYTES = 16 * 1024
 REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 426: "Upgrade Required", 503: "Service Unavailable"}
 
@@ -77,6 +80,14 @@ def upgrade_problem(method: str, headers: Dict[str, str]) -> Optional[Refusal]:
     except (ValueError, binascii.Error):
         return 400, "Sec-WebSocket-Key must be 16 bytes in base64"
     return None
+
+
+def _keep_alive(sock: socket.socket) -> None:
+    """A client that vanished (laptop asleep, tunnel dropped) frees its slot within about two minutes."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 6)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def http_reply(sock: socket.socket, status: int, body: str) -> None:
@@ -169,10 +180,13 @@ class WebSocketServer:
         selector.register(self._listener, selectors.EVENT_READ, "listener")
         selector.register(self._wake_reader, selectors.EVENT_READ, "wake")
         pending: Dict[socket.socket, _Pending] = {}
+        budget = CpuBudget(ACCEPT_CPU_SHARE)
         try:
             while not self._stopped.is_set():
                 timeout = max(0.0, min(p.deadline for p in pending.values()) - time.monotonic()) if pending else None
-                for key, _ in selector.select(timeout):
+                events = selector.select(timeout)
+                started = time.thread_time()
+                for key, _ in events:
                     if key.data == "listener":
                         self._accept_all(selector, pending)
                     elif key.data == "pending":
@@ -181,6 +195,7 @@ class WebSocketServer:
                 for sock in [s for s, p in pending.items() if p.deadline <= now]:
                     self._drop_pending(selector, pending, sock)  # never finished its upgrade: no answer owed
                 self.pending_count = len(pending)
+                budget.charge(time.thread_time() - started)
         finally:
             for sock in list(pending):
                 self._drop_pending(selector, pending, sock)
@@ -250,11 +265,17 @@ class WebSocketServer:
         try:
             sock.settimeout(1.0)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _keep_alive(sock)
             sock.sendall(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n".encode())
         except OSError:
             sock.close()
             return self._release()
-        threading.Thread(target=self._serve, args=(sock, request, rest), name="mxscope-ws-reader", daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, args=(sock, request, rest), name="mxscope-ws-reader", daemon=True).start()
+        except RuntimeError as error:  # the process is out of threads: this client only goes
+            self._log(f"could not serve {request.peer}: {error}")
+            sock.close()
+            self._release()
 
     # ------------------------------------------------------------------ one connection's reader thread
 

@@ -86,6 +86,27 @@ class Protocol(unittest.TestCase):
         self.assertEqual((error["id"], error["code"]), ("r1", "not-supported"))
 
 
+class Replay(unittest.TestCase):
+    def test_a_replay_larger_than_a_client_may_queue_is_cut_from_the_front_and_said_so_not_closed(self):
+        server = TrainerServer(run_config(), no_token=True, max_client_backlog_bytes=1 << 20)
+        self.addCleanup(server.close)
+        padded = lambda i: {**step_record(i), "pad": "x" * 10000}  # noqa: E731
+        for i in range(300):  # 3 MB held for replay, against 0.5 MiB that one subscribe may queue
+            server.publish(padded(i))
+        server.flush()
+        client = Client(server.url)
+        self.addCleanup(client.close)
+        client.recv()
+        client.send({"type": "subscribe", "id": "s", "from": 1})
+        seen = client.recv_until(lambda m: m["type"] == "ack")
+        seqs = [m["seq"] for m in seen[:-1]]
+        self.assertEqual(seqs, list(range(seqs[0], 301)), "the newest frames, in order, without a gap")
+        self.assertGreater(seqs[0], 200)
+        self.assertEqual(seen[-1]["detail"], f"replayed from seq {seqs[0]}: seqs 1..{seqs[0] - 1} are over the 0.5 MiB one connection may queue at once")
+        server.publish(step_record(300))
+        self.assertEqual(client.recv_until(lambda m: m.get("seq") == 301 and m["type"] == "step")[-1]["step"], 300)
+
+
 class Token(unittest.TestCase):
     def test_refuses_without_or_with_a_wrong_token_and_accepts_both_forms(self):
         server = TrainerServer(run_config(), token="s3cret")

@@ -85,6 +85,13 @@ class TokenByDefault(unittest.TestCase):
         self.assertTrue(bridge.server.token)
         self.assertIn("401", refusal(bridge.server.url))
 
+    def test_the_bridge_passes_the_opt_out_and_the_origin_list_to_its_server(self):
+        bridge = bridge_for(TinyNet(), None, no_token=True, allowed_origins=["http://localhost:8888"])
+        self.addCleanup(bridge.close)
+        self.assertIsNone(bridge.server.token)
+        self.assertEqual(refusal(bridge.server.url, {"Origin": "http://localhost:8888"}), "accepted")
+        self.assertIn("403", refusal(bridge.server.url, {"Origin": "http://evil.example"}))
+
 
 class Origins(unittest.TestCase):
     def test_upgrades_from_browsers_are_refused_with_403_even_with_the_token(self):

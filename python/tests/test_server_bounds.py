@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 import unittest
+from unittest import mock
 
 from mxscope_bridge.config import run_config
 from mxscope_bridge.link import TrainerServer
@@ -52,15 +53,19 @@ def host_port(url):
     return host, int(port)
 
 
-class Memory(unittest.TestCase):
-    def setUp(self):
-        self.server = TrainerServer(run_config(), no_token=True, poll_s=0.2)
-        self.addCleanup(self.server.close)
+def serve_and_connect(test: unittest.TestCase, **server_options):
+    """A no-token server on loopback (quick to give up on closing sockets) and a client past its hello."""
+    server = TrainerServer(run_config(), no_token=True, poll_s=0.2, **server_options)
+    test.addCleanup(server.close)
+    client = Client(server.url, timeout=10)
+    test.addCleanup(client.close)
+    client.recv()
+    return server, client
 
+
+class Memory(unittest.TestCase):
     def test_the_issues_600_unread_1_mib_pings_add_next_to_nothing(self):
-        client = Client(self.server.url, timeout=5)
-        self.addCleanup(client.close)
-        client.recv()
+        _, client = serve_and_connect(self)
         ping = frame(b"p" * (1 << 20), OP_PING)
         gc.collect()
         before = rss_bytes()
@@ -76,16 +81,15 @@ class Memory(unittest.TestCase):
         print(f"\n600 x 1 MiB pings: {sent} sent before the server hung up; RSS +{grown / 2**20:.1f} MiB (was +603 MiB)")
         self.assertLess(grown, 16 << 20)
 
+    @mock.patch("mxscope_bridge.wsconnection.MESSAGE_CPU_SHARE", 1.0)  # unpaced: this test is about memory, not CPU
     def test_a_flood_of_legal_pings_never_read_keeps_one_pong_pending(self):
-        client = Client(self.server.url, timeout=5)
-        self.addCleanup(client.close)
-        client.recv()
+        server, client = serve_and_connect(self)
         ping = frame(b"p" * 125, OP_PING)
         gc.collect()
         before = rss_bytes()
         client.sock.sendall(ping * 20000)  # 2.6 MB of pings; the client reads nothing
         client.send({"type": "stopRun", "id": "last"})
-        until(lambda: self.server._peers and self.server._peers[0].conn._pong is None and not self.server._peers[0].conn._out
+        until(lambda: server._peers and server._peers[0].conn._pong is None and not server._peers[0].conn._out
               or rss_bytes() - before > 32 << 20, timeout=20, what="the server read every ping")
         grown = rss_bytes() - before
         pongs, reply = 0, None
@@ -169,12 +173,8 @@ class ReaderErrors(unittest.TestCase):
         self.assertFalse(any(state == "CLOSE_WAIT" for state in server_side_sockets(server.port)))
 
     def test_a_client_that_never_reads_is_closed_with_1013_and_freed(self):
-        server = TrainerServer(run_config(), no_token=True, max_client_backlog_bytes=1 << 20, poll_s=0.2)
-        self.addCleanup(server.close)
-        baseline = threading.active_count()
-        client = Client(server.url, timeout=5)
-        self.addCleanup(client.close)
-        client.recv()
+        server, client = serve_and_connect(self, max_client_backlog_bytes=1 << 20)
+        baseline = threading.active_count() - 2  # less this client's reader and writer
         client.send({"type": "subscribe", "id": "s"})
         until(lambda: server._peers and server._peers[0].subscribed, what="subscribed")
         big = {"type": "step", "runId": "r", "step": 0, "tokens": 0, "loss": 1.0, "lr": 0.1, "gradNorm": 1.0, "stepMs": 1.0, "pad": "x" * 60000}
@@ -185,13 +185,69 @@ class ReaderErrors(unittest.TestCase):
         until(lambda: not server_side_sockets(server._server.port), what="the stuck client's socket closed")
 
 
+def thread_cpu_s(name: str) -> float:
+    """CPU seconds used so far by this process's threads called `name` (from /proc, 100 Hz ticks)."""
+    total = 0
+    for thread in threading.enumerate():
+        if thread.name == name and thread.native_id:
+            with open(f"/proc/self/task/{thread.native_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Cpu(unittest.TestCase):
+    def test_a_flood_of_cheap_requests_gets_about_a_tenth_of_a_core(self):
+        server, client = serve_and_connect(self)
+        request = frame(b'{"type":"startRun","id":"flood"}')
+        threading.Thread(target=self.drain, args=(client.sock,), daemon=True).start()
+        started, cpu_before = time.monotonic(), thread_cpu_s("mxscope-ws-reader")
+        batch = memoryview(request * 100)
+        sent = offset = 0
+        client.sock.settimeout(0.05)
+        while time.monotonic() - started < 3.0 or offset:  # whole frames only: end on a frame boundary
+            try:
+                offset += client.sock.send(batch[offset:])
+            except socket.timeout:
+                continue  # the server is pacing this client: its buffers are full
+            if offset == len(batch):
+                sent, offset = sent + 100, 0
+        wall, cpu = time.monotonic() - started, thread_cpu_s("mxscope-ws-reader") - cpu_before
+        print(f"\nflood of cheap requests for {wall:.1f} s: {sent} sent, the reader used {cpu:.2f} s CPU ({cpu / wall:.0%} of a core)")
+        self.assertLess(cpu / wall, 0.25)
+        self.assertTrue(server._peers, "the flooding client is paced, not disconnected")
+
+    def test_a_flood_of_refused_upgrades_gets_about_a_tenth_of_a_core(self):
+        server = TrainerServer(run_config(), token="t")
+        self.addCleanup(server.close)
+        request = (b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        started, cpu_before = time.monotonic(), thread_cpu_s("mxscope-ws-accept")
+        refused = 0
+        while time.monotonic() - started < 2.0:
+            with socket.create_connection(host_port(server.url), timeout=5) as sock:
+                sock.sendall(request)
+                refused += sock.recv(64).startswith(b"HTTP/1.1 401")
+        wall, cpu = time.monotonic() - started, thread_cpu_s("mxscope-ws-accept") - cpu_before
+        print(f"\nconnection flood for {wall:.1f} s: {refused} upgrades refused, the accept thread used {cpu:.2f} s CPU ({cpu / wall:.0%} of a core)")
+        self.assertGreater(refused, 10)
+        self.assertLess(cpu / wall, 0.25)
+
+    @staticmethod
+    def drain(sock):
+        while True:
+            try:
+                if not sock.recv(1 << 20):
+                    return
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+
 class DeepJson(unittest.TestCase):
     def test_deep_frames_are_refused_before_parsing_and_the_connection_lives(self):
-        server = TrainerServer(run_config(), no_token=True, poll_s=0.2)
-        self.addCleanup(server.close)
-        client = Client(server.url, timeout=10)
-        self.addCleanup(client.close)
-        client.recv()
+        server, client = serve_and_connect(self)
         for payload in (b"[" * 65000, b'{"a":' * 10000 + b"1" + b"}" * 10000, b"[" * 65 + b"]" * 65):
             started = time.perf_counter()
             client.send_raw(payload)
@@ -203,11 +259,7 @@ class DeepJson(unittest.TestCase):
         self.assertEqual(client.recv()["code"], "not-supported")
 
     def test_client_frames_over_64_kib_are_dropped_unparsed(self):
-        server = TrainerServer(run_config(), no_token=True, poll_s=0.2)
-        self.addCleanup(server.close)
-        client = Client(server.url, timeout=10)
-        self.addCleanup(client.close)
-        client.recv()
+        server, client = serve_and_connect(self)
         client.send_raw(b"[" + b"1," * (2 << 20) + b"1]")  # 4 MiB of numbers: seconds of json.loads, holding the GIL
         error = client.recv()
         self.assertEqual(error["code"], "frame-too-large")

@@ -11,13 +11,14 @@
 //  - f = 0 (subnormal, value m · 2^(1 − bias − M)): scaled ≤ 0.25 iff m ≤ 2^(F + M − 5).
 // Blocks with F ≤ 2 have the scale clamped at 2^−127 and F = 0xFF is the NaN scale: those take the
 // element-by-element path below, as rare as they are.
-// The exponent-only pass goes to the WebAssembly SIMD kernel where the mx backend installs one
-// (src/wasm/scale-histogram.wat, same bytes); the TypeScript loops here stay the reference.
+// Both passes go to the WebAssembly SIMD kernels where the mx backend installs them
+// (src/wasm/scale-histogram.wat, same counts; the rare clamped/NaN-scale blocks come back here);
+// the TypeScript loops here stay the reference.
 import * as mx from '../mx/index.js';
 import type { MxStats } from '../mx/index.js';
 
 // Local bindings: a module namespace read in a hot loop can cost a getter call per access (CJS interop).
-const { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, fastScaleHistogram, mxfp4ScaleByte } = mx;
+const { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, fastScaleCounts, fastScaleHistogram, mxfp4ScaleByte } = mx;
 const HALF_BLOCK = MX_BLOCK_SIZE / 2;
 
 /** Bit layout of a float format whose sign, 8 exponent bits and M mantissa bits fill one word. */
@@ -66,6 +67,23 @@ function scanExponentsFast(words: Uint16Array | Uint32Array, rows: number, rowLe
   if (!fastScaleHistogram(words, rows, rowLength, stats.expCounts)) return false;
   addShape(stats, rows, rowLength);
   return true;
+}
+
+/** The full pass on the accelerated kernel when rows are whole blocks; false when it did not run. */
+function countFast(words: Uint16Array | Uint32Array, rows: number, rowLength: number, layout: BitLayout, stats: MxStats): boolean {
+  if (rowLength % MX_BLOCK_SIZE !== 0) return false;
+  const ran = fastScaleCounts(words, (rows * rowLength) / MX_BLOCK_SIZE, stats, (start) => {
+    const byte = mxfp4ScaleByte(blockMaxFieldOf(words, start, layout) << 23);
+    countBlockSlowly(words, start, start + MX_BLOCK_SIZE, byte, layout, stats);
+  });
+  if (ran) addShape(stats, rows, rowLength);
+  return ran;
+}
+
+function blockMaxFieldOf(words: Uint16Array | Uint32Array, start: number, layout: BitLayout): number {
+  let maxField = 0;
+  for (let i = start; i < start + MX_BLOCK_SIZE; i++) maxField = Math.max(maxField, (words[i] >>> layout.mantissaBits) & 0xff);
+  return maxField;
 }
 
 /**
@@ -214,7 +232,7 @@ function countBf16Paired(words: Uint32Array, blocks: number, stats: MxStats): vo
  * `exponentsOnly` only the scale histogram is counted, at memory-bandwidth speed where rows are whole blocks.
  */
 export function scanBf16(words: Uint16Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
-  if (exponentsOnly && scanExponentsFast(words, rows, rowLength, stats)) return;
+  if (exponentsOnly ? scanExponentsFast(words, rows, rowLength, stats) : countFast(words, rows, rowLength, BF16_LAYOUT, stats)) return;
   if (rowLength % MX_BLOCK_SIZE === 0 && words.byteOffset % 4 === 0) {
     const pairs = new Uint32Array(words.buffer, words.byteOffset, words.length / 2);
     const blocks = (rows * rowLength) / MX_BLOCK_SIZE;
@@ -228,6 +246,6 @@ export function scanBf16(words: Uint16Array, rows: number, rowLength: number, st
 /** `values` are float32 (any decoded dtype). */
 export function scanF32(values: Float32Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
   const words = new Uint32Array(values.buffer, values.byteOffset, values.length);
-  if (exponentsOnly && scanExponentsFast(words, rows, rowLength, stats)) return;
+  if (exponentsOnly ? scanExponentsFast(words, rows, rowLength, stats) : countFast(words, rows, rowLength, F32_LAYOUT, stats)) return;
   scan(words, rows, rowLength, F32_LAYOUT, stats, exponentsOnly);
 }

@@ -5,7 +5,7 @@ import { GEMM_OPERANDS, type LayerStatsRecord, type StepRecord, type ValidationR
 import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
 import type { RunView } from '../store/run-store.js';
 import { autocorrelation, lagCosines } from './correlation.js';
-import { withGemmNotes } from './gemm-notes.js';
+import { withGemmNotes } from '../shared/gemm-notes.js';
 
 /** Lags (in stats samples) the autocorrelation curve covers at most. */
 export const MAX_AUTOCORR_LAG = 32;

@@ -10,8 +10,8 @@ import { setHadamardKernel, type HadamardKernel } from './hadamard.js';
 import { loadHadamardWasm } from './hadamard-wasm.js';
 import { setMxfp4Kernel, type MxKernel } from './mxfp4.js';
 import { loadMxfp4Wasm } from './mxfp4-wasm.js';
-import { setScaleHistogramKernel, type ScaleHistogramKernel } from './scale-histogram.js';
-import { loadScaleHistogramWasm } from './scale-histogram-wasm.js';
+import { setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
+import { loadScaleHistogramWasm, type ScaleKernels } from './scale-histogram-wasm.js';
 
 export type MxBackend = 'auto' | 'ts' | 'wasm';
 
@@ -20,7 +20,7 @@ interface WasmKernels {
   mxfp4: MxKernel;
   hadamard: HadamardKernel;
   fp8: Fp8TensorKernel;
-  scaleHistogram: ScaleHistogramKernel;
+  scale: ScaleKernels;
 }
 let wasm: WasmKernels | undefined | null = null;
 
@@ -30,8 +30,8 @@ function loadWasm(): WasmKernels | undefined {
     const mxfp4 = loadMxfp4Wasm();
     const hadamard = loadHadamardWasm();
     const fp8 = loadFp8Wasm();
-    const scaleHistogram = loadScaleHistogramWasm();
-    wasm = gemm && mxfp4 && hadamard && fp8 && scaleHistogram ? { gemm, mxfp4, hadamard, fp8, scaleHistogram } : undefined;
+    const scale = loadScaleHistogramWasm();
+    wasm = gemm && mxfp4 && hadamard && fp8 && scale ? { gemm, mxfp4, hadamard, fp8, scale } : undefined;
   }
   return wasm;
 }
@@ -44,6 +44,7 @@ export function setMxBackend(backend: MxBackend): boolean {
   setMxfp4Kernel(kernels?.mxfp4);
   setHadamardKernel(kernels?.hadamard);
   setFp8TensorKernel(kernels?.fp8);
-  setScaleHistogramKernel(kernels?.scaleHistogram);
+  setScaleHistogramKernel(kernels?.scale.histogram);
+  setScaleCountsKernel(kernels?.scale.counts);
   return kernels !== undefined;
 }

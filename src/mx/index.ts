@@ -12,7 +12,7 @@ export {
 } from './mxfp4.js';
 export { packFp4, unpackFp4 } from './pack.js';
 export { createMxStats, resetMxStats, type MxStats } from './stats.js';
-export { fastScaleHistogram } from './scale-histogram.js';
+export { fastScaleCounts, fastScaleHistogram } from './scale-histogram.js';
 export { encodeFp8, decodeFp8, fakeQuantFp8, type Fp8Format } from './fp8.js';
 export { fakeQuantBf16 } from './bf16.js';
 export { hadamardInPlace, HadamardRotation, type HadamardSize, type HadamardRotationOptions } from './hadamard.js';

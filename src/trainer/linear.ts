@@ -1,7 +1,7 @@
 // A linear layer whose three GEMMs — Fprop Y = X·Wᵀ, Dgrad ∇X = ∇Y·W, Wgrad ∇W = ∇Yᵀ·X — each
 // run at their own precision, with MX blocks and rotations along each GEMM's reduction dimension.
 import { createMxStats, gemm, resetMxStats, type HadamardRotation, type MxStats, type Rng } from '../mx/index.js';
-import { paddedLength } from '../mx/rotation-fit.js';
+import { paddedLength } from './rotation-fit.js';
 import type { GemmConfig, GemmConfigs, GemmKind } from '../protocol/config.js';
 import type { LayerInfo, OperandStats, WgradError } from '../protocol/telemetry.js';
 import { operandSlots, type OperandScratch, type OperandSource } from './operand.js';

@@ -13,6 +13,7 @@ interface ActivationExports {
   softmax_causal_backward(dS: number, p: number, seq: number, scale: number): void;
   rms_norm_forward(x: number, gain: number, rows: number, cols: number, y: number, rstd: number, eps: number): void;
   rms_norm_backward(x: number, gain: number, rstd: number, dy: number, rows: number, cols: number, dx: number, dGain: number, accumulate: number): void;
+  transpose(src: number, rows: number, cols: number, dst: number): void;
   adamw(data: number, grad: number, m: number, v: number, count: number, gradScale: number, beta1: number, beta2: number, c1: number, c2: number, lr: number, eps: number, decay: number): void;
 }
 
@@ -44,6 +45,8 @@ export interface TrainerKernels {
   rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array, eps: number): boolean;
   rmsNormBackward(x: Float32Array, gain: Float32Array, rstd: Float32Array, dy: Float32Array, rows: number, cols: number, dx: Float32Array, dGain: Float32Array, accumulate: boolean): boolean;
   adamW(update: AdamWUpdate): void;
+  /** False unless rows and cols are multiples of 4. */
+  transpose(src: Float32Array, rows: number, cols: number, dst: Float32Array): boolean;
 }
 
 const CHUNK = 4096; // floats per operand per call: three operands stay within L1/L2
@@ -148,6 +151,17 @@ export function loadTrainerKernels(): TrainerKernels | undefined {
         dx.set(memory.subarray(dxAt >> 2, (dxAt >> 2) + count * cols), from);
       }
       dGain.set(memory.subarray(dGainAt >> 2, (dGainAt >> 2) + cols));
+      return true;
+    },
+    transpose(src, rows, cols, dst) {
+      if (rows % 4 !== 0 || cols % 4 !== 0) return false;
+      const count = rows * cols;
+      const out = align16(4 * count);
+      arena.ensure(2 * out);
+      const memory = arena.f32;
+      memory.set(src.subarray(0, count), 0);
+      kernels.transpose(0, rows, cols, out);
+      dst.set(memory.subarray(out >> 2, (out >> 2) + count));
       return true;
     },
     adamW(u) {

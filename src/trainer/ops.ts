@@ -1,6 +1,6 @@
 // Element-wise and row-wise pieces of the Llama block with their hand-written backward passes.
-// Activations are row-major [tokens, features] Float32Arrays. SwiGLU, the causal softmax and
-// RMSNorm run as WebAssembly SIMD kernels where they load (src/trainer/ops-wasm.ts); the loops
+// Activations are row-major [tokens, features] Float32Arrays. SwiGLU, the causal softmax, RMSNorm
+// and operand transposes run as WebAssembly SIMD kernels where they load (src/trainer/ops-wasm.ts); the loops
 // here are the fallback and the reference the kernels are tested against.
 import { loadTrainerKernels, type TrainerKernels } from './ops-wasm.js';
 
@@ -21,6 +21,7 @@ const TILE = 32;
 
 /** dst[c·rows + r] = src[r·cols + c]: puts the former row axis last. Tiled to stay in cache. */
 export function transpose(src: Float32Array, rows: number, cols: number, dst: Float32Array): Float32Array {
+  if (kernels?.transpose(src, rows, cols, dst)) return dst;
   for (let r0 = 0; r0 < rows; r0 += TILE) {
     const r1 = Math.min(rows, r0 + TILE);
     for (let c0 = 0; c0 < cols; c0 += TILE) {
@@ -172,6 +173,7 @@ export function warmUpTrainerKernels(): number {
   const rstd = new Float32Array(rows);
   const gain = new Float32Array(cols).fill(1);
   for (let round = 0; round < 12; round++) {
+    transpose(a, rows, cols, c);
     swigluForward(a, b, c);
     swigluBackward(a, b, c, d, c);
     softmaxCausal(c, seq, 0.25);

@@ -7,7 +7,7 @@ import { describeGemm, runConfigSchema, type RunConfig } from '../protocol/confi
 import type { RunEndedRecord, RunStartedRecord, TelemetryRecord } from '../protocol/telemetry.js';
 import { RunLogWriter } from '../runlog/writer.js';
 import { Trainer } from './trainer.js';
-import { layerRotationFit } from '../mx/rotation-fit.js';
+import { layerRotationFit } from './rotation-fit.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
 
 export const TRAINER_INFO = { name: 'mxscope-train', version: '0.1.0' } as const;

@@ -62,4 +62,115 @@
             (br $blockLoop)))
         (local.set $rows (i32.sub (local.get $rows) (i32.const 1)))
         (br $rowLoop))))
+
+  ;; The full pass's counts over `blocks` whole blocks of 32 (rows made of whole blocks), as
+  ;; src/checkpoint/exponent-scan.ts counts them. Each block's scale byte goes to the counters at 0;
+  ;; for a block whose largest exponent field F is in [5, 254] saturated, kept (not flushed) and
+  ;; non-zero elements are added to the u32 totals at TOTALS (+0, +4, +8): saturated ⇔ magnitude ≥
+  ;; F.11 (1.m ≥ 1.75 at the top binade), kept ⇔ magnitude > (F − 4).0 (subnormals sit below it),
+  ;; non-zero ⇔ magnitude ≥ 1. Other blocks (clamped or NaN scale) are left to the caller: their
+  ;; indices are appended as u32 at $slow, and their number is returned.
+  (func $addScale (param $field i32)
+    (local $counter i32)
+    (local.set $counter
+      (i32.shl
+        (select (i32.const 255)
+          (select (i32.sub (local.get $field) (i32.const 2)) (i32.const 0) (i32.gt_u (local.get $field) (i32.const 2)))
+          (i32.eq (local.get $field) (i32.const 255)))
+        (i32.const 2)))
+    (i32.store (local.get $counter) (i32.add (i32.load (local.get $counter)) (i32.const 1))))
+
+  (func $addTotals (param $totals i32) (param $saturated v128) (param $kept v128) (param $nonZero v128)
+    ;; Lanes hold minus the counts (masks are −1); sum the four i32 lanes of each.
+    (local.set $saturated (i32x4.add (local.get $saturated) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $saturated) (local.get $saturated))))
+    (local.set $kept (i32x4.add (local.get $kept) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $kept) (local.get $kept))))
+    (local.set $nonZero (i32x4.add (local.get $nonZero) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $nonZero) (local.get $nonZero))))
+    (i32.store (local.get $totals) (i32.sub (i32.load (local.get $totals))
+      (i32.add (i32x4.extract_lane 0 (local.get $saturated)) (i32x4.extract_lane 1 (local.get $saturated)))))
+    (i32.store offset=4 (local.get $totals) (i32.sub (i32.load offset=4 (local.get $totals))
+      (i32.add (i32x4.extract_lane 0 (local.get $kept)) (i32x4.extract_lane 1 (local.get $kept)))))
+    (i32.store offset=8 (local.get $totals) (i32.sub (i32.load offset=8 (local.get $totals))
+      (i32.add (i32x4.extract_lane 0 (local.get $nonZero)) (i32x4.extract_lane 1 (local.get $nonZero))))))
+
+  ;; bfloat16: a block is 64 bytes, four vectors of eight 15-bit magnitudes.
+  (func (export "block_counts_bf16") (param $p i32) (param $blocks i32) (param $totals i32) (param $slow i32) (result i32)
+    (local $block i32) (local $slowCount i32) (local $field i32)
+    (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $m3 v128) (local $m v128)
+    (local $sat v128) (local $keep v128) (local $one v128) (local $s v128) (local $k v128) (local $n v128)
+    (local $saturated v128) (local $kept v128) (local $nonZero v128)
+    (local.set $one (i16x8.splat (i32.const 1)))
+    (block $done
+      (loop $blockLoop
+        (br_if $done (i32.ge_u (local.get $block) (local.get $blocks)))
+        (local.set $m0 (v128.and (v128.load (local.get $p)) (v128.const i16x8 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff)))
+        (local.set $m1 (v128.and (v128.load offset=16 (local.get $p)) (v128.const i16x8 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff)))
+        (local.set $m2 (v128.and (v128.load offset=32 (local.get $p)) (v128.const i16x8 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff)))
+        (local.set $m3 (v128.and (v128.load offset=48 (local.get $p)) (v128.const i16x8 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff 0x7fff)))
+        (local.set $m (i16x8.max_u (i16x8.max_u (local.get $m0) (local.get $m1)) (i16x8.max_u (local.get $m2) (local.get $m3))))
+        (local.set $m (i16x8.max_u (local.get $m) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $m) (local.get $m))))
+        (local.set $m (i16x8.max_u (local.get $m) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $m) (local.get $m))))
+        (local.set $m (i16x8.max_u (local.get $m) (i8x16.shuffle 2 3 0 1 6 7 4 5 10 11 8 9 14 15 12 13 (local.get $m) (local.get $m))))
+        (local.set $field (i32.shr_u (i16x8.extract_lane_u 0 (local.get $m)) (i32.const 7)))
+        (call $addScale (local.get $field))
+        (if (i32.or (i32.lt_u (local.get $field) (i32.const 5)) (i32.eq (local.get $field) (i32.const 255)))
+          (then
+            (i32.store (i32.add (local.get $slow) (i32.shl (local.get $slowCount) (i32.const 2))) (local.get $block))
+            (local.set $slowCount (i32.add (local.get $slowCount) (i32.const 1))))
+          (else
+            (local.set $sat (i16x8.splat (i32.or (i32.shl (local.get $field) (i32.const 7)) (i32.const 0x60))))
+            (local.set $keep (i16x8.splat (i32.add (i32.shl (i32.sub (local.get $field) (i32.const 4)) (i32.const 7)) (i32.const 1))))
+            (local.set $s (i16x8.add (i16x8.add (i16x8.ge_s (local.get $m0) (local.get $sat)) (i16x8.ge_s (local.get $m1) (local.get $sat)))
+                                     (i16x8.add (i16x8.ge_s (local.get $m2) (local.get $sat)) (i16x8.ge_s (local.get $m3) (local.get $sat)))))
+            (local.set $k (i16x8.add (i16x8.add (i16x8.ge_s (local.get $m0) (local.get $keep)) (i16x8.ge_s (local.get $m1) (local.get $keep)))
+                                     (i16x8.add (i16x8.ge_s (local.get $m2) (local.get $keep)) (i16x8.ge_s (local.get $m3) (local.get $keep)))))
+            (local.set $n (i16x8.add (i16x8.add (i16x8.ge_s (local.get $m0) (local.get $one)) (i16x8.ge_s (local.get $m1) (local.get $one)))
+                                     (i16x8.add (i16x8.ge_s (local.get $m2) (local.get $one)) (i16x8.ge_s (local.get $m3) (local.get $one)))))
+            (local.set $saturated (i32x4.add (local.get $saturated) (i32x4.extadd_pairwise_i16x8_s (local.get $s))))
+            (local.set $kept (i32x4.add (local.get $kept) (i32x4.extadd_pairwise_i16x8_s (local.get $k))))
+            (local.set $nonZero (i32x4.add (local.get $nonZero) (i32x4.extadd_pairwise_i16x8_s (local.get $n))))))
+        (local.set $p (i32.add (local.get $p) (i32.const 64)))
+        (local.set $block (i32.add (local.get $block) (i32.const 1)))
+        (br $blockLoop)))
+    (call $addTotals (local.get $totals) (local.get $saturated) (local.get $kept) (local.get $nonZero))
+    (local.get $slowCount))
+
+  ;; float32: a block is 128 bytes, eight vectors of four 31-bit magnitudes.
+  (func (export "block_counts_f32") (param $p i32) (param $blocks i32) (param $totals i32) (param $slow i32) (result i32)
+    (local $block i32) (local $slowCount i32) (local $field i32) (local $q i32) (local $end i32)
+    (local $x v128) (local $m v128) (local $sat v128) (local $keep v128)
+    (local $saturated v128) (local $kept v128) (local $nonZero v128)
+    (block $done
+      (loop $blockLoop
+        (br_if $done (i32.ge_u (local.get $block) (local.get $blocks)))
+        (local.set $end (i32.add (local.get $p) (i32.const 128)))
+        (local.set $m (v128.const i32x4 0 0 0 0))
+        (local.set $q (local.get $p))
+        (loop $maxes
+          (local.set $m (i32x4.max_u (local.get $m) (v128.and (v128.load (local.get $q)) (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff))))
+          (local.set $q (i32.add (local.get $q) (i32.const 16)))
+          (br_if $maxes (i32.lt_u (local.get $q) (local.get $end))))
+        (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $m) (local.get $m))))
+        (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $m) (local.get $m))))
+        (local.set $field (i32.shr_u (i32x4.extract_lane 0 (local.get $m)) (i32.const 23)))
+        (call $addScale (local.get $field))
+        (if (i32.or (i32.lt_u (local.get $field) (i32.const 5)) (i32.eq (local.get $field) (i32.const 255)))
+          (then
+            (i32.store (i32.add (local.get $slow) (i32.shl (local.get $slowCount) (i32.const 2))) (local.get $block))
+            (local.set $slowCount (i32.add (local.get $slowCount) (i32.const 1))))
+          (else
+            (local.set $sat (i32x4.splat (i32.or (i32.shl (local.get $field) (i32.const 23)) (i32.const 0x600000))))
+            (local.set $keep (i32x4.splat (i32.add (i32.shl (i32.sub (local.get $field) (i32.const 4)) (i32.const 23)) (i32.const 1))))
+            (local.set $q (local.get $p))
+            (loop $counts
+              (local.set $x (v128.and (v128.load (local.get $q)) (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff)))
+              (local.set $saturated (i32x4.add (local.get $saturated) (i32x4.ge_s (local.get $x) (local.get $sat))))
+              (local.set $kept (i32x4.add (local.get $kept) (i32x4.ge_s (local.get $x) (local.get $keep))))
+              (local.set $nonZero (i32x4.add (local.get $nonZero) (i32x4.ge_s (local.get $x) (v128.const i32x4 1 1 1 1))))
+              (local.set $q (i32.add (local.get $q) (i32.const 16)))
+              (br_if $counts (i32.lt_u (local.get $q) (local.get $end))))))
+        (local.set $p (local.get $end))
+        (local.set $block (i32.add (local.get $block) (i32.const 1)))
+        (br $blockLoop)))
+    (call $addTotals (local.get $totals) (local.get $saturated) (local.get $kept) (local.get $nonZero))
+    (local.get $slowCount))
 )

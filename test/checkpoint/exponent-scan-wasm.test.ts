@@ -71,3 +71,28 @@ test('WebAssembly and TypeScript exponent-only scans give identical float32 hist
     assert.ok(wasm.expCounts[255] > 0 && wasm.expCounts[0] > 0, `NaN-scale and clamped blocks occur in ${rows}×${rowLength}`);
   }
 });
+
+test('WebAssembly and TypeScript full passes give identical saturation, flush and non-zero counts', () => {
+  const rng = new Rng(23);
+  // Element fields near the block maximum too, so the saturating (1.m ≥ 1.75) and flush (F − 4) edges are hit.
+  const nearTop = (bits: Uint32Array) => bits.map((word, i) => (i % 3 === 0 ? (word & 0x807fffff) | (((bits[i - (i % 32)]! >>> 23) & 0xff) << 23) : word));
+  for (const [rows, rowLength] of SHAPES) {
+    const f32Bits = nearTop(hostileF32Bits(rng, rows * rowLength));
+    const values = new Float32Array(f32Bits.buffer);
+    const words = Uint16Array.from(f32Bits, (bits) => bits >>> 16);
+    const scans = [
+      ['bf16', (stats: MxStats) => scanBf16(words, rows, rowLength, stats, false)],
+      ['f32', (stats: MxStats) => scanF32(values, rows, rowLength, stats, false)],
+    ] as const;
+    for (const [name, scan] of scans) {
+      const run = (backend: MxBackend) => exponentScan(backend, () => {
+        const stats = createMxStats();
+        scan(stats);
+        return stats;
+      });
+      const wasm = run('wasm');
+      assert.deepEqual(wasm, run('ts'), `${name} ${rows}×${rowLength}`);
+      assert.ok(wasm.saturated > 0 && wasm.flushed > 0, `${name} ${rows}×${rowLength}: saturated ${wasm.saturated}, flushed ${wasm.flushed}`);
+    }
+  }
+});

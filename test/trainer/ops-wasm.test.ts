@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { Rng } from '../../src/mx/index.js';
 import { AdamW } from '../../src/trainer/optimizer.js';
 import { createParam } from '../../src/trainer/params.js';
-import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, useWasmTrainerKernels } from '../../src/trainer/ops.js';
+import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, transpose, useWasmTrainerKernels } from '../../src/trainer/ops.js';
 
 function random(n: number, seed: number, spread: number): Float32Array {
   const rng = new Rng(seed);
@@ -131,5 +131,14 @@ test('the AdamW update matches the loop, with decay, clipping scale and bias cor
     assertClose(wasm.m[i]!, js.m[i]!, 1e-6, `${params[i]!.name} m`);
     assertClose(wasm.v[i]!, js.v[i]!, 1e-5, `${params[i]!.name} v`);
     assert.notDeepEqual(wasm.data[i], params[i]!.data, 'the update moved the weights');
+  }
+});
+
+test('the transpose kernel moves every element exactly, and odd shapes fall back to the loop', () => {
+  for (const [rows, cols] of [[4, 4], [512, 64], [64, 384], [8, 12], [6, 10], [3, 5]] as const) {
+    const src = random(rows * cols, rows * cols, 10);
+    const { js, wasm } = bothWays(() => transpose(src, rows, cols, new Float32Array(rows * cols)));
+    assert.deepEqual(wasm, js, `${rows}×${cols}`);
+    assert.equal(wasm[1 * rows + 0], src[1], `${rows}×${cols}: element (0, 1) goes to (1, 0)`);
   }
 });

@@ -20,6 +20,7 @@ import type { Theme } from './theme.js';
 
 Chart.register(LineController, ScatterController, BarController, LineElement, PointElement, BarElement, LinearScale, LogarithmicScale, CategoryScale, Tooltip, Filler);
 
+export type { Chart };
 export type XY = { x: number; y: number };
 
 /**

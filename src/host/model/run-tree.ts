@@ -1,7 +1,7 @@
 // What the Runs view shows for each run: a label, a one-line description, and the config as child
 // rows. Pure functions of a store summary, so the wording is tested without VS Code.
 import { GEMM_KINDS } from '../../protocol/index.js';
-import { withGemmNotes } from '../../dashboard/gemm-notes.js';
+import { withGemmNotes } from '../../shared/gemm-notes.js';
 import type { RunStatus, RunSummary, RunView } from '../../store/run-store.js';
 import { recipeSummary } from './rotation-modes.js';
 

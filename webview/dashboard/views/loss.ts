@@ -7,11 +7,10 @@ import { decimateMinMax, sliceToRange } from '../model/decimate.js';
 import { MAX_EMA, zoomAround, type UiState } from '../model/ui-state.js';
 import { gapTo } from '../model/interpolate.js';
 import type { LossSeries, RunInfo } from '../../../src/protocol/webview.js';
-import type { Chart } from 'chart.js';
 import { button, checkbox, dropdown } from '../../ui/toolkit.js';
 import { robustRange, zoomRange } from '../model/robust-range.js';
 import { groupName, meanBand, seedGroups } from '../model/seed-groups.js';
-import { lineChart, setAxes, type LineDataset, type XY } from '../charts.js';
+import { lineChart, setAxes, type Chart, type LineDataset, type XY } from '../charts.js';
 import { chartBox, element, setLegend, type Context, type View } from '../context.js';
 import { withAlpha } from '../theme.js';
 
