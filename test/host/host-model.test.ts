@@ -5,6 +5,8 @@ import { combineChanges, isEmptyChange } from '../../src/live/next-run-change.js
 import { describeGemms, modeOf, precisionChange, rotationChange, recipeSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
 import { configRows, runRow } from '../../src/host/model/run-tree.js';
 import { quickActions, statusText } from '../../src/host/model/status-text.js';
+import { userMessage } from '../../src/host/model/user-message.js';
+import { distinctNames } from '../../src/host/model/distinct-names.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { runInfo } from '../../src/dashboard/views.js';
 import type { GemmRotationFit, LayerInfo } from '../../src/protocol/telemetry.js';
@@ -93,4 +95,15 @@ test('status bar text and quick actions follow the connection state', () => {
   assert.deepEqual(quickActions(undefined, false).slice(0, 2).map((a) => a.command), ['mxscope.startEmulatedRun', 'mxscope.connect']);
   const running = quickActions('connected', true).map((a) => a.command);
   assert.ok(running.includes('mxscope.stopRun') && !running.includes('mxscope.startNextRun') && running.includes('mxscope.disconnect'));
+});
+
+test('a failed command shows the reason without the protocol error code', () => {
+  assert.equal(userMessage(new Error('no run is active: start one before saving a checkpoint [no-active-run]')), 'no run is active: start one before saving a checkpoint');
+  assert.equal(userMessage(new Error('could not connect to ws://x: connect ECONNREFUSED 127.0.0.1:1')), 'could not connect to ws://x: connect ECONNREFUSED 127.0.0.1:1');
+});
+
+test('two checkpoints with the same file name get labels that tell them apart', () => {
+  assert.deepEqual(distinctNames('/runs/a/model.safetensors', '/runs/b/model.safetensors'), ['a/model.safetensors', 'b/model.safetensors']);
+  assert.deepEqual(distinctNames('/x/step-100.safetensors', '/x/step-200.safetensors'), ['step-100.safetensors', 'step-200.safetensors']);
+  assert.deepEqual(distinctNames('/x/m.safetensors', '/x/m.safetensors'), ['x/m.safetensors', 'x/m.safetensors (same file)']);
 });
