@@ -35,9 +35,10 @@ from .config import GEMM_KINDS, check_gemm, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
-from .link import RequestError, TrainerServer
+from .link import TOKEN_ENV, RequestError, TrainerServer
 from .observe import declared_precisions, observer_hook
 from .rotation import MISFITS, DeviceGenerators
+from .remembered import remembered_token
 from .runloop import Run, serve_runs
 from .runlog import RunLogWriter, checkpoint_path, compact
 
@@ -86,10 +87,7 @@ class Bridge:
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
                  on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True):
         """Attach to `model`; python/README.md documents every argument. Raises ValueError, naming
-        the layer, GEMM and dimension, for a configuration no layer can honour. Clients must present
-        `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the listening line.
-        `no_token=True` serves without one (loopback only). `allowed_origins`: browser origins allowed
-        to connect (others are refused; MX Scope itself sends no Origin)."""
+        the layer, GEMM and dimension, for a configuration no layer can honour."""
         self.model = model
         self.config = copy.deepcopy(config or run_config())
         self.out_dir = out_dir
@@ -130,6 +128,8 @@ class Bridge:
         self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
+            if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
+                token = remembered_token(self.log)  # a fixed URL across restarts: nothing to paste again
             self.server = self._listen(host, port, token, no_token, allowed_origins, max_queued_stats)
             self.server.handle("startRun", self._on_request)
             self.server.handle("stopRun", self._on_request)
@@ -140,12 +140,10 @@ class Bridge:
         if handle_exit:
             install_exit_handlers(self)
 
-    def _listen(self, host: str, port: int, token: Optional[str], no_token: bool, allowed_origins,
-                max_queued_stats: int) -> TrainerServer:
+    def _listen(self, host: str, port: int, token: Optional[str], no_token: bool, allowed_origins, max_queued_stats: int) -> TrainerServer:
         def server(at_port: int) -> TrainerServer:
-            return TrainerServer(self.config, host=host, port=at_port, token=token, no_token=no_token,
-                                 allowed_origins=allowed_origins, trainer=TRAINER,
-                                 max_queued_stats=max_queued_stats, on_record_written=self._write_record, log=self.log)
+            return TrainerServer(self.config, host=host, port=at_port, token=token, no_token=no_token, allowed_origins=allowed_origins,
+                                 trainer=TRAINER, max_queued_stats=max_queued_stats, on_record_written=self._write_record, log=self.log)
         try:
             return server(port)
         except OSError as error:
@@ -190,9 +188,33 @@ class Bridge:
 
     def wait_for_start(self, timeout: Optional[float] = None) -> Optional[dict]:
         """Block until a client sends startRun; start that run and return its config (None on
-        timeout or when the bridge closes). A config no layer can honour is refused to the client."""
+        timeout or when the bridge closes). A config no layer can honour is refused to the client.
+        Under torch.distributed every rank calls it: the others wait in a collective for rank 0."""
         self._finish_left_run("stopped", "the script left the run loop")
         deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            request = self._next_start_request(deadline) if self.rank == 0 else None
+            if self.world > 1:
+                box = [request is not None]
+                torch.distributed.broadcast_object_list(box, src=0, group=self.group)
+                starting = box[0]
+            else:
+                starting = request is not None
+            if not starting:
+                return None
+            try:
+                config = self.start_run()
+            except ValueError as error:
+                if request is not None:
+                    request.finish(error=RequestError("invalid-message", str(error)))
+                    self.log(f"refused a startRun: {error}")
+                continue
+            if request is not None:
+                request.finish(self.run_id)
+            return config
+
+    def _next_start_request(self, deadline: Optional[float]) -> Optional[_TrainingThreadRequest]:
+        """Rank 0: the next startRun request (others are answered here), or None at the deadline or on close."""
         while not self._closed:
             remaining = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
             if remaining <= 0:
@@ -201,18 +223,20 @@ class Bridge:
                 request = self._requests.get(timeout=remaining)
             except queue.Empty:
                 continue
-            if request.message["type"] != "startRun":
-                request.finish(error=RequestError("no-active-run", "no run is active"))
-                continue
-            try:
-                config = self.start_run()
-            except ValueError as error:
-                request.finish(error=RequestError("invalid-message", str(error)))
-                self.log(f"refused a startRun: {error}")
-                continue
-            request.finish(self.run_id)
-            return config
+            if request.message["type"] == "startRun":
+                return request
+            request.finish(error=RequestError("no-active-run", "no run is active"))
         return None
+
+    def stop_agreed(self) -> bool:
+        """stop_requested as rank 0 sees it, on every rank (a collective when distributed: every
+        rank must call it at the same step; Run.steps() does)."""
+        if self.world == 1:
+            return self.stop_requested
+        box = [self.stop_requested]
+        torch.distributed.broadcast_object_list(box, src=0, group=self.group)
+        self.stop_requested = box[0]
+        return self.stop_requested
 
     # ------------------------------------------------------------------ run lifecycle
 

@@ -55,7 +55,7 @@ class Run:
         if not count:
             raise ValueError("run.steps(): the run config names no step count (steps = 0): pass run.steps(n)")
         for step in range(start, count):
-            if self.bridge.stop_requested or self.bridge.run_id != self.id:
+            if self.bridge.run_id != self.id or self.bridge.stop_agreed():
                 return
             self.bridge.begin_step(step)
             self._step_open = True

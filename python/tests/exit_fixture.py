@@ -28,7 +28,7 @@ def main(mode, out):
     threading.Thread(target=press_start, args=(bridge.server.connect_url,), daemon=True).start()
 
     def body():
-        for run in bridge.runs():
+        for run in bridge.runs(idle_timeout=60):
             print(os.path.join(out, run.id), flush=True)
             for step in run.steps():
                 model(torch.randn(2, 8, 64)).pow(2).mean().backward()

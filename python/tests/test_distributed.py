@@ -4,6 +4,7 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 import unittest
 
 import torch
@@ -12,8 +13,9 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mxscope_bridge import stats  # noqa: E402
+from mxscope_bridge import Bridge, run_config, stats  # noqa: E402
 from tests.helpers import TinyNet, bridge_for, read_log  # noqa: E402
+from tests.wsclient import Client  # noqa: E402
 
 WORLD = 2
 STEPS = 6  # stats at steps 0 and 5 (statsEvery 5); E also at step 4 for lag-1
@@ -50,6 +52,54 @@ def worker(rank, port, out_dir):
     # sending hangs now and then in torch 1.13 (a quarter of the runs here).
     dist.barrier()
     dist.destroy_process_group()
+
+
+def press_start_twice_then_stop(url):
+    """The extension on rank 0: a run with rotation none, then a Hadamard run stopped at step 3."""
+    client = Client(url)
+    client.recv()
+    client.send({"type": "subscribe", "id": "s"})
+    for i, rotation in enumerate(("none", "hadamard")):
+        client.send({"type": "setNextRunConfig", "id": f"c{i}", "change": {"gemms": {"wgrad": {"rotation": rotation}}}})
+        client.send({"type": "startRun", "id": f"r{i}"})
+        client.recv_until(lambda m: m.get("type") == "step" and m["step"] == 3 or m.get("type") == "runEnded")
+        if i == 1:
+            client.send({"type": "stopRun", "id": "stop"})
+        client.recv_until(lambda m: m.get("type") == "runEnded")
+
+
+def runs_worker(rank, port, out_dir):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(TinyNet())
+    bridge = Bridge(model, run_config(steps=40, stats_every=5, tokens_per_step=64), out_dir=out_dir, port=0, print_listening=False, handle_exit=False)
+    if rank == 0:
+        threading.Thread(target=press_start_twice_then_stop, args=(bridge.server.connect_url,), daemon=True).start()
+    seen = []
+    for run in bridge.runs(max_runs=2, idle_timeout=60):  # a broken client must not hang the suite
+        steps = 0
+        for _ in run.steps(6 if not seen else None):
+            model(torch.randn(2, 8, 64)).pow(2).mean().backward()
+            run.end_step(loss=1.0)
+            steps += 1
+        seen.append((run.id, run.gemms["wgrad"]["rotation"], steps))
+    bridge.close()
+    torch.save(seen, os.path.join(out_dir, f"runs{rank}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+class RunLoopOnTwoRanks(unittest.TestCase):
+    def test_every_rank_follows_rank_0s_start_config_and_stop(self):
+        out = tempfile.mkdtemp(prefix="mxscope-dist-runs-")
+        mp.spawn(runs_worker, args=(free_port(), out), nprocs=WORLD, join=True)
+        seen = [torch.load(os.path.join(out, f"runs{r}.pt")) for r in range(WORLD)]
+        self.assertEqual(seen[0], seen[1], "same runs, configs and step counts on both ranks")
+        (_, first, first_steps), (run_id, second, second_steps) = seen[0]
+        self.assertEqual((first, first_steps, second), ("none", 6, "hadamard"))
+        self.assertLess(second_steps, 40, "the stop reached both ranks")
+        self.assertEqual(read_log(os.path.join(out, run_id))[-1]["status"], "stopped")
 
 
 class DataParallel(unittest.TestCase):

@@ -7,6 +7,7 @@ import sys
 import tempfile
 import threading
 import unittest
+from unittest import mock
 
 import torch
 
@@ -29,7 +30,7 @@ class RunLoop(unittest.TestCase):
 
         def script():
             with bridge:
-                for run in bridge.runs(max_runs=4):
+                for run in bridge.runs(max_runs=4, idle_timeout=60):
                     run.reset(model)
                     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
                     seen.append((run.seed, emulation.gemms["wgrad"]["rotation"], emulation.gemms["wgrad"]["precision"]))
@@ -74,7 +75,7 @@ class RunLoop(unittest.TestCase):
         done = []
 
         def script():
-            for run in bridge.runs(max_runs=1):
+            for run in bridge.runs(max_runs=1, idle_timeout=60):
                 for _ in run.steps():
                     run.end_step(loss=1.0)
             done.append(True)
@@ -104,6 +105,24 @@ class ClosingWithoutEndRun(unittest.TestCase):
             bridge.close()
             ended = read_log(run_dir)[-1]
             self.assertEqual((ended["type"], ended["status"], ended["reason"]), ("runEnded", *want))
+
+
+class RememberedUrl(unittest.TestCase):
+    def test_a_restarted_bridge_on_the_default_port_keeps_its_token(self):
+        home = tempfile.mkdtemp(prefix="mxscope-home-")
+        with mock.patch.dict(os.environ, {"MXSCOPE_HOME": home, "MXSCOPE_TOKEN": ""}):
+            tokens = []
+            for _ in range(2):  # the script restarting
+                bridge = Bridge(TinyNet(), out_dir=None, print_listening=False, handle_exit=False)  # port 7340 (or a free one if taken)
+                tokens.append(bridge.server.token)
+                bridge.close()
+            other = Bridge(TinyNet(), out_dir=None, port=0, print_listening=False, handle_exit=False)
+            other.close()
+        self.assertEqual(tokens[0], tokens[1])
+        self.assertGreaterEqual(len(tokens[0]), 24)
+        self.assertNotEqual(other.server.token, tokens[0], "a bridge on another port gets its own token")
+        path = os.path.join(home, "bridge-token")
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
 
 
 class LeavingARun(unittest.TestCase):
