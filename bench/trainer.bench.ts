@@ -28,7 +28,7 @@ const BLOCKS = 5;
 const sink = (record: object): void => void JSON.stringify(record); // the run log's serialization cost
 
 /**
- * Best (least disturbed) mean step time over blocks of PERIOD steps, for each config, measured block
+ * Best (least disturbed) mean step CPU time over blocks of PERIOD steps, for each config, measured block
  * by block in turn so that contention on a shared machine hits all of them alike. A block of 10
  * steps at statsEvery=10 holds one stats step and one lag-1 error step: the mix of a long run.
  */
@@ -38,9 +38,9 @@ function stepSeconds(configs: RunConfig[]): number[] {
   const best = configs.map(() => Infinity);
   for (let block = 0; block < BLOCKS; block++) {
     trainers.forEach((trainer, i) => {
-      const start = performance.now();
+      const start = cpuSecondsNow();
       for (let s = 0; s < PERIOD; s++) trainer.step(sink);
-      best[i] = Math.min(best[i]!, (performance.now() - start) / 1000 / PERIOD);
+      best[i] = Math.min(best[i]!, (cpuSecondsNow() - start) / PERIOD);
     });
   }
   return best;
@@ -124,7 +124,7 @@ async function versusTorch(torch: TorchBaseline): Promise<void> {
 
 async function main(): Promise<void> {
   const [fp32, mxfp4, fp32Stats, mxfp4Stats] = stepSeconds([config('fp32', NEVER), config('mxfp4', NEVER), config('fp32', PERIOD), config('mxfp4', PERIOD)]);
-  console.log(`\ntiny training step (${T} tokens), best mean over ${BLOCKS} blocks of ${PERIOD} steps`);
+  console.log(`\ntiny training step (${T} tokens), best mean CPU time over ${BLOCKS} blocks of ${PERIOD} steps`);
   console.log(`all fp32     ${fmt(fp32! * 1000, 1)} ms/step ${fmt(T / fp32!, 0)} tokens/s`);
   console.log(`all mxfp4    ${fmt(mxfp4! * 1000, 1)} ms/step ${fmt(T / mxfp4!, 0)} tokens/s   (${fmt(mxfp4! / fp32!, 2)}× the fp32 step)`);
   for (const [precision, without, withStats] of [['fp32', fp32!, fp32Stats!], ['mxfp4', mxfp4!, mxfp4Stats!]] as const) {

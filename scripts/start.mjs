@@ -3,8 +3,9 @@
 // Otherwise: code-server on 127.0.0.1 (installed into .tools/ on first use) with the .vsix installed;
 // open the printed URL in a browser. Ctrl-C stops code-server, the extension host and the trainer.
 //
-// The opened workspace (.e2e/start/workspace) sets `mxscope.emulation.startOnOpen`, so the
-// extension starts an emulated run and opens the dashboard as soon as the window opens.
+// The opened workspace (.e2e/start/workspace) sets `mxscope.emulation.startOnOpen` and holds
+// `.vscode/mxscope-start-on-open`, which activates the extension at window open, so it starts an
+// emulated run and opens the dashboard as soon as the window is up.
 //
 // For the e2e suite, which runs `npm start` beside a user's: MXSCOPE_START_DIR (state folder),
 // MXSCOPE_START_MODE=code-server (even where `code` exists), MXSCOPE_START_VSIX (an already
@@ -36,6 +37,8 @@ function onPath(name) {
 function prepareWorkspace() {
   mkdirSync(join(WORKSPACE, '.vscode'), { recursive: true });
   writeFileSync(join(WORKSPACE, '.vscode', 'settings.json'), JSON.stringify({ 'mxscope.emulation.startOnOpen': true }, null, 2));
+  // MX Scope activates at window open only where this file is (activationEvents: workspaceContains).
+  writeFileSync(join(WORKSPACE, '.vscode', 'mxscope-start-on-open'), '');
 }
 
 /** A previous `npm start` killed with SIGKILL leaves its code-server behind: end that one first. */

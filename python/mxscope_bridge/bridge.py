@@ -36,10 +36,12 @@ from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
 from .link import TOKEN_ENV, RequestError, TrainerServer
-from .observe import declared_precisions, observer_hook
+from .observe import ObserveState, declared_precisions, observer_hook, observer_pre_hook
+from .protocol import describe_gemm
 from .rotation import MISFITS, DeviceGenerators
 from .remembered import remembered_token
 from .runloop import Run, serve_runs
+from .wgrad_error import WgradErrors
 from .runlog import RunLogWriter, checkpoint_path, compact
 
 TRAINER = {"name": "mxscope-bridge", "version": __version__}
@@ -85,9 +87,16 @@ class Bridge:
                  precision: Union[None, str, Dict[str, str]] = None, emulate: bool = False, hadamard_misfit: str = "pad",
                  process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
-                 on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True):
+                 on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True,
+                 micro_batches: int = 1):
         """Attach to `model`; python/README.md documents every argument. Raises ValueError, naming
-        the layer, GEMM and dimension, for a configuration no layer can honour."""
+        the layer, GEMM and dimension, for a configuration no layer can honour. Clients must present
+        `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the listening line.
+        `no_token=True` serves without one (loopback only). `allowed_origins`: browser origins allowed
+        to connect (others are refused; MX Scope itself sends no Origin). `micro_batches`: backward
+        passes per step (gradient accumulation): with 1, each layer's Wgrad error is summed as its
+        backward runs and E never outlives it; with more, E and ∇W wait per layer until end_step
+        (weight-sized device memory), so that they sum over the micro-batches."""
         self.model = model
         self.config = copy.deepcopy(config or run_config())
         self.out_dir = out_dir
@@ -116,9 +125,10 @@ class Bridge:
         self._stop_acks: List[_TrainingThreadRequest] = []
         self._writer: Optional[RunLogWriter] = None
         self._layer_infos: List[dict] = []
-        self._sketch: Dict[str, torch.Tensor] = {}
-        self._prev_err: Dict[str, torch.Tensor] = {}
-        self._prev_step: Optional[int] = None
+        self._micro_batches = micro_batches
+        self._errors: Optional[WgradErrors] = None
+        #: per capturing step: what the hooks carry from forward (and checkpoint recomputes) to backward
+        self.observing = ObserveState()
         self._step_started = 0.0
         self._left_run: Optional[dict] = None
         self._closed = False
@@ -126,6 +136,7 @@ class Bridge:
         self._emulation_generation = -1
         self._own_emulation: Optional[emulation_module.Emulation] = None
         self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
+        self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in self.layers]
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -264,10 +275,10 @@ class Bridge:
             self.run_id = box[0]
         self.stop_requested = False
         self.step = None
-        self._prev_err, self._prev_step = {}, None
         self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
-        self._sketch = {}
+        sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
@@ -286,7 +297,10 @@ class Bridge:
         self.step = step
         self._step_started = time.perf_counter()
         is_stats, before_stats = step % every == 0, (step + 1) % every == 0
-        self.capture = StepCapture(is_stats, self.generators, self.misfit, self._names) if is_stats or before_stats else None
+        self.capture = StepCapture(is_stats, self.generators, self.misfit, self._names, self._errors) if is_stats or before_stats else None
+        self.observing = ObserveState()
+        if self.capture is not None:
+            self._errors.begin(step, is_stats, keep=before_stats)
         for emulation in self._emulations:
             emulation.capture = self.capture
 
@@ -324,7 +338,12 @@ class Bridge:
         self.capture = None
         for emulation in self._emulations:
             emulation.capture = None
-        records = self._finish_capture(capture, step) if capture is not None else []
+        self.observing = ObserveState()
+        records = []
+        if capture is not None:
+            self._errors.finish_micro_batches()
+            records = self._stats_records(capture, step) if capture.with_stats else []
+            self._errors.finish()
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
         tokens = tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]
         self._publish({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": _finite(loss),
@@ -446,21 +465,6 @@ class Bridge:
 
     # ------------------------------------------------------------------ reduction and records
 
-    def _finish_capture(self, capture: StepCapture, step: int) -> List[dict]:
-        dist = torch.distributed
-        if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's
-            for info in self._layer_infos:
-                for tensor in capture.wgrad.get(info["name"], ()):
-                    dist.all_reduce(tensor, group=self.group)
-                    tensor.div_(self.world)
-        records: List[dict] = []
-        if capture.with_stats:
-            records = self._stats_records(capture, step)
-        keep = (step + 1) % self.config["statsEvery"] == 0
-        self._prev_err = {layer: eg[0] for layer, eg in capture.wgrad.items()} if keep else {}
-        self._prev_step = step if keep else None
-        return records
-
     def _operand_sums(self, capture: StepCapture, layer: str, gemm: str, operand: str):
         kernel = capture.kernel.get((layer, gemm, operand))
         if kernel is not None:
@@ -478,8 +482,7 @@ class Bridge:
             torch.distributed.all_reduce(operand_part, group=self.group)
         if self.rank != 0:
             return []
-        wgrad_layers = [info["name"] for info in self._layer_infos if info["name"] in capture.wgrad]
-        wgrad_rows = self._wgrad_rows(capture, step, wgrad_layers)
+        wgrad_rows = self._wgrad_rows()
         operands = iter(stats.operand_records([op for _, _, op in rows], operand_part))
         records = []
         for layer, gemm in keys:
@@ -493,24 +496,14 @@ class Bridge:
             records.append(record)
         return records
 
-    def _wgrad_rows(self, capture: StepCapture, step: int, layers: List[str]) -> Dict[str, dict]:
+    def _wgrad_rows(self) -> Dict[str, dict]:
         """Each layer's WgradError, from one concatenated vector that reaches the host in one transfer."""
-        k = self.config["sketchSize"]
-        prev = {n: self._prev_err.get(n) if self._prev_step == step - 1 else None for n in layers}
-        parts = [stats.wgrad_vector(*capture.wgrad[n], prev[n], self._sketch_index(n, capture.wgrad[n][0].device)) for n in layers]
-        flat = torch.cat(parts).cpu().tolist() if parts else []
-        errors, offset = {}, 0
-        for n in layers:
-            length = stats.wgrad_length(k, prev[n] is not None)
-            errors[n] = stats.wgrad_error(flat[offset:offset + length], k, prev[n] is not None)
-            offset += length
-        return errors
-
-    def _sketch_index(self, name: str, device) -> torch.Tensor:
-        if name not in self._sketch:
-            info = next(i for i in self._layer_infos if i["name"] == name)
-            self._sketch[name] = torch.tensor(info["sketchIndices"], dtype=torch.long, device=device)
-        return self._sketch[name]
+        layers, vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
+        if vector is None:
+            return {}
+        flat = vector.cpu().tolist()
+        length = len(flat) // len(layers)
+        return {n: self._errors.record(flat[i * length:(i + 1) * length]) for i, n in enumerate(layers)}
 
     # ------------------------------------------------------------------ publishing
 
@@ -582,11 +575,4 @@ def _mark_kernel(record: dict, kernel: bool) -> dict:
 
 
 def _describe(config: dict) -> str:
-    gemm = config["gemms"]["wgrad"]
-    label = gemm["precision"]
-    if gemm["precision"] == "mxfp4":
-        rotation = {"hadamard": f"H{gemm['hadamardBlock']}", "random-hadamard": f"RHT{gemm['hadamardBlock']}"}.get(gemm["rotation"], "")
-        rounding = ("SR¾" if gemm["srPrescale"] else "SR") if gemm["rounding"] == "stochastic" else ""
-        parts = "+".join(p for p in (rotation, rounding) if p)
-        label = f"mxfp4 · {parts}" if parts else "mxfp4"
-    return f"{config['preset']} · wgrad {label}"
+    return f"{config['preset']} · wgrad {describe_gemm(config['gemms']['wgrad'])}"

@@ -1,21 +1,23 @@
 """What one training step contributes to telemetry, gathered from hooks or the emulated GEMMs.
 
-A step is either a stats step (operand stats and the Wgrad error E with the exact ∇W) or the step
-just before one (only E, kept so the stats step can report lag-1 correlation). Contributions from
-several micro-batches add up.
+A step is either a stats step (operand stats and the Wgrad error E against the exact ∇W) or the step
+just before one (only E, kept so the stats step can report lag-1 correlation). Operand stats of
+several micro-batches add up; the Wgrad error goes to `wgrad_error.WgradErrors` layer by layer.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 import torch
 
-from . import mxfp4, stats
-from .precision import quantize_operand
-from .rotation import DeviceGenerators, make_rotation, rotate
+from . import mx_ops, stats
+from .precision import quantize_operand as quantize_at_precision
+from .rotation import DeviceGenerators, make_rotation
+from .wgrad_error import WgradErrors
 
-GEMM_OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
+from .protocol import GEMM_OPERANDS
+
 GRADIENT_OPERANDS = ("dy",)
 
 
@@ -31,9 +33,32 @@ def exact_matmuls(source_dtype: torch.dtype):
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+#: Why mm_float32 could not multiply bf16 operands directly (for the benchmark's report).
+FALLBACKS = []
+
+
+def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch.Tensor:
+    """a·b with float32 accumulation and output. Operands holding `exact_in` values (bf16/fp16, of
+    which MXFP4 values are a subset) are multiplied exactly: on CUDA straight from bf16/fp16 with a
+    float32 output (the bf16 rate), elsewhere as float32 with TF32 allowed only where exact."""
+    if a.is_cuda and a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16):
+        # Measured on an H100 (torch 2.11): with a transposed view as an operand, the float32-output
+        # product copies both to float32 and runs a TF32 kernel; row-major operands run at the bf16 rate.
+        a, b = a.contiguous(), b.contiguous()
+        try:
+            return torch.mm(a, b, out_dtype=torch.float32)
+        except (TypeError, RuntimeError) as error:  # torch before out_dtype, or a layout it does not take
+            FALLBACKS.append(f"{tuple(a.shape)}{a.stride()} x {tuple(b.shape)}{b.stride()}: {error}"[:300])
+    with exact_matmuls(exact_in):
+        return a.to(torch.float32) @ b.to(torch.float32)
+
+
 class StepCapture:
-    def __init__(self, with_stats: bool, generators: DeviceGenerators, misfit: str = "pad", layers: Optional[Set[str]] = None):
+    def __init__(self, with_stats: bool, generators: DeviceGenerators, misfit: str = "pad", layers: Optional[Set[str]] = None,
+                 errors: Optional[WgradErrors] = None):
         self.with_stats = with_stats
+        #: where each layer's Wgrad error goes as its backward runs
+        self.errors = errors if errors is not None else WgradErrors(0, lambda layer: [])
         #: the observed layer names (None: every layer)
         self.layers = layers
         self.generators = generators
@@ -45,8 +70,6 @@ class StepCapture:
         self.simulated: Set[Tuple[str, str]] = set()
         #: (layer, gemm, operand) -> sums of the quantized operand a trainer's own kernel produced
         self.kernel: Dict[Tuple[str, str, str], stats.OperandSums] = {}
-        #: layer -> [E, ∇W] (stats step) or [E] (the step before), summed over micro-batches
-        self.wgrad: Dict[str, List[torch.Tensor]] = {}
 
     def observes(self, layer: str) -> bool:
         return self.layers is None or layer in self.layers
@@ -55,53 +78,102 @@ class StepCapture:
         _, by_operand = self.operands.setdefault((layer, gemm), (precision, {}))
         by_operand[operand] = by_operand[operand].merged(sums) if operand in by_operand else sums
 
-    def add_wgrad(self, layer: str, err: torch.Tensor, grad: torch.Tensor) -> None:
-        # Only the stats step reads ∇W: the step before keeps (and, on several ranks, reduces) E alone.
-        parts = [err, grad] if self.with_stats else [err]
-        if layer in self.wgrad:
-            for total, part in zip(self.wgrad[layer], parts):
-                total += part
-        else:
-            self.wgrad[layer] = parts
-
     def add_kernel_operand(self, layer: str, gemm: str, operand: str, sums: stats.OperandSums) -> None:
         key = (layer, gemm, operand)
         self.kernel[key] = self.kernel[key].merged(sums) if key in self.kernel else sums
 
     def observe_operands(self, layer: str, gemm_name: str, gemm: dict, a: Optional[torch.Tensor], b: Optional[torch.Tensor],
-                         quantized: Tuple = (None, None), precision: Optional[str] = None) -> None:
-        """Operand stats of one GEMM (operands with the reduction dim last; None = seen elsewhere).
-        MXFP4 results the GEMM already computed are reused; otherwise MXFP4 with the GEMM's rotation
-        is computed here (a random rotation then draws its own signs). `precision`: what the GEMM
+                         sums: Tuple = (None, None), precision: Optional[str] = None) -> None:
+        """Operand stats of one GEMM (2-D operands with the reduction dim last; None = seen elsewhere).
+        Stats the GEMM already computed are reused; otherwise MXFP4 with the GEMM's rotation is
+        computed here (a random rotation then draws its own signs). `precision`: what the GEMM
         really ran at, when it is not `gemm`'s (an observed GEMM: the stats are then simulated)."""
         if not self.with_stats:
             return
         if precision is not None:
             self.simulated.add((layer, gemm_name))
         r = None
-        for name, x, q in zip(GEMM_OPERANDS[gemm_name], (a, b), quantized):
+        for name, x, s in zip(GEMM_OPERANDS[gemm_name], (a, b), sums):
             if x is None:
                 continue
-            if q is None:
+            if s is None:
+                generator = self.generators(x.device)
                 if r is None and gemm["rotation"] != "none":
-                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, self.generators(x.device), self.misfit)
-                q = mxfp4.quantize(rotate(x, r, f"{layer} {gemm_name} {name}"), gemm["rounding"], gemm["srPrescale"], self.generators(x.device))
-            self.add_operand(layer, gemm_name, precision or gemm["precision"], name, stats.operand_sums(q))
+                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator, self.misfit)
+                _, s = mx_ops.quantize_operand(x, gemm, r, generator, f"{layer} {gemm_name} {name}", with_stats=True)
+            self.add_operand(layer, gemm_name, precision or gemm["precision"], name, s)
+
+def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, generator: Optional[torch.Generator], what: str,
+                  out_dtype: torch.dtype, with_stats: bool, a_row_major: bool = False, misfit: str = "pad"):
+    """Both operands of a GEMM (2-D, reduction dim last) as the GEMM consumes them, in `out_dtype`,
+    and (mxfp4 with stats) their OperandSums. a_row_major: a's values come contiguous (else laid out like a)."""
+    if gemm["precision"] == "mxfp4":
+        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit)
+        aq, sa = mx_ops.quantize_operand(a, gemm, r, generator, what, out_dtype, with_stats, out_row_major=a_row_major)
+        bq, sb = mx_ops.quantize_operand(b, gemm, r, generator, what, out_dtype, with_stats)
+        return aq, bq, (sa, sb)
+    aq, _ = quantize_at_precision(a, gemm, a_is_gradient, None, generator, what)
+    bq, _ = quantize_at_precision(b, gemm, False, None, generator, what)
+    return aq.to(out_dtype), bq.to(out_dtype), (None, None)
 
 
-def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator], capture: Optional[StepCapture],
-                    misfit: str = "pad", precision: Optional[str] = None):
-    """∇W = ∇Yᵀ·X at the GEMM's precision (dy: [tokens, out], x: [tokens, in]); records E if capturing.
-    `precision`: what an observed GEMM really ran at (E is then what `gemm` would have done)."""
+def _exact_dtype(gemm: dict, source: torch.dtype) -> torch.dtype:
+    # The values a quantized operand holds: MXFP4, bf16 and fp8 values are exact in bf16.
+    return torch.bfloat16 if gemm["precision"] != "fp32" else source
+
+
+def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator],
+                    capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
+    """∇Ŵ = ∇Yᵀ·X at the GEMM's precision, float32 (dy: [tokens, out], x: [tokens, in], both in the
+    compute dtype); with a capture, E against the exact ∇W goes to its WgradErrors."""
     a, b = dy.t(), x.t()
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy.shape[0], dy.device, generator, misfit) if gemm["precision"] == "mxfp4" else None
-    aq, qa = quantize_operand(a, gemm, True, r, generator, f"{layer} wgrad dy")
-    bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} wgrad x")
-    if capture is None:
-        return (aq.to(dy.dtype) @ bq.to(dy.dtype).t())
-    with exact_matmuls(dy.dtype):
-        dw = aq @ bq.t()
-        exact = a.to(torch.float32) @ b.to(torch.float32).t()
-    capture.add_wgrad(layer, dw - exact, exact)
-    capture.observe_operands(layer, "wgrad", gemm, a, b, (qa, qb), precision)
-    return dw
+    operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
+    with_stats = capture is not None and capture.with_stats
+    aq, bq, sums = gemm_operands(gemm, a, b, True, generator, f"{layer} wgrad", operand_dtype, with_stats, a_row_major=True, misfit=misfit)
+    dwq = mm_float32(aq, bq.t(), _exact_dtype(gemm, dy.dtype))
+    if capture is not None:
+        dw = mm_float32(a, b.t(), dy.dtype)
+        capture.errors.add(layer, dwq, dw, 0, tuple(dwq.shape))
+        capture.observe_operands(layer, "wgrad", gemm, a, b, sums)
+    return dwq
+
+
+def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, capture: StepCapture, precision: Optional[str] = None) -> None:
+    """E = ∇Ŵ − ∇W of an observed layer (dy: [tokens, out], x: [tokens, in]) and, on stats steps, the
+    Wgrad operand stats. ∇Ŵ and ∇W are made in row chunks of E, so that neither they nor the
+    quantized ∇Yᵀ ever take more than a chunk's memory. A chunk's ∇Yᵀ draws its own stochastic
+    rounding uniforms (the values differ from one whole-tensor draw; the distribution does not)."""
+    tokens, out_features = dy.shape
+    generator = capture.generators(dy.device)
+    exact_in = _exact_dtype(gemm, dy.dtype)
+    operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
+    rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens)
+    what = f"{layer} wgrad"
+    if gemm["precision"] == "mxfp4":
+        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, generator, capture.misfit)
+        bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, generator, what, operand_dtype, capture.with_stats)
+    else:
+        bq, _ = quantize_at_precision(x.t(), gemm, False, None, generator, what)
+        bq, sx = bq.to(operand_dtype), None
+    sdy = None
+    # On CUDA the chunks of ∇Yᵀ add their stats into one row.
+    row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and gemm["precision"] == "mxfp4" else None
+    for row0 in range(0, out_features, rows):
+        a = dy[:, row0:row0 + rows].t()
+        if gemm["precision"] == "mxfp4":
+            aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row, out_row_major=True)
+        else:
+            aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
+            aq = aq.to(operand_dtype)
+        if s is not None:
+            if sdy is not None and row is not None and s.counts.data_ptr() == row.data_ptr():
+                sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
+            else:
+                sdy = s if sdy is None else sdy.merged(s)
+        dw = mm_float32(a, x, dy.dtype)
+        # An fp32 GEMM of bf16/fp32 operands is the exact product: E = 0 without a second product.
+        dwq = dw if gemm["precision"] == "fp32" else mm_float32(aq, bq.t(), exact_in)
+        del aq
+        capture.errors.add(layer, dwq, dw, row0, (out_features, x.shape[1]))
+        del dwq, dw
+    capture.observe_operands(layer, "wgrad", gemm, dy.t(), x.t(), (sdy, sx), precision)

@@ -7,8 +7,8 @@ from typing import Any, Dict
 from .precision import PRECISIONS
 from .rotation import HADAMARD_BLOCKS, ROTATIONS
 
-GEMM_KINDS = ("fprop", "dgrad", "wgrad")
-ROUNDINGS = ("nearest-even", "stochastic")
+from .protocol import GEMM_KINDS, ROUNDINGS
+
 FP32_GEMM = {"precision": "fp32", "rotation": "none", "hadamardBlock": 16, "rounding": "nearest-even", "srPrescale": False}
 
 

@@ -10,11 +10,10 @@ from typing import Dict, Optional
 
 import torch
 
-from .capture import StepCapture, quantized_wgrad
+from .capture import StepCapture, gemm_operands, quantized_wgrad
 from .config import default_gemms
 from .layers import clean_name
-from .precision import quantize_operand
-from .rotation import DeviceGenerators, make_rotation
+from .rotation import DeviceGenerators
 
 
 class Emulation:
@@ -28,6 +27,8 @@ class Emulation:
         self.generator = DeviceGenerators(seed)
         self.capture: Optional[StepCapture] = None
         self.layers: Dict[str, torch.nn.Linear] = {}
+        #: False runs the layers as plain nn.Linear (a benchmark's baseline steps in the same process)
+        self.enabled = True
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -38,13 +39,13 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 def emulated_gemm(layer: str, name: str, gemm: dict, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype,
                   generator: Optional[torch.Generator], capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
-    """a·bᵀ with both operands (reduction dim last) quantized per `gemm` (a padded rotation pads both)."""
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit) if gemm["precision"] == "mxfp4" else None
-    aq, qa = quantize_operand(a, gemm, name == "dgrad", r, generator, f"{layer} {name}")
-    bq, qb = quantize_operand(b, gemm, False, r, generator, f"{layer} {name}")
+    """a·bᵀ with both operands (2-D, reduction dim last) quantized per `gemm` (a padded rotation pads
+    both), multiplied in `dtype`."""
+    with_stats = capture is not None and capture.with_stats
+    aq, bq, sums = gemm_operands(gemm, a, b, name == "dgrad", generator, f"{layer} {name}", dtype, with_stats, misfit=misfit)
     if capture is not None:
-        capture.observe_operands(layer, name, gemm, a, b, (qa, qb))
-    return aq.to(dtype) @ bq.to(dtype).t()
+        capture.observe_operands(layer, name, gemm, a, b, sums)
+    return aq @ bq.t()
 
 
 class _EmulatedLinearFunction(torch.autograd.Function):
@@ -77,6 +78,8 @@ class _EmulatedLinearFunction(torch.autograd.Function):
 
 
 def _emulated_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    if not self._mxscope_emulation.enabled:
+        return torch.nn.functional.linear(x, self.weight, self.bias)
     return _EmulatedLinearFunction.apply(x, self.weight, self.bias, self._mxscope_name, self._mxscope_emulation)
 
 

@@ -29,7 +29,8 @@ from .runlog import compact
 from .wsconnection import Connection, text_frame
 from .wsserver import RateLimitedLog, Refusal, Request, WebSocketServer
 
-PROTOCOL_VERSION = {"major": 1, "minor": 1}
+from .protocol import PROTOCOL_VERSION
+
 HARD_FRAME_BYTES = 16 * 1024 * 1024
 """Past this the websocket layer closes with 1009; up to it a frame is read, checked and dropped."""
 MAX_CLIENT_FRAME_BYTES = 64 * 1024

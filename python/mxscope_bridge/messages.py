@@ -7,21 +7,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
-from .config import GEMM_KINDS, ROUNDINGS
 from .jsonlimits import JsonRefused, loads_bounded
-from .precision import PRECISIONS
-from .rotation import HADAMARD_BLOCKS, ROTATIONS
+from .protocol import (CLIENT_MESSAGE_TYPES, ERROR_CODES, GEMM_KINDS, GEMM_OPERANDS, HADAMARD_BLOCKS, LIMITS, PRECISIONS, ROTATIONS,
+                       ROUNDINGS, RUN_END_STATUSES, SERVER_MESSAGE_TYPES, TELEMETRY_TYPES)
 from .schema import (MAX_DOUBLE, MAX_SAFE_INTEGER, MISSING, Invalid, array_of, boolean, has_unknown_type, int_in, iso_date_time,
                      literal, non_neg_int, nullable, num, num_in, obj, optional, partial_of, record_of, refined, string, union)
 
-CLIENT_MESSAGE_TYPES = ("hello", "subscribe", "setNextRunConfig", "startRun", "stopRun", "saveCheckpoint")
-TELEMETRY_TYPES = ("runStarted", "step", "layerStats", "validation", "runEnded", "checkpointSaved")
-SERVER_MESSAGE_TYPES = ("hello", "nextRunConfig", "ack", "error", *TELEMETRY_TYPES)
-ERROR_CODES = ("bad-json", "invalid-message", "frame-too-large", "incompatible-version", "unauthorized", "not-subscribed",
-               "no-active-run", "run-active", "not-supported", "internal")
-GEMM_OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("dy", "x")}
-RUN_END_STATUSES = ("completed", "diverged", "stopped", "failed")
-LIMITS = {"layers": 100_000, "sketch": 4096, "histogramBins": 256, "name": 512}
 MAX_SCALE_EXP = 127
 
 # ---------------------------------------------------------------- run config (config.ts)

@@ -1,16 +1,27 @@
-"""Observing a GEMM the trainer runs itself: a forward hook reads X and W (through the module's
-LinearLike adapter) and a tensor hook on Y reads ∇Y; the operand stats and the Wgrad error are what
+"""Observing a GEMM the trainer runs itself: a forward hook on the module (through its LinearLike
+adapter) and a tensor hook on Y, where ∇Y arrives; the operand stats and the Wgrad error are what
 MXFP4 with the run config's rotation and rounding would do to those operands (`simulated`), and the
-records carry the precision the GEMM really ran at."""
+records carry the precision the GEMM really ran at. The hooks return at once except on the steps
+that capture.
+
+All of a layer's telemetry is computed in its backward, when ∇Y arrives: fprop (X, W), dgrad (∇Y,
+Wᵀ) and the Wgrad error. For an nn.Linear, X and W are the tensors its GEMM saved for backward
+(under autocast: the bf16 copies the GEMM consumed), read from its autograd node, so observing keeps
+no activation alive that autograd does not keep anyway. Other modules keep X from the forward hook.
+
+Activation checkpointing saves nothing in the first forward and runs the forward again inside
+backward. There, the forward pre-hook hands the recomputed input to the layer (and a ∇Y that came
+first waits for it), so each micro-batch is observed once and only one checkpointed segment's
+inputs are held."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import quantized_wgrad
+from .capture import StepCapture, observed_wgrad
 from .config import GEMM_KINDS
-from .layers import LinearLike
+from .layers import DEFAULT_ADAPTER, LinearLike
 from .precision import PRECISIONS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,29 +49,136 @@ def ran_at(declared: Dict[str, str], gemm: str, output: torch.Tensor) -> str:
     return declared.get(gemm) or DTYPE_PRECISION.get(output.dtype, "fp32")
 
 
+_MATMUL_NODES = {"AddmmBackward0": ("_saved_mat1", "_saved_mat2"), "MmBackward0": ("_saved_self", "_saved_mat2")}
+_VIEW_NODES = {"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TBackward0"}
+
+
+def _in_backward() -> bool:
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
+def _saved_tensor_hooks_active() -> bool:
+    # Checkpointing packs saved tensors through saved-tensor hooks: reading them from the node would
+    # unpack them a second time, which torch.utils.checkpoint forbids.
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    if top is None:
+        return False
+    try:
+        return top(True) is not None
+    except TypeError:
+        return top() is not None
+
+
+def matmul_node(output: torch.Tensor, in_features: int):
+    """The matmul autograd node of a linear layer's output, with the attribute names of X and Wᵀ."""
+    node = output.grad_fn
+    for _ in range(3):
+        if node is None:
+            return None
+        name = node.name()
+        if name in _MATMUL_NODES:
+            return node, _MATMUL_NODES[name]
+        if name not in _VIEW_NODES or not node.next_functions:
+            return None
+        node = node.next_functions[0][0]
+    return None
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    if x.is_cuda and torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    return x.dtype
+
+
+class ObserveState:
+    """What the hooks carry within one capturing step (a fresh one every step)."""
+
+    def __init__(self):
+        #: module id -> (recomputed input, compute dtype) of a checkpoint recompute
+        self.recomputed: Dict[int, Tuple[torch.Tensor, torch.dtype]] = {}
+        #: module id -> ∇Y that arrived before the checkpoint recomputed the module
+        self.waiting: Dict[int, List[torch.Tensor]] = {}
+        #: modules whose output got a gradient hook in this step's forward
+        self.registered = set()
+
+
+def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
+    """Inside a checkpoint recompute: hands the recomputed input to the layer's backward-time work
+    (plain layers only: an adapter's GEMM input is not the module's input)."""
+    def pre_hook(module, inputs):
+        state = bridge.observing
+        if bridge.capture is None or not _in_backward() or getattr(module, "_mxscope_emulation", None) is not None:
+            return
+        if adapter is not DEFAULT_ADAPTER or not inputs or not isinstance(inputs[0], torch.Tensor):
+            return
+        x = inputs[0].detach()
+        dtype = _compute_dtype(x)
+        waiting = state.waiting.pop(id(module), ())
+        for dy, ran in waiting:
+            _observe(bridge, name, module, adapter, x, None, dy, dtype, ran)
+        if not waiting and id(module) in state.registered:
+            state.recomputed[id(module)] = (x, dtype)
+    return pre_hook
+
+
 def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
     """The forward hook observing layer `name` on capture steps (emulated layers report themselves)."""
     def hook(module, inputs, output):
-        capture = bridge.capture
+        capture, state = bridge.capture, bridge.observing
         if capture is None or not torch.is_grad_enabled() or getattr(module, "_mxscope_emulation", None) is not None:
             return
         y = adapter.output(output)
-        if y is None:
+        if y is None or not y.requires_grad:
             return
-        x = adapter.gemm_input(module, inputs, output).detach()
-        x2 = x.reshape(-1, x.shape[-1])
+        if _in_backward() and id(module) in state.registered:
+            return  # a non-reentrant checkpoint recompute: its output gets no gradient
+        if not _in_backward():
+            state.registered.add(id(module))
+        ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
+        plain = adapter is DEFAULT_ADAPTER
+        checkpointed = _saved_tensor_hooks_active()
+        found = matmul_node(y, 0) if plain and not checkpointed else None
+        if found is not None and getattr(found[0], found[1][0]) is None:  # X is saved only when W needs a gradient
+            found = None
+        kept = None
+        if found is None and not (plain and checkpointed):
+            x = adapter.gemm_input(module, inputs, output).detach()
+            kept = (x, _compute_dtype(x))
+
+        def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
+            if bridge.capture is not capture:
+                return None
+            dy = dy.detach()
+            recomputed = state.recomputed.pop(id(module), None)
+            if found is not None:
+                node, (x_name, w_name) = found
+                w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
+                _observe(bridge, name, module, adapter, getattr(node, x_name), w_t.t() if w_t is not None else None, dy, None, ran)
+            elif recomputed is not None:
+                _observe(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran)
+            elif kept is not None:
+                _observe(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran)
+            else:  # the checkpoint has not recomputed this layer yet: its pre-hook takes ∇Y then
+                state.waiting.setdefault(id(module), []).append((dy, ran))
+            return None
+        y.register_hook(on_grad)
+    return hook
+
+
+def _observe(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
+             dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str]) -> None:
+    capture: StepCapture = bridge.capture
+    if weight is None:
         weight = adapter.weight(module).detach()
         if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
             weight = weight.full_tensor()
-        gemms = {kind: dict(g, precision="mxfp4") for kind, g in bridge.config["gemms"].items()}  # what MXFP4 would do
-        ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
-        capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
-        capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
-        if y.requires_grad:
-            def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
-                dy2 = dy.detach().reshape(-1, dy.shape[-1])
-                capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, None, precision=ran["dgrad"])
-                quantized_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), bridge.generators(dy2.device), capture, bridge.misfit, ran["wgrad"])
-                return None
-            y.register_hook(on_grad)
-    return hook
+    if dtype is not None:
+        x = x.to(dtype)
+    weight = weight.to(x.dtype)
+    x2 = x.reshape(-1, x.shape[-1])
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    gemms = {kind: dict(g, precision="mxfp4") for kind, g in bridge.config["gemms"].items()}  # what MXFP4 would do
+    capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
+    capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t(), precision=ran["dgrad"])
+    observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture, ran["wgrad"])

@@ -8,7 +8,8 @@ import torch
 from . import mxfp4
 from .rotation import rotate
 
-PRECISIONS = ("fp32", "bf16", "fp8", "mxfp4")
+from .protocol import PRECISIONS
+
 # (mantissa bits, smallest normal exponent, largest finite value) of the OCP FP8 formats.
 E4M3 = (3, -6, 448.0)
 E5M2 = (2, -14, 57344.0)

@@ -24,6 +24,11 @@ def remembered_token(log: Callable[[str], None] = lambda line: None) -> Optional
     path = token_path()
     try:
         with open(path, encoding="utf-8") as f:
+            status = os.fstat(f.fileno())
+            if status.st_mode & 0o077 or status.st_uid != os.getuid():
+                log(f"{path} is readable by other users or not yours: using a new token for this process "
+                    "(chmod 600 it, or delete it to get a new one)")
+                return None
             token = f.read().strip()
         if token:
             return token

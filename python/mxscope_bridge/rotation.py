@@ -18,8 +18,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-ROTATIONS = ("none", "hadamard", "random-hadamard")
-HADAMARD_BLOCKS = (16, 32, 64, 128)
+from .protocol import HADAMARD_BLOCKS, ROTATIONS
+
 #: What to do with a reduction dimension the Hadamard block does not divide.
 MISFITS = ("pad", "skip", "error")
 
@@ -102,7 +102,11 @@ def make_rotation(rotation: str, block: int, length: int, device: torch.device, 
 
 def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> torch.Tensor:
     """x·R along the last axis, in float32; a last axis the block does not divide is zero-padded to
-    the next multiple first (do the same to the other operand: make_rotation's R fits both)."""
+    the next multiple first (do the same to the other operand: make_rotation's R fits both).
+
+    The arithmetic is fixed so that every implementation gives the same bits (src/mx/hadamard.ts, the
+    Triton kernels in mxfp4_triton.py): each element is multiplied by ±1/√b (1/√b rounded to float32),
+    then butterflies (a + b, a − b) run with strides 1, 2, 4, … b/2 in float32."""
     x = x.to(torch.float32)
     if r is None:
         return x
@@ -112,6 +116,18 @@ def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> tor
         x = torch.nn.functional.pad(x, (0, n - x.shape[-1]))
     if r.signs is not None and r.signs.shape[0] != n:
         raise ValueError(f"{what}: the rotation's signs cover {r.signs.shape[0]} elements, the operand {n}; share one rotation per GEMM")
-    if r.signs is not None:
-        x = x * r.signs
-    return (x.reshape(*x.shape[:-1], n // block, block) @ r.h).reshape(x.shape)
+    norm = hadamard_norm(block)
+    x = x * (r.signs * norm if r.signs is not None else norm)
+    lead = x.shape[:-1]
+    h = 1
+    while h < block:
+        pairs = x.reshape(*lead, n // (2 * h), 2, h)
+        a, b = pairs[..., 0, :], pairs[..., 1, :]
+        x = torch.stack([a + b, a - b], dim=-2).reshape(*lead, n)
+        h *= 2
+    return x
+
+
+def hadamard_norm(block: int) -> float:
+    """1/√block rounded to float32, the factor every element is multiplied by."""
+    return float(torch.tensor(1 / math.sqrt(block), dtype=torch.float32))

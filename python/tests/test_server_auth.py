@@ -1,6 +1,7 @@
 """Who may connect to the bridge: a token by default (generated, printed, constant-time), an explicit
 opt-out on loopback only, browsers refused unless their origin is allow-listed."""
 import os
+import tempfile
 import unittest
 from unittest import mock
 
@@ -8,6 +9,7 @@ import torch
 
 from mxscope_bridge.config import run_config
 from mxscope_bridge.link import TOKEN_ENV, TrainerServer, is_loopback
+from mxscope_bridge.remembered import remembered_token, token_path
 
 from tests.helpers import TinyNet, bridge_for
 from tests.wsclient import Client, HandshakeRefused
@@ -60,6 +62,17 @@ class TokenByDefault(unittest.TestCase):
         self.assertLess(len(lines), 40)
         print(f"\n100 refused upgrades: {len(lines)} log lines")
 
+    def test_a_remembered_token_file_others_can_read_is_not_trusted(self):
+        home = tempfile.mkdtemp(prefix="mxscope-home-")
+        with mock.patch.dict(os.environ, {"MXSCOPE_HOME": home}):
+            first = remembered_token()
+            self.assertEqual(os.stat(token_path()).st_mode & 0o777, 0o600)
+            self.assertEqual(remembered_token(), first, "kept across restarts")
+            os.chmod(token_path(), 0o644)
+            lines = []
+            self.assertIsNone(remembered_token(lines.append))
+            self.assertIn("readable by other users", lines[0])
+
     def test_opting_out_is_explicit_and_loopback_only(self):
         server = TrainerServer(run_config(), no_token=True)
         self.addCleanup(server.close)
@@ -84,6 +97,13 @@ class TokenByDefault(unittest.TestCase):
         self.addCleanup(bridge.close)
         self.assertTrue(bridge.server.token)
         self.assertIn("401", refusal(bridge.server.url))
+
+    def test_the_bridge_passes_the_opt_out_and_the_origin_list_to_its_server(self):
+        bridge = bridge_for(TinyNet(), None, no_token=True, allowed_origins=["http://localhost:8888"])
+        self.addCleanup(bridge.close)
+        self.assertIsNone(bridge.server.token)
+        self.assertEqual(refusal(bridge.server.url, {"Origin": "http://localhost:8888"}), "accepted")
+        self.assertIn("403", refusal(bridge.server.url, {"Origin": "http://evil.example"}))
 
 
 class Origins(unittest.TestCase):

@@ -1,6 +1,7 @@
 // Turns the run store's records into the dashboard's messages: run info, columnar loss slices, the
 // per-layer overview and one layer's detail. Pure functions of a store run.
 import { describeGemm, GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js';
+import { LAYER_METRIC_SPECS } from '../protocol/layer-metrics.js';
 import { GEMM_OPERANDS, type LayerStatsRecord, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
 import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
 import type { RunView } from '../store/run-store.js';
@@ -89,19 +90,13 @@ export function lossSlice(runId: string, records: readonly (StepRecord | Validat
   return series;
 }
 
-/**
- * Each layer's newest metrics (LAYER_METRICS order): Wgrad relative error, alignment and lag-1
- * correlation from its Wgrad GEMM; saturation and flush as the worst operand over all GEMMs, SQNR
- * as the lowest.
- */
+/** Each layer's newest metrics, in LAYER_METRIC_SPECS order (each spec says how it is computed). */
 export function layerOverview(run: RunView): { overview: LayerOverview; version: number } {
   let step = -1;
   // Sum of every series' newest step: grows whenever any (layer, GEMM) gets a record.
   let version = 0;
   const rows = run.layers.map(({ name }) => {
-    let saturated: number | null = null;
-    let flushed: number | null = null;
-    let sqnr: number | null = null;
+    const records: LayerStatsRecord[] = [];
     let wgrad: LayerStatsRecord | undefined;
     for (const gemm of GEMM_KINDS) {
       const history = run.layerStats(name, gemm);
@@ -110,14 +105,10 @@ export function layerOverview(run: RunView): { overview: LayerOverview; version:
       version += latest.step + 1;
       if (latest.step > step) step = latest.step;
       if (gemm === 'wgrad') wgrad = latest;
-      for (const operand of latest.operands) {
-        saturated = Math.max(saturated ?? 0, operand.saturatedFrac * 100);
-        flushed = Math.max(flushed ?? 0, operand.flushedFrac * 100);
-        if (operand.sqnrDb !== null) sqnr = Math.min(sqnr ?? Infinity, operand.sqnrDb);
-      }
+      records.push(latest);
     }
-    const error = wgrad?.wgradError;
-    return { layer: name, values: [error?.relErr ?? null, error?.alignment ?? null, saturated, flushed, sqnr, error?.lag1Cos ?? null] };
+    const latest = { records, wgrad };
+    return { layer: name, values: LAYER_METRIC_SPECS.map((metric) => metric.of(latest)) };
   });
   return { overview: { runId: run.summary.runId, step, rows }, version };
 }

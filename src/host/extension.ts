@@ -29,7 +29,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   // A crashed emulation trainer will not come back: stop reconnecting to it.
   emulation = new EmulationTrainer(context, log, (url) => {
     if (link.activeUrl === url) link.disconnect();
-    void vscode.window.showErrorMessage('MX Scope: the emulation trainer exited unexpectedly; see the MX Scope output for its last messages.');
+    void vscode.window.showErrorMessage(vscode.l10n.t('MX Scope: the emulation trainer exited unexpectedly; see the MX Scope output for its last messages.'));
   });
   const trainer = emulation;
 

@@ -38,7 +38,11 @@ export function readFrame<T>(data: RawData, isBinary: boolean, schema: Schema<T>
   return { kind: 'error', code: 'invalid-message', message: `${checked.error.message}; message dropped`, ...(typeof id === 'string' ? { id } : {}) };
 }
 
-/** A telemetry record as a frame with `seq` first, without copying the record. */
-export function telemetryFrame(record: TelemetryRecord, seq: number): string {
-  return `{"seq":${seq},${JSON.stringify(record).slice(1)}`;
+/**
+ * A telemetry record as a frame with `seq` first, without copying the record. `json`: the record
+ * as JSON.stringify wrote it, when the caller has it already (a trainer encodes each record once,
+ * for its run log and for this frame).
+ */
+export function telemetryFrame(record: TelemetryRecord, seq: number, json = JSON.stringify(record)): string {
+  return `{"seq":${seq},${json.slice(1)}`;
 }

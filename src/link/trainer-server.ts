@@ -1,6 +1,7 @@
-// The trainer side of protocol v1: a websocket server that numbers every telemetry record,
-// replays what a reconnecting client missed, and runs the start/stop/checkpoint/next-run-config
-// requests against whatever launches runs (the emulation trainer, or a test's fake).
+// The trainer side of protocol v1: the websocket layer (auth, frames, per-client backpressure)
+// over two parts — numbering and replay (telemetry-sequence.ts) and run control (run-control.ts),
+// which runs the start/stop/checkpoint/next-run-config requests against whatever launches runs
+// (the emulation trainer, or a test's fake).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -10,7 +11,6 @@ import {
   CLIENT_MESSAGE_TYPES,
   clientMessageSchema,
   isCompatible,
-  mergeRunConfig,
   MAX_FRAME_BYTES,
   PROTOCOL_VERSION,
   type ClientMessage,
@@ -22,30 +22,11 @@ import {
 } from '../protocol/index.js';
 import { isLoopbackHost, presentedToken, refusedOrigin, tokenMatches } from './auth.js';
 import { checkCheckpointPath } from './checkpoint-path.js';
-import { readFrame, telemetryFrame } from './frames.js';
-import { readRunLogLines } from '../runlog/index.js';
-import { ReplayBuffer } from './replay-buffer.js';
+import { readFrame } from './frames.js';
+import { RequestError, RunControl, type RunLauncher } from './run-control.js';
+import { TelemetrySequence } from './telemetry-sequence.js';
 
-export interface LaunchOptions {
-  config: RunConfig;
-  fromCheckpoint?: string;
-  onRecord: (record: TelemetryRecord) => void;
-  signal: AbortSignal;
-}
-
-/** What the server needs of a started run (the trainer's RunHandle fits). */
-export interface LaunchedRun {
-  runId: string;
-  done: Promise<unknown>;
-  saveCheckpoint(): Promise<string>;
-  /**
-   * The run's log directory, if it writes one with every record it emits, in emit order: replay
-   * then reaches past the in-memory buffer.
-   */
-  dir?: string;
-}
-
-export type RunLauncher = (options: LaunchOptions) => LaunchedRun;
+export type { LaunchedRun, LaunchOptions, RunLauncher } from './run-control.js';
 
 export interface TrainerServerOptions {
   host?: string;
@@ -115,15 +96,6 @@ function coalesceUntilNextTick(tcp: Socket): void {
 /** Returned by a handler that already sent its own reply. */
 const REPLIED = Symbol('replied');
 
-class RequestError extends Error {
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 export async function startTrainerServer(options: TrainerServerOptions): Promise<TrainerServer> {
   const host = options.host ?? '127.0.0.1';
   const token = options.token;
@@ -131,15 +103,10 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
   const log = options.log ?? (() => {});
   const trainer = options.trainer ?? { name: 'mxscope', version: '0.1.0' };
   const sessionId = randomUUID();
-  const replay = new ReplayBuffer(options.replayBytes ?? DEFAULT_REPLAY_BYTES);
+  const sequence = new TelemetrySequence(options.replayBytes ?? DEFAULT_REPLAY_BYTES, log);
+  const control = new RunControl({ baseConfig: options.baseConfig, launch: options.launch, ...(options.applyChange ? { applyChange: options.applyChange } : {}), log });
   const maxBacklog = options.maxClientBacklogBytes ?? DEFAULT_BACKLOG_BYTES;
   const peers = new Set<Peer>();
-  let nextRunConfig = options.baseConfig;
-  const applyChange = options.applyChange ?? mergeRunConfig;
-  let lastSeq = 0;
-  let active: { run: LaunchedRun; abort: AbortController } | undefined;
-  /** Every run of this session: its records are seqs firstSeq… up to the next run's firstSeq. */
-  const runs: { firstSeq: number; dir: string | undefined }[] = [];
 
   const wss = new WebSocketServer({
     host,
@@ -169,12 +136,11 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
   }
 
   function sendError(peer: Peer, code: ErrorCode, message: string, id?: string): void {
-    send(peer, { type: 'error', seq: lastSeq, code, message, ...(id !== undefined ? { id } : {}) });
+    send(peer, { type: 'error', seq: sequence.lastSeq, code, message, ...(id !== undefined ? { id } : {}) });
   }
 
-  function publish(record: TelemetryRecord): void {
-    const frame = telemetryFrame(record, ++lastSeq);
-    replay.push(frame);
+  function publish(record: TelemetryRecord, json?: string): void {
+    const frame = sequence.append(record, json);
     for (const peer of peers) {
       if (!peer.subscribed) continue;
       if (peer.socket.bufferedAmount > maxBacklog) {
@@ -189,70 +155,30 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
   }
 
   function broadcastNextRunConfig(): void {
-    for (const peer of peers) if (peer.subscribed) send(peer, { type: 'nextRunConfig', seq: lastSeq, config: nextRunConfig });
+    for (const peer of peers) if (peer.subscribed) send(peer, { type: 'nextRunConfig', seq: sequence.lastSeq, config: control.nextRunConfig });
   }
 
   async function subscribe(peer: Peer, id: string, from: number | undefined): Promise<void> {
-    let cursor = from ?? lastSeq + 1;
-    // Older than the memory holds: from the run logs, until memory covers the rest (it may drop
-    // more while the logs are read, hence the loop).
-    while (cursor < replay.oldestSeq) {
-      const next = await replayFromLog(peer, cursor, replay.oldestSeq);
-      if (next === cursor) break;
-      cursor = next;
-    }
-    if (peer.socket.readyState !== peer.socket.OPEN) return;
+    const isOpen = () => peer.socket.readyState === peer.socket.OPEN;
+    const cursor = await sequence.replayFromLogs(from ?? sequence.lastSeq + 1, (frame) => peer.socket.send(frame), isOpen);
+    if (!isOpen()) return;
     // Replay the rest and go live in one synchronous pass, so no record can fall between the two.
     coalesceUntilNextTick(peer.tcp);
-    for (const frame of replay.from(cursor)) peer.socket.send(frame);
+    for (const frame of sequence.framesFrom(cursor)) peer.socket.send(frame);
     peer.subscribed = true;
+    const { lastSeq, oldestInMemory } = sequence;
     const start = from ?? lastSeq + 1;
-    const gap = cursor < replay.oldestSeq;
-    const detail = gap ? `replayed from seq ${replay.oldestSeq}: seqs ${cursor}..${replay.oldestSeq - 1} are no longer held` : `replayed from seq ${Math.min(start, lastSeq + 1)}`;
+    const gap = cursor < oldestInMemory;
+    const detail = gap ? `replayed from seq ${oldestInMemory}: seqs ${cursor}..${oldestInMemory - 1} are no longer held` : `replayed from seq ${Math.min(start, lastSeq + 1)}`;
     send(peer, { type: 'ack', seq: lastSeq, id, detail });
-    send(peer, { type: 'nextRunConfig', seq: lastSeq, config: nextRunConfig });
-  }
-
-  /** Sends the logged records with seqs in [from, until) of the run holding `from`; returns the seq after the last sent. */
-  async function replayFromLog(peer: Peer, from: number, until: number): Promise<number> {
-    let index = runs.length - 1;
-    while (index >= 0 && runs[index]!.firstSeq > from) index--;
-    const run = runs[index];
-    if (!run?.dir) return from;
-    const end = Math.min(until, runs[index + 1]?.firstSeq ?? until);
-    let seq = run.firstSeq;
-    let next = from;
-    await readRunLogLines(run.dir, (record) => {
-      if (seq >= from && seq < end && peer.socket.readyState === peer.socket.OPEN) {
-        peer.socket.send(telemetryFrame(record, seq));
-        next = seq + 1;
-      }
-      seq++;
-    }).catch((error: unknown) => log(`replay from ${run.dir} failed: ${(error as Error).message}`));
-    return next;
+    send(peer, { type: 'nextRunConfig', seq: lastSeq, config: control.nextRunConfig });
   }
 
   function startRun(fromCheckpoint: string | undefined): string {
-    if (active) throw new RequestError('run-active', `run ${active.run.runId} is still active: send stopRun first`);
-    const abort = new AbortController();
-    const firstSeq = lastSeq + 1;
-    const run = options.launch({ config: nextRunConfig, ...(fromCheckpoint ? { fromCheckpoint } : {}), onRecord: publish, signal: abort.signal });
-    runs.push({ firstSeq, dir: run.dir });
-    const current = { run, abort };
-    active = current;
-    run.done
-      .catch((error: unknown) => log(`run ${run.runId} failed: ${(error as Error).message}`))
-      .finally(() => {
-        if (active === current) active = undefined;
-      });
+    const firstSeq = sequence.lastSeq + 1;
+    const run = control.start(fromCheckpoint, publish);
+    sequence.addRun(firstSeq, run.dir);
     return run.runId;
-  }
-
-  async function stopRun(): Promise<void> {
-    const current = active;
-    if (!current) return;
-    current.abort.abort();
-    await current.run.done.catch(() => undefined);
   }
 
   /** Runs one request; resolves to the ack's detail, throws a RequestError for an error reply. */
@@ -268,11 +194,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         await subscribe(peer, message.id, message.from);
         return REPLIED;
       case 'setNextRunConfig':
-        try {
-          nextRunConfig = applyChange(nextRunConfig, message.change);
-        } catch (error) {
-          throw new RequestError('invalid-message', error instanceof Error ? error.message : String(error));
-        }
+        control.change(message.change);
         broadcastNextRunConfig();
         return 'applies at the next run start';
       case 'startRun':
@@ -282,19 +204,18 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         }
         return startRun(message.fromCheckpoint);
       case 'stopRun':
-        if (!active) throw new RequestError('no-active-run', 'no run is active: nothing to stop');
-        await stopRun();
+        control.activeRun('nothing to stop');
+        await control.stop();
         return 'stopped';
       case 'saveCheckpoint':
-        if (!active) throw new RequestError('no-active-run', 'no run is active: start one before saving a checkpoint');
-        return await active.run.saveCheckpoint();
+        return await control.activeRun('start one before saving a checkpoint').saveCheckpoint();
     }
   }
 
   wss.on('connection', (socket, request) => {
     const peer: Peer = { socket, tcp: request.socket, subscribed: false };
     peers.add(peer);
-    send(peer, { type: 'hello', seq: lastSeq, protocol: PROTOCOL_VERSION, trainer, sessionId, capabilities: [...CAPABILITIES], lastSeq });
+    send(peer, { type: 'hello', seq: sequence.lastSeq, protocol: PROTOCOL_VERSION, trainer, sessionId, capabilities: [...CAPABILITIES], lastSeq: sequence.lastSeq });
     socket.on('message', (data, isBinary) => {
       // Nothing a client sends may take the server (and its run) down: a throw escaping this
       // handler would end the process. Any failure becomes an `internal` error reply.
@@ -321,7 +242,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     handle(peer, message).then(
       (detail) => {
         if (detail === REPLIED || socket.readyState !== socket.OPEN) return;
-        send(peer, { type: 'ack', seq: lastSeq, id: message.id, ...(detail !== undefined ? { detail } : {}) });
+        send(peer, { type: 'ack', seq: sequence.lastSeq, id: message.id, ...(detail !== undefined ? { detail } : {}) });
       },
       (error: unknown) => {
         const code = error instanceof RequestError ? error.code : 'internal';
@@ -337,14 +258,14 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
     url,
     sessionId,
     get nextRunConfig() {
-      return nextRunConfig;
+      return control.nextRunConfig;
     },
     get lastSeq() {
-      return lastSeq;
+      return sequence.lastSeq;
     },
-    stopRun,
+    stopRun: () => control.stop(),
     async close() {
-      await stopRun();
+      await control.stop();
       for (const peer of peers) peer.socket.close(1001, 'trainer shutting down');
       const stragglers = setTimeout(() => peers.forEach((peer) => peer.socket.terminate()), 1000);
       await new Promise<void>((resolve) => wss.close(() => resolve()));

@@ -70,13 +70,16 @@ export interface NextRunConfig {
 
 const scalar: Schema<number | string | boolean> = (v, p) => (typeof v === 'string' ? str(256)(v, p) : typeof v === 'boolean' ? v : num(v, p));
 
-export const gemmConfigSchema: Schema<GemmConfig> = object<GemmConfig>({
+/** The fields of one GEMM's config, once: the full config and a next-run change both check them. */
+const gemmConfigFields: { [K in keyof GemmConfig]-?: Schema<GemmConfig[K]> } = {
   precision: literal(...PRECISIONS),
   rotation: literal(...ROTATIONS),
   hadamardBlock: literal(...HADAMARD_BLOCKS),
   rounding: literal(...ROUNDINGS),
   srPrescale: bool,
-});
+};
+
+export const gemmConfigSchema: Schema<GemmConfig> = object<GemmConfig>(gemmConfigFields);
 
 export const gemmConfigsSchema: Schema<GemmConfigs> = object<GemmConfigs>({
   fprop: gemmConfigSchema,
@@ -112,16 +115,7 @@ function partialOf<T>(schemas: { [K in keyof T]-?: Schema<T[K]> }, what: string)
   };
 }
 
-const partialGemmConfig = partialOf<GemmConfig>(
-  {
-    precision: literal(...PRECISIONS),
-    rotation: literal(...ROTATIONS),
-    hadamardBlock: literal(...HADAMARD_BLOCKS),
-    rounding: literal(...ROUNDINGS),
-    srPrescale: bool,
-  },
-  'a GEMM config',
-);
+const partialGemmConfig = partialOf<GemmConfig>(gemmConfigFields, 'a GEMM config');
 
 export const nextRunConfigSchema: Schema<NextRunConfig> = partialOf<NextRunConfig>(
   {

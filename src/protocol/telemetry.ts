@@ -169,6 +169,13 @@ export interface ValidationRecord {
 export const RUN_END_STATUSES = ['completed', 'diverged', 'stopped', 'failed'] as const;
 export type RunEndStatus = (typeof RUN_END_STATUSES)[number];
 
+/**
+ * A run's status as a receiver (run store, Runs view, dashboard) knows it: live, ended, or `unknown`
+ * when records arrived for a run whose runStarted was never seen (e.g. a replay gap).
+ */
+export const RUN_STATUSES = ['running', 'unknown', ...RUN_END_STATUSES] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
 export interface RunEndedRecord {
   type: 'runEnded';
   runId: string;
@@ -216,7 +223,7 @@ export const layerInfoSchema = object<LayerInfo>({
   rotationFit: optional(object<Record<GemmKind, GemmRotationFit>>({ fprop: gemmRotationFitSchema(), dgrad: gemmRotationFitSchema(), wgrad: gemmRotationFitSchema() })),
 });
 
-const histogramSchema = object<ScaleHistogram>({
+export const histogramSchema = object<ScaleHistogram>({
   minExp: intIn(-127, 127),
   counts: arrayOf(nonNegInt, LIMITS.histogramBins),
   nanBlocks: nonNegInt,

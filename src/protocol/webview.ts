@@ -2,11 +2,9 @@
 // direction; both sides validate what they receive. Series travel columnar (parallel arrays) so a
 // 10,000-step run is a few arrays, not 10,000 objects.
 import { GEMM_KINDS, type GemmKind } from './config.js';
-import { OPERANDS, RUN_END_STATUSES, type Operand, type RunEndStatus } from './telemetry.js';
+import { OPERANDS, RUN_STATUSES, type Operand, type RunStatus } from './telemetry.js';
+import { LAYER_METRICS } from './layer-metrics.js';
 import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
-
-export const RUN_STATUSES = ['running', ...RUN_END_STATUSES] as const;
-export type RunStatus = 'running' | RunEndStatus;
 
 /** What the dashboard needs to know about a run besides its series. */
 export interface RunInfo {
@@ -42,8 +40,8 @@ export interface LossSeries {
   lr?: number[];
 }
 
-export const LAYER_METRICS = ['wgradRelErr', 'alignment', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos'] as const;
-export type LayerMetric = (typeof LAYER_METRICS)[number];
+// The overview's metrics are defined once, in layer-metrics.ts; a LayerRow carries them in that order.
+export { LAYER_METRICS, type LayerMetric } from './layer-metrics.js';
 
 /** Per-layer metrics the layer × step heatmap draws (any stats step, not just the newest). */
 export const GRID_METRICS = ['wgradRelErr', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos', 'scaleShift'] as const;
@@ -55,7 +53,7 @@ export interface LayerRow {
   values: (number | null)[];
 }
 
-/** A run's layer overview: `rows[i].values` follow LAYER_METRICS order. */
+/** A run's layer overview: `rows[i].values` follow LAYER_METRIC_SPECS order. */
 export interface LayerOverview {
   runId: string;
   /** The stats step the rows describe (latest seen); -1 before any stats. */

@@ -22,9 +22,10 @@ export class RunLogWriter {
     this.flush();
   }
 
-  append(record: TelemetryRecord): void {
+  /** `json`: the record as JSON.stringify wrote it, when the caller encoded it already. */
+  append(record: TelemetryRecord, json = JSON.stringify(record)): void {
     if (this.fd === undefined) throw new Error(`run log ${this.dir} is closed; no more records can be appended`);
-    this.pending.push(`${JSON.stringify(record)}\n`);
+    this.pending.push(`${json}\n`);
   }
 
   flush(): void {

@@ -9,7 +9,7 @@ import type {
   LayerStatsRecord,
   RunConfig,
   RunEndedRecord,
-  RunEndStatus,
+  RunStatus,
   StepRecord,
   TelemetryRecord,
   ValidationRecord,
@@ -31,8 +31,6 @@ export const DEFAULT_STORE_LIMITS: StoreLimits = { statsPerSeries: 64, stepsPerR
 
 /** Where a run came from: streamed from a trainer, or read from a run-log directory. */
 export type RunSource = 'live' | 'loaded';
-/** `unknown`: records arrived for a run whose runStarted was never seen (e.g. a replay gap). */
-export type RunStatus = 'running' | 'unknown' | RunEndStatus;
 
 export interface RunSummary {
   runId: string;

@@ -17,7 +17,8 @@ export interface RunOptions {
   /** Run directories are created inside this folder. */
   outDir: string;
   name?: string;
-  onRecord?: (record: TelemetryRecord) => void;
+  /** Every record in order; `json` is the record as JSON.stringify wrote it for the run log (reuse it, do not re-encode). */
+  onRecord?: (record: TelemetryRecord, json?: string) => void;
   /** Aborting ends the run with status `stopped`. */
   signal?: AbortSignal;
   /** A .safetensors checkpoint (written by this trainer) to continue from. */
@@ -54,9 +55,11 @@ export function startRun(options: RunOptions): RunHandle {
   let ended: RunEndedRecord | undefined;
   let writer: RunLogWriter | undefined;
   const writes = new Set<Promise<unknown>>();
+  // Each record is encoded once, for the run log and for whoever streams it (the server's frame).
   const emit = (record: TelemetryRecord): void => {
-    writer?.append(record);
-    options.onRecord?.(record);
+    const json = JSON.stringify(record);
+    writer?.append(record, json);
+    options.onRecord?.(record, json);
   };
   const checkpoint = async (before?: { step: number; reason: string }): Promise<string> => {
     if (ended !== undefined) throw new Error(`run ${runId} has ended (${ended.status}); its last checkpoint is in ${dir}`);

@@ -18,9 +18,10 @@ import { python } from './python.js';
 const FIXTURE = join(__dirname, '..', '..', 'python', 'tests', 'serve_fixture.py');
 const LINEARS = ['blocks.0.up', 'blocks.0.down', 'blocks.1.up', 'blocks.1.down', 'lm_head'];
 
-async function startBridge(token: string): Promise<{ child: ChildProcess; info: ListeningInfo; stderr: string[] }> {
+async function startBridge(token: string): Promise<{ child: ChildProcess; info: ListeningInfo; printed: string[]; stderr: string[] }> {
   const child = spawn(python(), [FIXTURE, '--token', token, '--out', mkdtempSync(join(tmpdir(), 'mxscope-bridge-'))], { stdio: ['pipe', 'pipe', 'pipe'] });
   const stderr: string[] = [];
+  const printed: string[] = [];
   child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
   const lines = createInterface({ input: child.stdout! });
   const info = await new Promise<ListeningInfo>((resolve, reject) => {
@@ -28,29 +29,36 @@ async function startBridge(token: string): Promise<{ child: ChildProcess; info: 
     lines.on('line', (line) => {
       const parsed = parseListeningLine(line);
       if (parsed) {
+        printed.push(line);
         clearTimeout(timer);
         resolve(parsed);
       }
     });
     child.once('exit', (code) => reject(new Error(`bridge exited (${code}) before listening; stderr: ${stderr.join('')}`)));
   });
-  return { child, info, stderr };
+  return { child, info, printed, stderr };
 }
 
 test('the Python bridge speaks protocol v1 to the host client: token, next-run config, startRun, telemetry', { timeout: 120_000 }, async () => {
   const token = 'bridge-test-token';
-  const { child, info, stderr } = await startBridge(token);
+  const { child, info, printed, stderr } = await startBridge(token);
   const states: [ConnectionState, string | undefined][] = [];
-  const bareUrl = info.url.replace(/\/\?token=.*$/, '');
+  const bareUrl = info.url; // parseListeningLine moves the URL's ?token= into info.token
   const refused = new TrainerClient({ url: bareUrl, onTelemetry: () => {}, onState: (state, detail) => states.push([state, detail]), backoff: { initialMs: 10, maxMs: 50 } });
   const records: ServerTelemetry[] = [];
   const configs: RunConfig[] = [];
   const logs: string[] = [];
-  const client = new TrainerClient({ url: info.url, token, onTelemetry: (r) => records.push(r), onNextRunConfig: (c) => configs.push(c), log: (line) => logs.push(line) });
-  const raw = await rawPeer(info.url);
+  const client = new TrainerClient({ url: `${bareUrl}/?token=${token}`, onTelemetry: (r) => records.push(r), onNextRunConfig: (c) => configs.push(c), log: (line) => logs.push(line) });
+  // A failed connect must still end the bridge, or its open stdin keeps this test process alive.
+  const raw = await rawPeer(`${bareUrl}/?token=${token}`).catch((error: unknown) => {
+    refused.close();
+    client.close();
+    child.kill();
+    throw error;
+  });
   try {
     assert.equal(info.token, token, 'the listening line names the token');
-    assert.equal(info.url, `${bareUrl}/?token=${token}`, 'its URL carries the token, ready to paste');
+    assert.match(printed.join(''), new RegExp(`"url":"${bareUrl}/\\?token=${token}"`), 'the printed URL carries the token, ready to paste');
     await until(() => refused.state === 'closed', 'refusal without a token', 10_000);
     assert.match(states.at(-1)![1] ?? '', /refused the token \(HTTP 401\)/);
 

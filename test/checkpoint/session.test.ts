@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CheckpointHostMessage } from '../../src/protocol/checkpoint-webview.js';
+import { checkpointHostMessageSchema, type CheckpointHostMessage } from '../../src/protocol/checkpoint-webview.js';
+import { check } from '../../src/protocol/validate.js';
 import { CheckpointSession, type SessionTarget } from '../../src/checkpoint/session.js';
 import { writeSampleCheckpoint } from './page.js';
 import { withTempDir } from './temp-dir.js';
@@ -12,7 +13,8 @@ import { withTempDir } from './temp-dir.js';
 function session(target: SessionTarget, largeBytes?: number) {
   const posted: CheckpointHostMessage[] = [];
   const logged: string[] = [];
-  const s = new CheckpointSession(target, (m) => posted.push(m), (line) => logged.push(line), largeBytes);
+  // Every message must pass the schema the page checks it with.
+  const s = new CheckpointSession(target, (m) => posted.push(check(checkpointHostMessageSchema, m)), (line) => logged.push(line), largeBytes);
   const settled = async (type: CheckpointHostMessage['type'], count = 1) => {
     for (let i = 0; i < 500 && posted.filter((m) => m.type === type).length < count; i++) await new Promise((r) => setTimeout(r, 5));
     return posted.filter((m) => m.type === type);

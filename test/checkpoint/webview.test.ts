@@ -11,6 +11,7 @@ import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../../src/checkpoin
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { compareCheckpoints } from '../../src/checkpoint/compare.js';
 import type { CheckpointComparison, CheckpointReport } from '../../src/protocol/checkpoint-report.js';
+import type { CheckpointHostMessage } from '../../src/protocol/checkpoint-webview.js';
 import { canvasColours, CHROMIUM } from '../browser/harness.js';
 import { openCheckpointPage, writeSampleCheckpoint } from './page.js';
 
@@ -74,6 +75,15 @@ test('a hostile file shows its error instead of a table', async () => {
   assert.match((await host.page.textContent('.error'))!, /Cannot analyse this checkpoint.*header length 5000 bytes runs past the end/);
   assert.equal(await host.page.$('table'), null);
   assert.deepEqual(host.errors, []);
+});
+
+test('a malformed host message is refused by the page with an error naming the field, and the page keeps what it showed', async () => {
+  const host = await openCheckpointPage(browser, 'light');
+  await host.send({ type: 'error', title: 'Cannot analyse this checkpoint', message: 'first' });
+  await host.send({ type: 'report', report: { ...report, tensors: [{ ...report.tensors[0], dtype: 'F7' }] } } as unknown as CheckpointHostMessage);
+  assert.match((await host.page.textContent('.error'))!, /first/);
+  assert.equal(host.errors.length, 1);
+  assert.match(host.errors[0]!, /malformed host message: \.report\.tensors\[0\]\.dtype: expected one of .*"F7"/);
 });
 
 test('the comparison lists matched tensors most changed first, in plain numbers, and the tensors only one side has', async () => {

@@ -71,10 +71,17 @@ function packageExtension(runDir: string): string {
   return vsix;
 }
 
+/** The installed package.json with its %key% strings replaced from package.nls.json, as VS Code shows them. */
 function installedManifest(extensionsDir: string): ExtensionManifest {
   const dir = readdirSync(extensionsDir).find((name) => name.startsWith('mxscope.mxscope-'));
   if (!dir) throw new Error(`the .vsix did not install: no mxscope.mxscope-* in ${extensionsDir}`);
-  return JSON.parse(readFileSync(join(extensionsDir, dir, 'package.json'), 'utf8')) as ExtensionManifest;
+  const strings = JSON.parse(readFileSync(join(extensionsDir, dir, 'package.nls.json'), 'utf8')) as Record<string, string>;
+  return JSON.parse(readFileSync(join(extensionsDir, dir, 'package.json'), 'utf8'), (_key, value: unknown) => {
+    if (typeof value !== 'string' || !/^%[^%]+%$/.test(value)) return value;
+    const text = strings[value.slice(1, -1)];
+    if (text === undefined) throw new Error(`package.json uses ${value}, which package.nls.json does not define`);
+    return text;
+  }) as ExtensionManifest;
 }
 
 let passed = 0;

@@ -6,7 +6,7 @@ import { startTrainerServer } from '../../src/link/trainer-server.js';
 import { TrainerClient } from '../../src/link/trainer-client.js';
 import { formatListeningLine, parseListeningLine } from '../../src/link/listening-line.js';
 import { isLoopbackHost } from '../../src/link/auth.js';
-import { MAX_FRAME_BYTES } from '../../src/protocol/index.js';
+import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from '../../src/protocol/index.js';
 import { baseConfig, fakeLauncher } from './fake-run.js';
 import { framesOfType, rawPeer, until } from './helpers.js';
 
@@ -44,7 +44,7 @@ test('a client hello with another major version is refused with a clear error an
     await until(() => peer.closed !== undefined, 'close');
     const [error] = framesOfType(peer, 'error');
     assert.equal(error!.code, 'incompatible-version');
-    assert.match(String(error!.message), /protocol 2\.0 is not compatible with this server's 1\.0/);
+    assert.match(String(error!.message), new RegExp(`protocol 2\\.0 is not compatible with this server's ${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}`));
     assert.equal(peer.closed!.code, 1002);
   } finally {
     await server.close();
@@ -59,7 +59,7 @@ test('a client refuses a server hello of another major version and stays closed'
   const client = new TrainerClient({ url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`, onTelemetry: () => {}, onState: (state, why) => state === 'closed' && (detail = why ?? '') });
   try {
     await until(() => client.state === 'closed', 'refusal');
-    assert.match(detail, /trainer speaks protocol 2\.1; this client speaks 1\.0/);
+    assert.match(detail, new RegExp(`trainer speaks protocol 2\\.1; this client speaks ${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}`));
   } finally {
     wss.close();
   }
@@ -94,7 +94,7 @@ test('binding off loopback without a token is refused', async () => {
 
 test('listening line round trip; other lines are not mistaken for it', () => {
   const line = formatListeningLine({ url: 'ws://127.0.0.1:41234', token: 't0k' });
-  assert.match(line, /^MXSCOPE_LISTENING \{"url":"ws:\/\/127\.0\.0\.1:41234","token":"t0k","protocol":"1\.0"\}$/);
+  assert.match(line, new RegExp(`^MXSCOPE_LISTENING \\{"url":"ws://127\\.0\\.0\\.1:41234","token":"t0k","protocol":"${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}"\\}$`));
   assert.deepEqual(parseListeningLine(line), { url: 'ws://127.0.0.1:41234', token: 't0k' });
   assert.deepEqual(parseListeningLine(formatListeningLine({ url: 'ws://[::1]:1' })), { url: 'ws://[::1]:1' });
   assert.equal(parseListeningLine('step 3 loss 4.2'), undefined);

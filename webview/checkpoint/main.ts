@@ -4,21 +4,16 @@
 import './checkpoint.css';
 import { formatBytes } from '../../src/shared/checkpoint-format.js';
 import { SAMPLED_SQNR_ROWS, type CheckpointComparison, type CheckpointReport } from '../../src/protocol/checkpoint-report.js';
-import type { CheckpointHostMessage, CheckpointWebviewMessage } from '../../src/protocol/checkpoint-webview.js';
+import { checkpointHostMessageSchema, type CheckpointHostMessage, type CheckpointWebviewMessage } from '../../src/protocol/checkpoint-webview.js';
 import { HADAMARD_BLOCKS, type HadamardBlock } from '../../src/protocol/config.js';
+import { tryCheck } from '../../src/protocol/validate.js';
 import { element } from '../dashboard/context.js';
 import { onThemeChange, readTheme } from '../dashboard/theme.js';
 import { checkbox, dropdown, registerToolkit, textField } from '../ui/toolkit.js';
+import { vscodeApi, type VsCodeApi } from '../ui/vscode-api.js';
 import { renderComparison } from './compare-view.js';
 import { renderReport } from './report-view.js';
 import type { TableState } from './table.js';
-
-interface VsCodeApi {
-  postMessage(message: CheckpointWebviewMessage): void;
-  getState(): unknown;
-  setState(state: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
 
 interface UiState {
   filter: string;
@@ -41,22 +36,25 @@ class CheckpointPage {
   private readonly header = element('header', 'top');
   private readonly body = element('main', 'content');
 
-  constructor(private readonly vscode: VsCodeApi) {
+  constructor(private readonly vscode: VsCodeApi<CheckpointWebviewMessage>) {
     this.state = { ...DEFAULT_STATE, ...(vscode.getState() as Partial<UiState> | undefined) };
     registerToolkit();
     document.body.append(this.header, this.body);
-    window.addEventListener('message', (event: MessageEvent<CheckpointHostMessage>) => this.receive(event.data));
+    window.addEventListener('message', (event: MessageEvent<unknown>) => this.receive(event.data));
     onThemeChange(() => this.render());
     window.addEventListener('resize', () => this.render());
     this.render();
     vscode.postMessage({ type: 'ready' });
   }
 
-  private receive(message: CheckpointHostMessage): void {
-    if (message.type === 'progress' || message.type === 'error' || message.type === 'report' || message.type === 'comparison') {
-      this.shown = message;
-      this.render();
+  private receive(raw: unknown): void {
+    const checked = tryCheck(checkpointHostMessageSchema, raw);
+    if (!checked.ok) {
+      console.error(`MX Scope checkpoint view: ignoring a malformed host message: ${checked.error.message}`);
+      return;
     }
+    this.shown = checked.value;
+    this.render();
   }
 
   /** `keepHeader`: leave the controls alone (typing in the filter keeps focus). */
@@ -148,4 +146,4 @@ class CheckpointPage {
   }
 }
 
-new CheckpointPage(acquireVsCodeApi());
+new CheckpointPage(vscodeApi<CheckpointWebviewMessage>());

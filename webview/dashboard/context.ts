@@ -88,12 +88,8 @@ export function setLegend(legend: HTMLElement, entries: readonly { label: string
   );
 }
 
-export function formatNumber(value: number | null, digits = 3): string {
-  if (value === null || !Number.isFinite(value)) return '—';
-  const abs = Math.abs(value);
-  if (abs !== 0 && (abs >= 1e5 || abs < 1e-3)) return value.toExponential(2);
-  return Number(value.toPrecision(digits)).toString();
-}
+// One number format for the whole dashboard: the layer metrics' own (src/protocol/layer-metrics.ts).
+export { formatNumber } from '../../src/protocol/layer-metrics.js';
 
 export function formatTokens(tokens: number | null): string {
   if (tokens === null) return 'not reached';

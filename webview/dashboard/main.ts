@@ -9,7 +9,9 @@ import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
 import { hostToWebviewSchema, isEmptyDelta, type GridMetric, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { PendingRequests } from '../../src/shared/pending-requests.js';
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
+import { vscodeApi, type VsCodeApi } from '../ui/vscode-api.js';
 import { element, type Context, type View } from './context.js';
 import { DashboardData, detailKey, gridKey } from './data.js';
 import { composePng } from './export-png.js';
@@ -24,13 +26,6 @@ import { OverviewView } from './views/overview.js';
 import { RunsTableView } from './views/runs-table.js';
 import { ScalesView } from './views/scales.js';
 
-interface VsCodeApi {
-  postMessage(message: unknown): void;
-  getState(): unknown;
-  setState(state: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
-
 const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', layers: 'Layer heatmap', correlation: 'Wgrad error correlation', alerts: 'Alerts', runs: 'Runs' };
 const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, layers: LayerHeatmapView, correlation: CorrelationView, alerts: AlertsView, runs: RunsTableView };
 
@@ -43,13 +38,13 @@ class Dashboard implements Context {
   private readonly chips = element('div', 'run-chips');
   private readonly body = element('main', 'content');
   private readonly sidebar = document.body.dataset.layout === 'sidebar';
-  private nextRequestId = 1;
-  private readonly pending = new Map<number, string>();
+  /** Open requestLayer / requestLayerGrid requests, each with the key its reply is stored under. */
+  private readonly requests = new PendingRequests<string>();
   private readonly requested = new Set<string>();
   private updateQueued = false;
   private hasSnapshot = false;
 
-  constructor(private readonly vscode: VsCodeApi) {
+  constructor(private readonly vscode: VsCodeApi<WebviewToHost>) {
     this.state = restoreUiState(vscode.getState());
     document.body.append(this.header, this.body);
     this.body.append(element('p', 'note', 'Waiting for data from MX Scope…'));
@@ -77,8 +72,7 @@ class Dashboard implements Context {
     const key = detailKey(runId, layer, gemm, operand, this.state.lag);
     const cached = this.data.detail(key);
     if (cached || this.requested.has(key)) return cached;
-    const requestId = this.nextRequestId++;
-    this.pending.set(requestId, key);
+    const requestId = this.requests.start(key);
     this.requested.add(key);
     this.post({ type: 'requestLayer', requestId, runId, layer, gemm, operand, lag: this.state.lag });
     return undefined;
@@ -88,8 +82,7 @@ class Dashboard implements Context {
     const key = gridKey(runId, metric, gemm);
     const cached = this.data.grid(key);
     if (cached || this.requested.has(key)) return cached;
-    const requestId = this.nextRequestId++;
-    this.pending.set(requestId, key);
+    const requestId = this.requests.start(key);
     this.requested.add(key);
     this.post({ type: 'requestLayerGrid', requestId, runId, metric, gemm });
     return undefined;
@@ -123,7 +116,7 @@ class Dashboard implements Context {
         this.data.applySnapshot(message);
         this.assignColors();
         this.requested.clear();
-        this.pending.clear();
+        this.requests.clear();
         this.hasSnapshot = true;
         this.remount();
         break;
@@ -137,9 +130,8 @@ class Dashboard implements Context {
       }
       case 'layerGrid':
       case 'layerDetail': {
-        const key = this.pending.get(message.requestId);
+        const key = this.requests.settle(message.requestId);
         if (key === undefined) return;
-        this.pending.delete(message.requestId);
         this.data.storeDetail(key, message);
         this.scheduleUpdate();
         break;
@@ -263,4 +255,4 @@ class Dashboard implements Context {
 }
 
 registerToolkit();
-new Dashboard(acquireVsCodeApi());
+new Dashboard(vscodeApi<WebviewToHost>());

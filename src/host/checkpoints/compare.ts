@@ -11,8 +11,8 @@ async function pickCheckpoint(title: string): Promise<vscode.Uri | undefined> {
   const picked = await vscode.window.showOpenDialog({
     title,
     canSelectMany: false,
-    openLabel: 'Select checkpoint',
-    filters: { 'Checkpoints (.safetensors, .safetensors.index.json)': ['safetensors', 'json'] },
+    openLabel: vscode.l10n.t('Select checkpoint'),
+    filters: { [vscode.l10n.t('Checkpoints (.safetensors, .safetensors.index.json)')]: ['safetensors', 'json'] },
   });
   return picked?.[0];
 }
@@ -20,12 +20,12 @@ async function pickCheckpoint(title: string): Promise<vscode.Uri | undefined> {
 /** `clicked` and `selected` are what the explorer context menu passes (the clicked file, every selected file). */
 export async function compareCheckpointsCommand(extensionUri: vscode.Uri, log: (line: string) => void, clicked?: unknown, selected?: unknown): Promise<void> {
   const uris = (Array.isArray(selected) ? selected : [clicked]).filter((uri): uri is vscode.Uri => uri instanceof vscode.Uri);
-  const first = uris[0] ?? (await pickCheckpoint('Compare checkpoints: first checkpoint (A)'));
+  const first = uris[0] ?? (await pickCheckpoint(vscode.l10n.t('Compare checkpoints: first checkpoint (A)')));
   if (!first) return;
-  const second = uris[1] ?? (await pickCheckpoint(`Compare ${basename(first.path)} (A) with… (B)`));
+  const second = uris[1] ?? (await pickCheckpoint(vscode.l10n.t('Compare {0} (A) with… (B)', basename(first.path))));
   if (!second) return;
   for (const uri of [first, second]) {
-    if (uri.scheme !== 'file') throw new Error(`${uri.toString()} is not a local file: MX Scope reads checkpoints from disk`);
+    if (uri.scheme !== 'file') throw new Error(vscode.l10n.t('{0} is not a local file: MX Scope reads checkpoints from disk', uri.toString()));
   }
   const [nameA, nameB] = distinctNames(first.path, second.path);
   const title = `${nameA} ↔ ${nameB}`;

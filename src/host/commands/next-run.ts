@@ -22,8 +22,8 @@ export async function switchRotationMode(services: HostServices, context: vscode
   const next = services.link.nextRunConfig();
   const current = next ? modeOf(next.gemms.wgrad) : undefined;
   const mode = await vscode.window.showQuickPick(
-    ROTATION_MODES.map((m) => ({ label: m.label, detail: m.detail, description: m.id === current ? '(Wgrad now)' : '', mode: m })),
-    { title: 'MX Scope: rotation mode for the next run (1/3)', placeHolder: 'How MXFP4 operands are rotated and rounded', ignoreFocusOut: true },
+    ROTATION_MODES.map((m) => ({ label: m.label, detail: m.detail, description: m.id === current ? vscode.l10n.t('(Wgrad now)') : '', mode: m })),
+    { title: vscode.l10n.t('MX Scope: rotation mode for the next run (1/3)'), placeHolder: vscode.l10n.t('How MXFP4 operands are rotated and rounded'), ignoreFocusOut: true },
   );
   if (!mode) return;
   const block = await pickBlock(mode.mode, next?.gemms.wgrad.hadamardBlock);
@@ -31,20 +31,20 @@ export async function switchRotationMode(services: HostServices, context: vscode
   const remembered = context.workspaceState.get<GemmKind[]>(LAST_GEMMS_KEY) ?? ['wgrad'];
   const gemms = await vscode.window.showQuickPick(
     GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], picked: remembered.includes(kind), gemm: kind })),
-    { title: 'MX Scope: apply to which GEMMs? (3/3)', canPickMany: true, placeHolder: 'They run in MXFP4 with this mode', ignoreFocusOut: true },
+    { title: vscode.l10n.t('MX Scope: apply to which GEMMs? (3/3)'), canPickMany: true, placeHolder: vscode.l10n.t('They run in MXFP4 with this mode'), ignoreFocusOut: true },
   );
   if (!gemms || gemms.length === 0) return;
   const kinds = gemms.map((g) => g.gemm);
   await context.workspaceState.update(LAST_GEMMS_KEY, kinds);
   const outcome = await services.link.changeNextRun(rotationChange(mode.mode.id, block, kinds));
-  void vscode.window.showInformationMessage(`MX Scope: ${mode.label} on ${kinds.join(', ')} — ${outcome}.`);
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: {0} on {1} — {2}.', mode.label, kinds.join(', '), outcome));
 }
 
 async function pickBlock(mode: RotationMode, current: HadamardBlock | undefined): Promise<HadamardBlock | undefined> {
   if (!mode.needsBlock) return current ?? 32;
   const picked = await vscode.window.showQuickPick(
-    BLOCK_CHOICES.map((block) => ({ label: String(block), description: block === current ? '(now)' : '', block })),
-    { title: 'MX Scope: Hadamard block size (2/3)', placeHolder: 'Rotation block along the reduction dimension', ignoreFocusOut: true },
+    BLOCK_CHOICES.map((block) => ({ label: String(block), description: block === current ? vscode.l10n.t('(now)') : '', block })),
+    { title: vscode.l10n.t('MX Scope: Hadamard block size (2/3)'), placeHolder: vscode.l10n.t('Rotation block along the reduction dimension'), ignoreFocusOut: true },
   );
   return picked?.block;
 }
@@ -52,28 +52,30 @@ async function pickBlock(mode: RotationMode, current: HadamardBlock | undefined)
 export async function setGemmPrecision(services: HostServices): Promise<void> {
   const next = services.link.nextRunConfig();
   const gemm = await vscode.window.showQuickPick(
-    GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], description: next ? `now ${next.gemms[kind].precision}` : '', gemm: kind })),
-    { title: 'MX Scope: GEMM precision for the next run (1/2)', ignoreFocusOut: true },
+    GEMM_CHOICES.map((kind) => ({ label: GEMM_LABELS[kind], description: next ? vscode.l10n.t('now {0}', next.gemms[kind].precision) : '', gemm: kind })),
+    { title: vscode.l10n.t('MX Scope: GEMM precision for the next run (1/2)'), ignoreFocusOut: true },
   );
   if (!gemm) return;
   const precision = await vscode.window.showQuickPick(
-    PRECISION_CHOICES.map((p: Precision) => ({ label: p, description: p === next?.gemms[gemm.gemm].precision ? '(now)' : '', precision: p })),
-    { title: `MX Scope: precision of ${gemm.gemm} (2/2)`, ignoreFocusOut: true },
+    PRECISION_CHOICES.map((p: Precision) => ({ label: p, description: p === next?.gemms[gemm.gemm].precision ? vscode.l10n.t('(now)') : '', precision: p })),
+    { title: vscode.l10n.t('MX Scope: precision of {0} (2/2)', gemm.gemm), ignoreFocusOut: true },
   );
   if (!precision) return;
   const outcome = await services.link.changeNextRun(precisionChange(gemm.gemm, precision.precision));
-  void vscode.window.showInformationMessage(`MX Scope: ${gemm.gemm} → ${precision.label} — ${outcome}.`);
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: {0} → {1} — {2}.', gemm.gemm, precision.label, outcome));
 }
 
 export async function startNextRun(services: HostServices): Promise<void> {
   if (!services.link.connected) {
-    const choice = await vscode.window.showWarningMessage('MX Scope: no trainer is connected.', 'Start Emulated Run', 'Connect to Trainer…');
-    if (choice === 'Start Emulated Run') await vscode.commands.executeCommand('mxscope.startEmulatedRun');
-    if (choice === 'Connect to Trainer…') await vscode.commands.executeCommand('mxscope.connect');
+    const start = vscode.l10n.t('Start Emulated Run');
+    const connect = vscode.l10n.t('Connect to Trainer…');
+    const choice = await vscode.window.showWarningMessage(vscode.l10n.t('MX Scope: no trainer is connected.'), start, connect);
+    if (choice === start) await vscode.commands.executeCommand('mxscope.startEmulatedRun');
+    if (choice === connect) await vscode.commands.executeCommand('mxscope.connect');
     return;
   }
   const ack = await services.link.request({ type: 'startRun' });
-  void vscode.window.showInformationMessage(`MX Scope: started run ${ack.detail ?? ''}.`);
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: started run {0}.', ack.detail ?? ''));
 }
 
 /** Start the next run from a checkpoint: `target` (e.g. from the checkpoint editor), or one picked. */
@@ -81,7 +83,7 @@ export async function startFromCheckpoint(services: HostServices, target?: vscod
   const path = target?.fsPath ?? (await pickCheckpoint(services));
   if (!path) return;
   const ack = await services.link.request({ type: 'startRun', fromCheckpoint: path });
-  void vscode.window.showInformationMessage(`MX Scope: started run ${ack.detail ?? ''} from ${path}.`);
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: started run {0} from {1}.', ack.detail ?? '', path));
 }
 
 /** A checkpoint the connected trainer saved, or any .safetensors file (the trainer must be able to read it). */
@@ -90,22 +92,22 @@ async function pickCheckpoint(services: HostServices): Promise<string | undefine
     .list()
     .filter((run) => run.source === 'live')
     .flatMap((run) => (services.store.get(run.runId)?.checkpoints() ?? []).map((checkpoint) => ({ run, checkpoint })));
-  const browse = { label: '$(folder-opened) Browse…', path: '' };
+  const browse = { label: `$(folder-opened) ${vscode.l10n.t('Browse…')}`, path: '' };
   const picked = await vscode.window.showQuickPick(
-    [...saved.reverse().map(({ run, checkpoint }) => ({ label: `$(save) ${run.name}`, description: `step ${checkpoint.step}${checkpoint.reason ? ` · ${checkpoint.reason}` : ''}`, detail: checkpoint.path, path: checkpoint.path })), browse],
-    { title: 'MX Scope: start the next run from a checkpoint', placeHolder: 'A checkpoint the trainer saved, or a file' },
+    [...saved.reverse().map(({ run, checkpoint }) => ({ label: `$(save) ${run.name}`, description: `${vscode.l10n.t('step {0}', checkpoint.step)}${checkpoint.reason ? ` · ${checkpoint.reason}` : ''}`, detail: checkpoint.path, path: checkpoint.path })), browse],
+    { title: vscode.l10n.t('MX Scope: start the next run from a checkpoint'), placeHolder: vscode.l10n.t('A checkpoint the trainer saved, or a file') },
   );
   if (picked !== browse) return picked?.path;
-  const file = await vscode.window.showOpenDialog({ canSelectMany: false, filters: { Safetensors: ['safetensors'] }, openLabel: 'Start from this checkpoint' });
+  const file = await vscode.window.showOpenDialog({ canSelectMany: false, filters: { Safetensors: ['safetensors'] }, openLabel: vscode.l10n.t('Start from this checkpoint') });
   return file?.[0]?.fsPath;
 }
 
 export async function stopRun(services: HostServices): Promise<void> {
   await services.link.request({ type: 'stopRun' });
-  void vscode.window.showInformationMessage('MX Scope: run stopped.');
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: run stopped.'));
 }
 
 export async function saveCheckpoint(services: HostServices): Promise<void> {
   const ack = await services.link.request({ type: 'saveCheckpoint' });
-  void vscode.window.showInformationMessage(`MX Scope: checkpoint saved to ${ack.detail ?? '(path not reported)'}.`);
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: checkpoint saved to {0}.', ack.detail ?? vscode.l10n.t('(path not reported)')));
 }

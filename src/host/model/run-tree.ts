@@ -1,8 +1,9 @@
 // What the Runs view shows for each run: a label, a one-line description, and the config as child
 // rows. Pure functions of a store summary, so the wording is tested without VS Code.
 import { GEMM_KINDS } from '../../protocol/index.js';
+import type { RunStatus } from '../../protocol/index.js';
 import { withGemmNotes } from '../../shared/gemm-notes.js';
-import type { RunStatus, RunSummary, RunView } from '../../store/run-store.js';
+import type { RunSummary, RunView } from '../../store/run-store.js';
 import { recipeSummary } from './rotation-modes.js';
 
 export interface RunRow {

@@ -3,6 +3,7 @@
 // garbage keeps the defaults for what does not fit).
 import { GEMM_KINDS, type GemmKind } from '../../../src/protocol/config.js';
 import { GEMM_OPERANDS, type Operand } from '../../../src/protocol/telemetry.js';
+import { layerMetric } from '../../../src/protocol/layer-metrics.js';
 import { GRID_METRICS, LAYER_METRICS, type GridMetric, type LayerMetric, type LayerRow } from '../../../src/protocol/webview.js';
 
 export const TABS = ['loss', 'overhead', 'scales', 'overview', 'layers', 'correlation', 'alerts', 'runs'] as const;
@@ -178,20 +179,10 @@ export function filterLayers(names: readonly string[], query: string, limit: num
   return { names: found.slice(0, limit), total: found.length };
 }
 
-/** For each metric, whether larger values are worse (error, saturation) or smaller ones (SQNR). */
-export const METRIC_INFO: Record<LayerMetric, { label: string; worse: 'higher' | 'lower'; unit: string }> = {
-  wgradRelErr: { label: 'Wgrad rel. error', worse: 'higher', unit: '' },
-  alignment: { label: 'Alignment', worse: 'lower', unit: '' },
-  saturatedPct: { label: 'Saturated', worse: 'higher', unit: '%' },
-  flushedPct: { label: 'Flushed', worse: 'higher', unit: '%' },
-  sqnrDb: { label: 'SQNR', worse: 'lower', unit: 'dB' },
-  lag1Cos: { label: 'Lag-1 error corr.', worse: 'higher', unit: '' },
-};
-
 /** Rows sorted worst first by one metric; rows without a value go last in model order. */
 export function worstFirst(rows: readonly LayerRow[], metric: LayerMetric): LayerRow[] {
   const index = LAYER_METRICS.indexOf(metric);
-  const sign = METRIC_INFO[metric].worse === 'higher' ? -1 : 1;
+  const sign = layerMetric(metric).worse === 'higher' ? -1 : 1;
   return rows
     .map((row, order) => ({ row, order }))
     .sort((a, b) => {

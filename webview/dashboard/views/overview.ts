@@ -1,7 +1,8 @@
 // Layer overview: every layer × every metric as a table whose cells are shaded by how bad they are
 // (a heatmap you can read), sorted worst first by the chosen metric; a click drills into the layer.
 // In compare mode: the chosen metric per run and the difference (last run − first run).
-import { METRIC_INFO, worstFirst } from '../model/ui-state.js';
+import { worstFirst } from '../model/ui-state.js';
+import { layerMetric } from '../../../src/protocol/layer-metrics.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { activatable, element, formatNumber, type Context, type View } from '../context.js';
@@ -19,7 +20,7 @@ export class OverviewView implements View {
 
   constructor(private readonly ctx: Context) {
     const bar = controlsWithRunPicker(ctx);
-    const label = (metric: LayerMetric) => (ctx.state.mode === 'compare' ? `metric: ${METRIC_INFO[metric].label}` : `worst first by ${METRIC_INFO[metric].label}`);
+    const label = (metric: LayerMetric) => (ctx.state.mode === 'compare' ? `metric: ${layerMetric(metric).label}` : `worst first by ${layerMetric(metric).label}`);
     bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: label(metric) })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'metric'));
     this.root.append(bar, this.note, this.table);
   }
@@ -44,8 +45,8 @@ export class OverviewView implements View {
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
     LAYER_METRICS.forEach((m) => {
-      const th = element('th', m === metric ? 'sorted' : undefined, `${METRIC_INFO[m].label}${METRIC_INFO[m].unit ? ` (${METRIC_INFO[m].unit})` : ''}${m === metric ? ' ▼' : ''}`);
-      head.append(activatable(th, () => this.ctx.update({ overviewMetric: m }, true), `Sort worst first by ${METRIC_INFO[m].label}`));
+      const th = element('th', m === metric ? 'sorted' : undefined, `${layerMetric(m).label}${layerMetric(m).unit ? ` (${layerMetric(m).unit})` : ''}${m === metric ? ' ▼' : ''}`);
+      head.append(activatable(th, () => this.ctx.update({ overviewMetric: m }, true), `Sort worst first by ${layerMetric(m).label}`));
     });
     const body = rows.slice(0, MAX_ROWS).map((row) => {
       const tr = this.rowFor(row.layer);
@@ -69,7 +70,7 @@ export class OverviewView implements View {
       return { layer: row.layer, values, diff: a === null || b === null ? null : b - a };
     });
     rows.sort((x, y) => Math.abs(y.diff ?? -Infinity) - Math.abs(x.diff ?? -Infinity));
-    this.note.textContent = `${METRIC_INFO[metric].label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.`;
+    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
     // One shading range for all runs, so equal values look equal across columns.
@@ -95,10 +96,10 @@ export class OverviewView implements View {
 
   /** A value cell shaded from clear (best in the column) to the error colour (worst). */
   private cell(value: number | null, metric: LayerMetric, span: { min: number; max: number }): HTMLElement {
-    const td = element('td', 'num', formatNumber(value));
+    const td = element('td', 'num', layerMetric(metric).format(value));
     if (value !== null && span.max > span.min) {
       const t = (value - span.min) / (span.max - span.min);
-      const badness = METRIC_INFO[metric].worse === 'higher' ? t : 1 - t;
+      const badness = layerMetric(metric).worse === 'higher' ? t : 1 - t;
       td.style.backgroundColor = withAlpha(this.ctx.theme.error, 0.5 * badness);
     }
     return td;

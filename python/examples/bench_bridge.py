@@ -1,0 +1,275 @@
+"""What the bridge costs on a GPU, against plain bf16 training in the same process.
+
+    python3 examples/bench_bridge.py                                    # 1.1B Llama, 8x1024 and 8x4096 tokens/step
+    python3 examples/bench_bridge.py --tiny --device cpu --shapes 2x64   # smoke test
+
+One model (transformers' LlamaForCausalLM with TinyLlama's shape, random init), synthetic tokens,
+bf16 autocast, AdamW. Every timed step starts and ends on an idle GPU. Blocks of plain steps
+alternate with blocks of the measured mode, so clock and thermal drift hit both alike:
+
+- observe: the bridge attached with hooks only (no emulation), statsEvery S. A bridge block is S
+  steps, so it holds one stats step, one pre-stats step (E for lag-1) and S-2 steps with nothing to
+  do. The overhead at a larger statsEvery N is derived from the same run's per-kind means:
+  (t_stats + t_pre + (N-2)·t_off) / (N·t_plain) - 1.
+- emulated: every nn.Linear's three GEMMs in emulated MXFP4 (Hadamard block 32), no bridge.
+
+Peak memory is torch.cuda.max_memory_allocated over the steps of each kind. The table printed last
+names the baseline of every row; --results writes all figures as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config  # noqa: E402
+from llama_mxfp4 import SHAPES, build_model, logits_of  # noqa: E402
+
+EMULATED = {
+    "mxfp4 H32 nearest-even": dict(rotation="hadamard", rounding="nearest-even"),
+    "mxfp4 H32 stochastic": dict(rotation="hadamard", rounding="stochastic"),
+    "mxfp4 RHT32 nearest-even": dict(rotation="random-hadamard", rounding="nearest-even"),
+}
+GIB = 2 ** 30
+
+
+class Trainer:
+    """One model and optimizer; `step()` runs one timed training step and returns (ms, peak bytes)."""
+
+    def __init__(self, args, batch: int, seq: int, checkpointing: bool):
+        self.device = torch.device(args.device)
+        torch.manual_seed(1234)
+        shape = SHAPES["tiny" if args.tiny else "1b"]
+        if hasattr(torch, "get_default_device"):  # build on the device: a 1.1B init on the CPU takes a minute
+            with self.device:
+                self.model, self.kind = build_model(shape, not args.no_transformers)
+        else:
+            self.model, self.kind = build_model(shape, not args.no_transformers)
+        self.model.to(self.device)
+        if checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+        self.vocab, self.batch, self.seq = shape["vocab"], batch, seq
+        self.generator = torch.Generator(device="cpu").manual_seed(99)
+        self.cuda = self.device.type == "cuda"
+
+    def step(self, bridge=None, bridge_step=None):
+        tokens = torch.randint(0, self.vocab, (self.batch, self.seq + 1), generator=self.generator).to(self.device)
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        if bridge is not None:
+            bridge.begin_step(bridge_step)
+        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.cuda):
+            logits = logits_of(self.model, tokens[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        del logits
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        if bridge is not None:
+            bridge.end_step(loss=loss.item(), lr=3e-4, grad_norm=grad_norm.item())
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.item()
+        elapsed = (time.perf_counter() - started) * 1000
+        return elapsed, torch.cuda.max_memory_allocated() if self.cuda else 0
+
+
+def _is_oom(error: BaseException) -> bool:
+    return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error)
+
+
+class Samples:
+    def __init__(self):
+        self.ms, self.peak, self.oom = {}, {}, set()
+
+    def add(self, kind, ms, peak):
+        self.ms.setdefault(kind, []).append(ms)
+        self.peak[kind] = max(self.peak.get(kind, 0), peak)
+
+    def mean(self, *kinds):
+        values = [v for k in kinds for v in self.ms.get(k, [])]
+        return statistics.fmean(values) if values else float("nan")
+
+    def peak_gib(self, *kinds):
+        return max((self.peak.get(k, 0) for k in kinds), default=0) / GIB
+
+
+PROFILE_DIR = None
+
+
+def run_step(trainer, samples, kind, **bridge):
+    if kind in samples.oom:
+        return
+    profiling = PROFILE_DIR and kind not in samples.ms and kind in ("plain", "stats", "pre")
+    try:
+        if profiling:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as profiler:
+                ms, peak = trainer.step(**bridge)
+            with open(os.path.join(PROFILE_DIR, f"profile-{trainer.batch}x{trainer.seq}-{kind}.txt"), "w") as f:
+                f.write(f"{kind} step {ms:.1f} ms under the profiler\n")
+                f.write(profiler.key_averages().table(sort_by="self_cuda_time_total", row_limit=30, max_name_column_width=50))
+                f.write(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
+            samples.ms.setdefault(kind, [])  # a profiled step is not timed
+            return
+        else:
+            ms, peak = trainer.step(**bridge)
+    except RuntimeError as error:
+        if not _is_oom(error):
+            raise
+        samples.oom.add(kind)
+        trainer.optimizer.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+        print(f"  {kind}: out of memory", flush=True)
+        return
+    samples.add(kind, ms, peak)
+
+
+HOOK_SECONDS = {}
+
+
+def _time_hooks():
+    """Wall time the training thread spends inside the bridge's backward-time work, per step kind
+    (host time: launches and Python; the GPU runs behind it)."""
+    from mxscope_bridge import observe
+    inner = observe._observe
+
+    def timed(bridge, *args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return inner(bridge, *args, **kwargs)
+        finally:
+            kind = "stats" if bridge.capture.with_stats else "pre"
+            HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
+    observe._observe = timed
+
+
+def measure_observe(trainer, args, stats_every, tokens, samples):
+    # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
+    gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
+    config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms)
+    bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
+                    log=lambda line: None, handle_exit=False)
+    bridge.start_run(name="bench observe")
+    k = 0
+
+    def bridge_block(timed, steps=stats_every):
+        nonlocal k
+        for _ in range(steps):
+            kind = "stats" if k % stats_every == 0 else "pre" if (k + 1) % stats_every == 0 else "off"
+            if timed:
+                run_step(trainer, samples, kind, bridge=bridge, bridge_step=k)
+            else:
+                trainer.step(bridge=bridge, bridge_step=k)
+            k += 1
+
+    bridge_block(timed=False, steps=stats_every + 1)  # warm-up: stats, pre-stats, stats with lag-1 (compiles kernels, fills caches)
+    HOOK_SECONDS.clear()
+    for _ in range(args.rounds):
+        for _ in range(stats_every):
+            run_step(trainer, samples, "plain")
+        bridge_block(timed=True)
+    bridge.end_run()
+    bridge.close()
+    return bridge.dropped_stats
+
+
+def measure_emulated(trainer, args, label, samples):
+    gemm = gemm_config("mxfp4", EMULATED[label]["rotation"], 32, EMULATED[label]["rounding"], False)
+    emulation = emulate(trainer.model, default_gemms(gemm), seed=1)
+    trainer.step()  # warm-up
+    for _ in range(args.rounds):
+        emulation.enabled = False
+        for _ in range(args.emulated_block):
+            run_step(trainer, samples, "plain")
+        emulation.enabled = True
+        for _ in range(args.emulated_block):
+            run_step(trainer, samples, label)
+    emulation.enabled = False
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", default="8x1024,8x4096", help="comma-separated BATCHxSEQ")
+    parser.add_argument("--checkpointing-from", type=int, default=4096, help="activation checkpointing (both sides) at this seq length and above")
+    parser.add_argument("--stats-every", type=int, default=10, help="statsEvery of the measured bridge blocks")
+    parser.add_argument("--derive", default="100", help="comma-separated larger statsEvery values derived from the per-kind means")
+    parser.add_argument("--emulated", default=",".join(EMULATED), help="comma-separated emulated modes (empty: none)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--emulated-block", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--no-transformers", action="store_true")
+    parser.add_argument("--skip-observe", action="store_true")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--results", default=None)
+    parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, stats and pre-stats step here (those steps are not timed)")
+    args = parser.parse_args()
+    global PROFILE_DIR
+    PROFILE_DIR = args.profile_dir
+    _time_hooks()
+
+    device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print(f"device {device_name}, torch {torch.__version__}", flush=True)
+    rows, results = [], []
+    for shape in args.shapes.split(","):
+        batch, seq = (int(v) for v in shape.split("x"))
+        tokens = batch * seq
+        checkpointing = seq >= args.checkpointing_from
+        trainer = Trainer(args, batch, seq, checkpointing)
+        samples = Samples()
+        run_step(trainer, samples, "warm")
+        note = " (activation checkpointing, both sides)" if checkpointing else ""
+        print(f"== {batch}x{seq} = {tokens} tokens/step{note}, {trainer.kind}", flush=True)
+        dropped = 0
+        if not args.skip_observe:
+            dropped = measure_observe(trainer, args, args.stats_every, tokens, samples)
+            plain = samples.mean("plain")
+            on = samples.mean("stats", "pre", "off")
+            per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}
+            rows.append((tokens, args.stats_every, "observe (hooks), measured", "plain bf16", plain, on, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
+            for n in (int(v) for v in args.derive.split(",") if v):
+                derived = (per_kind["stats"] + per_kind["pre"] + (n - 2) * per_kind["off"]) / n
+                rows.append((tokens, n, "observe (hooks), derived", "plain bf16", plain, derived, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
+            results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every,
+                            "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
+                            "droppedStats": dropped, "oom": sorted(samples.oom)})
+            print("  per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
+            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
+            print("  host ms inside the bridge's backward work per step " + json.dumps(hook_ms), flush=True)
+        for label in [m for m in args.emulated.split(",") if m]:
+            emulated = Samples()
+            measure_emulated(trainer, args, label, emulated)
+            rows.append((tokens, "-", label + ", no bridge", "plain bf16", emulated.mean("plain"), emulated.mean(label), emulated.peak_gib("plain"), emulated.peak_gib(label), emulated.oom))
+            results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": label, "samples": emulated.ms,
+                            "peakGiB": {k: v / GIB for k, v in emulated.peak.items()}, "oom": sorted(emulated.oom)})
+            print(f"  {label}: {emulated.mean(label):.1f} ms vs plain {emulated.mean('plain'):.1f} ms", flush=True)
+        del trainer
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+
+    print(f"\nbridge cost on {device_name}; baseline = plain bf16 steps in the same process, alternating blocks")
+    print("| tokens/step | statsEvery | mode | baseline | baseline ms | with ms | overhead / ratio | peak GiB baseline → with |")
+    print("|---|---|---|---|---|---|---|---|")
+    for tokens, every, mode, baseline, plain, with_ms, peak_plain, peak_with, oom in rows:
+        cost = f"{with_ms / plain:.2f}×" if "mxfp4" in mode else f"{(with_ms / plain - 1) * 100:+.1f} %"
+        oom_note = f" (OOM: {', '.join(sorted(oom))})" if oom else ""
+        print(f"| {tokens} | {every} | {mode} | {baseline} | {plain:.1f} | {with_ms:.1f} | {cost} | {peak_plain:.1f} → {peak_with:.1f}{oom_note} |")
+    from mxscope_bridge import capture
+    if capture.FALLBACKS:
+        print(f"bf16 GEMMs with float32 output fell back to float32 operands {len(capture.FALLBACKS)} times, e.g. {sorted(set(capture.FALLBACKS))[:3]}")
+    if args.results:
+        with open(args.results, "w") as f:
+            json.dump({"device": device_name, "torch": torch.__version__, "runs": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Fused MXFP4 on CUDA through Triton: rotate -> quantize -> dequantize (-> operand stats) in one pass.
+
+Bit-identical to the torch path (`rotation.rotate` then `mxfp4.quantize`), which stays the CPU path
+and the reference: the same float32 operations in the same order (sign and 1/√b scale, butterflies
+with strides 1, 2, 4, …, the exponent from the amax's bits, ties-to-even or stochastic rounding with
+the uniforms the torch path would draw, the same clamp and signed zeros). Floating-point
+contraction is off so that no multiply and add fuse into an FMA.
+
+An operand is a logical [rows, K] matrix quantized in 32-element blocks along K, read through two
+strides: `blocks along the last axis` of a row-major tensor (K contiguous), or along its first axis
+(the transposed operand of a Wgrad GEMM or the Wᵀ of a Dgrad GEMM, without a transposed copy).
+The stats are the torch path's: zero inputs, zero codes and saturated codes over the zero-padded
+blocks, and the histogram of shared exponents, all exact integers; signal and noise energies are
+float64 sums of float32 squares, summed in another order (equal to about 1e-15, relative).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+try:  # Triton ships with CUDA builds of PyTorch; without it the torch path runs.
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
+
+from . import mxfp4
+
+BLOCK = mxfp4.BLOCK
+#: One operand's stats row (float64): zero inputs, zero codes, saturated, signal energy, noise energy,
+#: then the HIST_BINS + 1 histogram bins. Kernels add into it atomically (energies thus sum in no fixed order).
+STATS_COUNTS = 3
+STATS_ENERGIES = 2
+STATS_HIST = STATS_COUNTS + STATS_ENERGIES
+STATS_LEN = STATS_HIST + mxfp4.HIST_BINS + 1
+
+
+def available(x: torch.Tensor) -> bool:
+    return triton is not None and x.is_cuda
+
+
+if triton is not None:
+
+    @triton.jit
+    def _butterfly(x, ROWS: tl.constexpr, COLS: tl.constexpr, H: tl.constexpr):
+        # One stage of the Walsh-Hadamard transform along axis 1: (x[j], x[j+H]) -> (x[j]+x[j+H], x[j]-x[j+H]).
+        y = tl.permute(tl.reshape(x, (ROWS, COLS // (2 * H), 2, H)), (0, 1, 3, 2))
+        a, b = tl.split(y)
+        y = tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2))
+        return tl.reshape(y, (ROWS, COLS))
+
+    @triton.jit
+    def _exp2(e):
+        # 2**e as float32 for integer e in [-149, 127], from the IEEE bits (subnormals too), like mxfp4.exp2_int.
+        normal = (tl.maximum(e + 127, 0) << 23)
+        subnormal = tl.full(e.shape, 1, tl.int32) << tl.minimum(tl.maximum(e + 149, 0), 22)
+        return tl.where(e >= -126, normal, subnormal).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, signs_ptr, u_ptr, stats_ptr,
+                   R, K, K_PAD, n_tiles, n_ktiles, norm,
+                   HB: tl.constexpr, HAS_SIGNS: tl.constexpr, STOCHASTIC: tl.constexpr, PRESCALE: tl.constexpr,
+                   WRITE: tl.constexpr, STATS: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
+        pid = tl.program_id(0)
+        programs = tl.num_programs(0)
+        NB: tl.constexpr = BK // 32
+        rows_in_tile = tl.arange(0, BR)
+        cols_in_tile = tl.arange(0, BK)
+        zero_in_acc = tl.zeros((BR,), tl.int32)
+        zero_code_acc = tl.zeros((BR,), tl.int32)
+        saturated_acc = tl.zeros((BR,), tl.int32)
+        hist = tl.zeros((256,), tl.int32)
+        signal = tl.zeros((BR,), tl.float64)
+        noise = tl.zeros((BR,), tl.float64)
+        for tile in range(pid, n_tiles, programs):
+            rt = tile // n_ktiles
+            kt = tile % n_ktiles
+            r = rt * BR + rows_in_tile
+            k = kt * BK + cols_in_tile
+            in_rows = r < R
+            inside = in_rows[:, None] & (k < K)[None, :]
+            x = tl.load(x_ptr + r[:, None].to(tl.int64) * stride_r + k[None, :].to(tl.int64) * stride_k, mask=inside, other=0.0).to(tl.float32)
+            source = x
+            if HB > 1:
+                if HAS_SIGNS:
+                    s = tl.load(signs_ptr + k, mask=k < K, other=1.0)
+                    x = x * (s * norm)[None, :]
+                else:
+                    x = x * norm
+                if HB >= 2:
+                    x = _butterfly(x, BR, BK, 1)
+                if HB >= 4:
+                    x = _butterfly(x, BR, BK, 2)
+                if HB >= 8:
+                    x = _butterfly(x, BR, BK, 4)
+                if HB >= 16:
+                    x = _butterfly(x, BR, BK, 8)
+                if HB >= 32:
+                    x = _butterfly(x, BR, BK, 16)
+                if HB >= 64:
+                    x = _butterfly(x, BR, BK, 32)
+                if HB >= 128:
+                    x = _butterfly(x, BR, BK, 64)
+                source = x
+            if PRESCALE:
+                x = x * 0.75
+            blocks = tl.reshape(x, (BR, NB, 32))
+            a_in = tl.abs(blocks)
+            # NaN and ±Inf have an all-ones exponent field (bit tests: the compiler may assume x == x).
+            bad = ((blocks.to(tl.int32, bitcast=True) & 0x7F800000) == 0x7F800000).to(tl.int32)
+            nan_block = tl.max(bad, axis=2) > 0
+            amax = tl.max(a_in, axis=2)
+            e_field = (amax.to(tl.int32, bitcast=True) >> 23) & 0xFF
+            shared = tl.where(e_field == 0, -127, tl.maximum(e_field - 129, -127))
+            shared = tl.where(nan_block, -2, shared)  # the torch path's exponent for a non-finite amax
+            scaled = blocks * _exp2(-shared)[:, :, None]
+            a = tl.abs(scaled)
+            if STOCHASTIC:
+                step = tl.where(a < 2, 0.5, tl.where(a < 4, 1.0, 2.0))
+                low = libdevice.floor(tl.math.div_rn(a, step)) * step
+                u_index = r[:, None].to(tl.int64) * K_PAD + k[None, :]
+                u = tl.reshape(tl.load(u_ptr + u_index, mask=in_rows[:, None] & (k < K_PAD)[None, :], other=0.0), (BR, NB, 32))
+                grid = low + tl.where(u < tl.math.div_rn(a - low, step), step, 0.0)
+            else:
+                grid = tl.where(a < 2, libdevice.rint(a * 2) * 0.5, tl.where(a < 4, libdevice.rint(a), libdevice.rint(a * 0.5) * 2))
+            # The sign goes on as a bit: the compiler may negate as 0 − x, which gives +0 for a negative input rounding to 0.
+            signed = tl.where(scaled < 0, (grid.to(tl.int32, bitcast=True) | -2147483648).to(tl.float32, bitcast=True), grid)
+            signed = tl.minimum(tl.maximum(signed, -6.0), 6.0)
+            out = signed * _exp2(shared)[:, :, None]
+            out = tl.where(nan_block[:, :, None], float("nan"), out)
+            if PRESCALE:
+                out = tl.math.div_rn(out, 0.75)
+            if WRITE:
+                o = tl.reshape(out, (BR, BK))
+                tl.store(out_ptr + r[:, None].to(tl.int64) * ostride_r + k[None, :].to(tl.int64) * ostride_k, o.to(out_ptr.dtype.element_ty), mask=inside)
+            if STATS:
+                kb = kt * NB + tl.arange(0, NB)
+                real = in_rows[:, None] & (kb * 32 < K_PAD)[None, :]  # blocks of the zero-padded operand
+                src = tl.reshape(source, (BR, NB, 32))
+                zero_in_acc += tl.sum(tl.sum((src == 0).to(tl.int32), axis=2) * real, axis=1)
+                zero_code_acc += tl.sum(tl.sum((grid == 0).to(tl.int32), axis=2) * real, axis=1)
+                saturated_acc += tl.sum(tl.sum((grid > 6.0).to(tl.int32), axis=2) * real, axis=1)
+                diff = src - out
+                signal += tl.sum(tl.where(real, tl.sum((src * src).to(tl.float64), axis=2), 0.0), axis=1)
+                noise += tl.sum(tl.where(real, tl.sum((diff * diff).to(tl.float64), axis=2), 0.0), axis=1)
+                code = tl.where(nan_block, 255, shared + 127)
+                hist += tl.histogram(tl.reshape(code, (BR * NB,)), 256, mask=tl.reshape(real, (BR * NB,)))
+        if STATS:
+            tl.atomic_add(stats_ptr, tl.sum(zero_in_acc.to(tl.int64), axis=0).to(tl.float64))
+            tl.atomic_add(stats_ptr + 1, tl.sum(zero_code_acc.to(tl.int64), axis=0).to(tl.float64))
+            tl.atomic_add(stats_ptr + 2, tl.sum(saturated_acc.to(tl.int64), axis=0).to(tl.float64))
+            tl.atomic_add(stats_ptr + 3, tl.sum(signal, axis=0))
+            tl.atomic_add(stats_ptr + 4, tl.sum(noise, axis=0))
+            tl.atomic_add(stats_ptr + 5 + tl.arange(0, 256), hist.to(tl.float64))
+
+
+_PROGRAMS_PER_SM = 8
+#: Elements per tile (with and without stats) and warps per program; examples/bench_kernels.py compares settings.
+TILE = {"values": 4096, "stats": 2048}
+WARPS = {"values": 4, "stats": 4}
+_sm_count = {}
+
+
+def _programs(device: torch.device, tiles: int) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _sm_count:
+        _sm_count[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return max(1, min(tiles, _sm_count[index] * _PROGRAMS_PER_SM))
+
+
+def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stochastic: bool, prescale: bool,
+             generator: Optional[torch.Generator], out_dtype: Optional[torch.dtype], stats: Optional[torch.Tensor],
+             out_row_major: bool = False) -> Optional[torch.Tensor]:
+    """MXFP4 of a 2-D CUDA operand [rows, K] in blocks along K, read through its strides (a transposed
+    view is read in place, with tiles whose contiguous axis is the rows).
+
+    Returns the values of x's shape in `out_dtype`, laid out like x or (out_row_major) contiguous
+    (None without out_dtype), and adds
+    the operand's stats into `stats` (a [STATS_LEN] float64 row) when given. `signs` (float32, length K) and `hadamard` (1 = no rotation)
+    give the rotation; stochastic rounding draws its uniforms from `generator` exactly as the torch path does.
+    """
+    rows, k = x.shape
+    along_last = x.stride(1) == 1 or k == 1
+    k_pad = -(-k // BLOCK) * BLOCK
+    u = torch.rand((rows * k_pad // BLOCK, BLOCK), generator=generator, device=x.device, dtype=torch.float32) if stochastic else None
+    out = None
+    if out_dtype is not None:
+        row_major = along_last or out_row_major
+        out = torch.empty((rows, k), dtype=out_dtype, device=x.device) if row_major else torch.empty((k, rows), dtype=out_dtype, device=x.device).t()
+    bk = max(BLOCK, hadamard)
+    # A tile is about 4096 elements (2048 with stats, which keep more alive); along the first axis
+    # its rows are the contiguous ones.
+    kind = "stats" if stats is not None else "values"
+    elements = TILE[kind]
+    br = max(elements // bk, 16) if along_last else max(elements // bk, 64)
+    n_ktiles = -(-k_pad // bk)
+    tiles = -(-rows // br) * n_ktiles
+    programs = _programs(x.device, tiles)
+    dummy = x
+    _mx_kernel[(programs,)](
+        x, x.stride(0), x.stride(1), out if out is not None else dummy, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
+        signs if signs is not None else dummy, u if u is not None else dummy,
+        stats if stats is not None else dummy,
+        rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard),
+        HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
+        WRITE=out is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=WARPS[kind])
+    return out
+
+
+def mxfp4_norm(hadamard: int) -> float:
+    from .rotation import hadamard_norm
+    return hadamard_norm(hadamard) if hadamard > 1 else 1.0

@@ -1,0 +1,293 @@
+"""The Wgrad error E = ∇Ŵ − ∇W, summed as each layer's backward produces it.
+
+E and ∇W are weight-sized (about 4 GiB each for a 1.1B model in float32), so they never outlive the
+layer's Wgrad: on a stats step each layer's sums (‖∇W‖², ‖E‖², ⟨E,∇W⟩, and with E_{t−1}: ‖E_{t−1}‖²,
+⟨E,E_{t−1}⟩) and sketches go into a small vector at once. E_{t−1}, which the stats step needs in
+full for ⟨E,E_{t−1}⟩, waits in pinned host memory from the step before; on the stats step it comes
+back a few layers ahead of use, in the order the step before stored it, on a side stream.
+
+Several micro-batches per step (gradient accumulation) need E and ∇W summed before any norm:
+`Bridge(micro_batches=N)` keeps them on the device until end_step (weight-sized memory).
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import stats
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
+
+#: Row chunks of E whose float32 size stays under this many bytes are held at once (per chunk in flight).
+CHUNK_BYTES = 64 << 20
+#: E_{t−1} chunks fetched ahead of the one in use on a stats step.
+LOOKAHEAD = 3
+
+
+if triton is not None:
+
+    @triton.jit
+    def _error_sums_kernel(dwq_ptr, dw_ptr, prev_ptr, vec_ptr, e_out_ptr, n, sketch_ptr, sketch_count, sketch_at, prev_sketch_at,
+                           HAS_PREV: tl.constexpr, WRITE_E: tl.constexpr, BLOCK: tl.constexpr):
+        # Adds float64 sums of the float32 products gg, ee, eg (and pp, ep) of e = dwq − dw (in float32) into
+        # vec[0:5]; program 0 also writes the sketch of e (and of prev). With WRITE_E, e goes to e_out.
+        pid = tl.program_id(0)
+        programs = tl.num_programs(0)
+        gg = tl.zeros((BLOCK,), tl.float64)
+        ee = tl.zeros((BLOCK,), tl.float64)
+        eg = tl.zeros((BLOCK,), tl.float64)
+        pp = tl.zeros((BLOCK,), tl.float64)
+        ep = tl.zeros((BLOCK,), tl.float64)
+        for start in range(pid * BLOCK, n, programs * BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            mask = offs < n
+            g = tl.load(dw_ptr + offs, mask=mask, other=0.0)
+            e = tl.load(dwq_ptr + offs, mask=mask, other=0.0) - g
+            if WRITE_E:
+                tl.store(e_out_ptr + offs, e, mask=mask)
+            gg += (g * g).to(tl.float64)
+            ee += (e * e).to(tl.float64)
+            eg += (e * g).to(tl.float64)
+            if HAS_PREV:
+                p = tl.load(prev_ptr + offs, mask=mask, other=0.0)
+                pp += (p * p).to(tl.float64)
+                ep += (e * p).to(tl.float64)
+        tl.atomic_add(vec_ptr, tl.sum(gg, axis=0))
+        tl.atomic_add(vec_ptr + 1, tl.sum(ee, axis=0))
+        tl.atomic_add(vec_ptr + 2, tl.sum(eg, axis=0))
+        if HAS_PREV:
+            tl.atomic_add(vec_ptr + 3, tl.sum(pp, axis=0))
+            tl.atomic_add(vec_ptr + 4, tl.sum(ep, axis=0))
+        if pid == 0:
+            for start in range(0, sketch_count, 64):
+                j = start + tl.arange(0, 64)
+                keep = j < sketch_count
+                index = tl.load(sketch_ptr + j, mask=keep, other=0)
+                e = tl.load(dwq_ptr + index, mask=keep, other=0.0) - tl.load(dw_ptr + index, mask=keep, other=0.0)
+                tl.store(vec_ptr + sketch_at + j, e.to(tl.float64), mask=keep)
+                if HAS_PREV:
+                    tl.store(vec_ptr + prev_sketch_at + j, tl.load(prev_ptr + index, mask=keep, other=0.0).to(tl.float64), mask=keep)
+
+
+_EMPTY_SKETCH = {}
+
+
+def _no_sketch(device) -> torch.Tensor:
+    # An int64 pointer for the kernel's sketch argument when a chunk holds no sketch index.
+    if device not in _EMPTY_SKETCH:
+        _EMPTY_SKETCH[device] = torch.zeros(1, dtype=torch.long, device=device)
+    return _EMPTY_SKETCH[device]
+
+
+def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, prev: Optional[torch.Tensor], sketch: Optional[torch.Tensor],
+                   sketch_at: int, prev_sketch_at: int, write_e: bool = False) -> Optional[torch.Tensor]:
+    """Adds float64 [gg, ee, eg, pp, ep] of e = dwq − dw (float32 products summed in float64, like
+    stats.wgrad_vector) into vector[0:5] (pp, ep only with prev), and writes e[sketch] (and
+    prev[sketch]) at vector[sketch_at:] (vector[prev_sketch_at:]). Returns e when write_e.
+    On CUDA: one pass, e is not materialized unless asked for."""
+    count = sketch.numel() if sketch is not None else 0
+    if triton is not None and dwq.is_cuda:
+        n = dwq.numel()
+        block = 2048
+        programs = max(1, min(-(-n // block), 1024))
+        e_out = torch.empty_like(dwq) if write_e else None
+        flat = dwq.reshape(-1)
+        _error_sums_kernel[(programs,)](flat, dw.reshape(-1), prev.reshape(-1) if prev is not None else flat, vector,
+                                        e_out if write_e else flat, n, sketch if count else _no_sketch(dwq.device), count, sketch_at, prev_sketch_at,
+                                        HAS_PREV=prev is not None, WRITE_E=write_e, BLOCK=block, enable_fp_fusion=False)
+        return e_out
+    err = dwq - dw
+    e, g = err.reshape(-1), dw.reshape(-1)
+    pairs = [(g, g), (e, e), (e, g)] + ([(prev.reshape(-1),) * 2, (e, prev.reshape(-1))] if prev is not None else [])
+    products = e.new_empty(len(pairs), e.numel())
+    for row, (a, b) in enumerate(pairs):
+        torch.mul(a, b, out=products[row])
+    vector[:len(pairs)] += products.sum(dim=1, dtype=torch.float64)
+    if count:
+        vector[sketch_at:sketch_at + count] = e[sketch].to(torch.float64)
+        if prev is not None:
+            vector[prev_sketch_at:prev_sketch_at + count] = prev.reshape(-1)[sketch].to(torch.float64)
+    return err if write_e else None
+
+
+class HostErrorStore:
+    """E_{t−1} per layer in pinned host memory (plain host memory without CUDA), row chunk by row chunk.
+
+    Each chunk has a pinned tensor of its own: a copy through a slice of a larger pinned tensor may
+    be taken for a pageable one, which is synchronous and several times slower."""
+
+    def __init__(self):
+        self.host: Dict[Tuple[str, int, int], torch.Tensor] = {}
+        #: chunks stored by the step before (readable) and by this step, in the order they came
+        self.order: List[Tuple[str, int, int]] = []
+        self.writing: List[Tuple[str, int, int]] = []
+        self.stream: Optional[torch.cuda.Stream] = None
+        self.ready: Dict[Tuple[str, int, int], Tuple[torch.Tensor, object]] = {}
+
+    def end_step(self, keep: bool) -> None:
+        """What this step stored becomes readable (keep) or everything is forgotten."""
+        self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
+
+    def put(self, layer: str, shape: Tuple[int, int], row0: int, chunk: torch.Tensor) -> None:
+        key = (layer, row0, row0 + chunk.shape[0])
+        target = self.host.get(key)
+        if target is None or target.shape != chunk.shape:
+            target = torch.empty(chunk.shape, dtype=torch.float32, pin_memory=chunk.is_cuda)
+            self.host[key] = target
+        self.writing.append(key)
+        if not chunk.is_cuda:
+            target.copy_(chunk)
+            return
+        stream = self._stream(chunk.device)
+        stream.wait_stream(torch.cuda.current_stream(chunk.device))
+        with torch.cuda.stream(stream):
+            target.copy_(chunk, non_blocking=True)
+        chunk.record_stream(stream)  # its memory is not reused before the copy is done
+
+    def get(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
+        key = (layer, row0, row1)
+        if key not in self.host or key not in self.order:
+            return None
+        if torch.device(device).type != "cuda":
+            return self.host[key].clone()
+        position = self.order.index(key)
+        for ahead in self.order[position:position + 1 + LOOKAHEAD]:
+            if ahead not in self.ready:
+                self._fetch(ahead, device)
+        tensor, event = self.ready.pop(key)
+        torch.cuda.current_stream(device).wait_event(event)
+        return tensor
+
+    def _fetch(self, key, device) -> None:
+        source = self.host[key]
+        tensor = torch.empty(source.shape, dtype=torch.float32, device=device)
+        stream = self._stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            tensor.copy_(source, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(stream)
+        self.ready[key] = (tensor, event)
+
+    def _stream(self, device) -> "torch.cuda.Stream":
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(device=device)
+        return self.stream
+
+
+class WgradErrors:
+    """The Wgrad error sums of one run: per-layer vectors of the current stats step, E_{t−1} of the step before."""
+
+    def __init__(self, sketch_size: int, sketch_index: Callable[[str], List[int]], world: int = 1, group=None,
+                 micro_batches: int = 1):
+        self.sketch_size = sketch_size
+        self.sketch_index = sketch_index
+        self.world, self.group = world, group
+        self.micro_batches = micro_batches
+        self.store = HostErrorStore()
+        self.prev_step: Optional[int] = None
+        self.step: Optional[int] = None
+        self.with_stats = False
+        self.keep = False
+        self.has_prev = False
+        #: layer -> float64 [gg, ee, eg, pp, ep, sketch E_t, sketch E_{t−1}] of this stats step
+        self.vectors: Dict[str, torch.Tensor] = {}
+        #: layer -> [E, ∇W] summed over micro-batches (micro_batches > 1 only)
+        self.pending: Dict[str, List[torch.Tensor]] = {}
+        self._seen: Dict[str, int] = {}
+        self._slices: Dict[Tuple[str, int, int], tuple] = {}
+
+    def begin(self, step: int, with_stats: bool, keep: bool) -> None:
+        """A capturing step: with stats (sums and sketches) and/or keeping E for the next step's lag-1."""
+        self.step, self.with_stats, self.keep = step, with_stats, keep
+        self.has_prev = with_stats and self.prev_step == step - 1
+        self.vectors, self.pending, self._seen = {}, {}, {}
+
+    def finish_micro_batches(self) -> None:
+        """Reduce what micro_batches > 1 kept until the step's last backward."""
+        pending, self.pending = self.pending, {}
+        for layer, (dwq, dw) in pending.items():
+            self._reduce(layer, dwq, dw, 0, dwq.shape[0], tuple(dwq.shape))
+
+    def finish(self) -> None:
+        self.store.end_step(self.keep)
+        self.prev_step = self.step if self.keep else None
+
+    def rows_per_chunk(self, out_features: int, in_features: int, tokens: int) -> int:
+        """Rows of E per chunk: E, ∇Ŵ and ∇W chunks and the quantized ∇Y columns stay near CHUNK_BYTES each."""
+        if self.micro_batches > 1:
+            return out_features
+        per_row = max(in_features * 4, tokens * 2)
+        return max(1, min(out_features, CHUNK_BYTES // per_row))
+
+    def add(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, shape: Tuple[int, int]) -> None:
+        """One row chunk [row0, row0 + rows) of ∇Ŵ (at the GEMM's precision) and the exact ∇W, float32."""
+        if self.micro_batches > 1:
+            if layer in self.pending:
+                self.pending[layer][0] += dwq
+                self.pending[layer][1] += dw
+            else:
+                self.pending[layer] = [dwq, dw]
+            return
+        key = (layer, row0)
+        if key in self._seen:
+            raise RuntimeError(f"{layer}: a second Wgrad in one step; with gradient accumulation, create the Bridge with micro_batches=N")
+        self._seen[key] = 1
+        self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
+
+    def _reduce(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
+        if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's gradient
+            if not self.with_stats:
+                dwq = dwq - dw  # the step before a stats step needs E alone
+                dw = torch.zeros_like(dwq)
+            for tensor in (dwq, dw) if self.with_stats else (dwq,):
+                torch.distributed.all_reduce(tensor, group=self.group)
+                tensor.div_(self.world)
+        err = None
+        if self.with_stats:
+            index, (lo, hi) = self._sketch_slice(layer, row0, row1, shape[1], dwq.device)
+            prev = self.store.get(layer, row0, row1, dwq.device) if self.has_prev else None
+            vector = self._vector(layer, dwq.device)
+            err = add_error_sums(vector, dwq, dw, prev, index, 5 + lo, 5 + self.sketch_size + lo, write_e=self.keep)
+        if self.keep:  # after the sums: the chunk's E_{t−1} has been read from the buffer it overwrites
+            self.store.put(layer, shape, row0, err if err is not None else dwq - dw)
+
+    def _vector(self, layer: str, device) -> torch.Tensor:
+        vector = self.vectors.get(layer)
+        if vector is None:
+            vector = torch.zeros(5 + 2 * self.sketch_size, dtype=torch.float64, device=device)
+            self.vectors[layer] = vector
+        return vector
+
+    def _sketch_slice(self, layer: str, row0: int, row1: int, cols: int, device) -> Tuple[Optional[torch.Tensor], Tuple[int, int]]:
+        """The sketch indices that fall in rows [row0, row1), relative to the chunk, and their positions."""
+        key = (layer, row0, row1)
+        if key in self._slices:
+            return self._slices[key]
+        indices = self.sketch_index(layer)
+        lo = bisect.bisect_left(indices, row0 * cols)
+        hi = bisect.bisect_left(indices, row1 * cols)
+        local = torch.tensor([i - row0 * cols for i in indices[lo:hi]], dtype=torch.long).to(device) if lo < hi else None
+        self._slices[key] = (local, (lo, hi))
+        return self._slices[key]
+
+    def records_vector(self, layers: List[str]) -> Tuple[List[str], Optional[torch.Tensor]]:
+        """The layers with a vector this step and their vectors laid end to end (one transfer to the host)."""
+        present = [layer for layer in layers if layer in self.vectors]
+        if not present:
+            return [], None
+        return present, torch.cat([self.vectors[layer] for layer in present])
+
+    def record(self, vector: List[float]) -> dict:
+        """A WgradError record from one layer's vector (as stats.wgrad_error lays it out)."""
+        k = self.sketch_size
+        sums = vector[:5]
+        if self.has_prev:
+            return stats.wgrad_error(sums + vector[5:5 + 2 * k], k, True)
+        return stats.wgrad_error(sums[:3] + vector[5:5 + k], k, False)

@@ -1,0 +1,111 @@
+"""GPU: the bridge observing under bf16 autocast reports the same stats through the Triton kernels as
+through the torch path, and the same with activation checkpointing (reentrant or not) as without.
+Skipped where CUDA or Triton is missing (CI)."""
+import math
+import tempfile
+import unittest
+from unittest import mock
+
+import torch
+import torch.utils.checkpoint
+
+from mxscope_bridge import mxfp4_triton, wgrad_error
+
+from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log
+
+CUDA = torch.cuda.is_available() and mxfp4_triton.triton is not None
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self, net: TinyNet, reentrant: bool):
+        super().__init__()
+        self.net, self.reentrant = net, reentrant
+
+    def forward(self, x):
+        for block in self.net.blocks:
+            x = x + torch.utils.checkpoint.checkpoint(lambda h, b=block: b["down"](torch.nn.functional.gelu(b["up"](h))), x, use_reentrant=self.reentrant)
+        return self.net.lm_head(x)
+
+
+def run(model, observed, out_dir, steps=6, **kwargs):
+    bridge = bridge_for(observed, out_dir, gemms=mx_gemms("hadamard"), stats_every=3, **kwargs)
+    bridge.start_run()
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(steps):
+        bridge.begin_step(step)
+        x = torch.randn(4, 64, 64, device="cuda", generator=generator, requires_grad=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        bridge.end_step(loss=loss.item())
+        optimizer.step()
+        optimizer.zero_grad()
+    run_dir = bridge.run_dir
+    bridge.end_run()
+    bridge.close()
+    return [r for r in read_log(run_dir) if r["type"] == "layerStats"]
+
+
+@unittest.skipUnless(CUDA, "needs CUDA and Triton")
+class BridgeOnGpu(unittest.TestCase):
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="mxscope-gpu-")
+
+    def records(self, checkpoint=None, torch_path=False, chunk_bytes=None):
+        torch.manual_seed(0)
+        net = TinyNet().cuda()
+        model = Checkpointed(net, checkpoint == "reentrant") if checkpoint else net
+        patches = []
+        if torch_path:
+            patches.append(mock.patch.object(mxfp4_triton, "available", lambda _: False))
+        if chunk_bytes:
+            patches.append(mock.patch.object(wgrad_error, "CHUNK_BYTES", chunk_bytes))
+        for p in patches:
+            p.start()
+        try:
+            return run(model, net, self.out)
+        finally:
+            for p in patches:
+                p.stop()
+
+    def assert_same_records(self, got, want, label, rel=1e-9):
+        self.assertEqual(len(got), len(want), label)
+        self.assertEqual(len(got), 2 * 3 * 5, label)
+        for g, w in zip(got, want):
+            where = f"{label}: step {g['step']} {g['layer']} {g['gemm']}"
+            self.assertEqual((g["step"], g["layer"], g["gemm"]), (w["step"], w["layer"], w["gemm"]))
+            for go, wo in zip(g["operands"], w["operands"]):
+                for key in ("operand", "blocks", "elements", "histogram"):
+                    self.assertEqual(go[key], wo[key], f"{where} {go['operand']} {key}")
+                for key in ("saturatedFrac", "flushedFrac", "sqnrDb"):
+                    self.assertTrue(math.isclose(go[key], wo[key], rel_tol=rel, abs_tol=1e-12), f"{where} {key} {go[key]} vs {wo[key]}")
+            if "wgradError" in w:
+                for key in ("gradNorm", "errNorm", "relErr", "cosErrGrad", "lag1Cos"):
+                    a, b = g["wgradError"][key], w["wgradError"][key]
+                    self.assertEqual(a is None, b is None, f"{where} {key}")
+                    if a is not None:
+                        self.assertTrue(math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-9), f"{where} {key} {a} vs {b}")
+
+    def test_triton_and_torch_paths_report_the_same(self):
+        self.assert_same_records(self.records(), self.records(torch_path=True), "triton vs torch")
+
+    def test_lag1_is_reported_on_stats_steps_after_a_pre_stats_step(self):
+        records = self.records()
+        wgrad = [r for r in records if r["gemm"] == "wgrad" and r["step"] == 3]
+        self.assertEqual(len(wgrad), 5)
+        for r in wgrad:
+            self.assertIsNotNone(r["wgradError"]["lag1Cos"], r["layer"])
+            self.assertEqual(len(r["wgradError"]["sketchPrev"]), 16)
+
+    def test_row_chunks_report_the_same(self):
+        self.assert_same_records(self.records(chunk_bytes=1024), self.records(), "chunked vs whole")
+
+    def test_checkpointing_reports_each_micro_batch_once(self):
+        plain = self.records()
+        for mode in ("non-reentrant", "reentrant"):
+            self.assert_same_records(self.records(checkpoint=mode), plain, mode)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,138 @@
+"""GPU: the fused Triton kernels give the torch path's bits (and the golden vectors'), and the bridge's
+GPU paths (observe hooks, checkpointing, emulation) report what the torch path reports.
+Skipped where CUDA or Triton is missing (CI); run on a GPU machine: `python3 -m pytest tests/test_gpu_kernels.py`."""
+import json
+import struct
+import unittest
+from pathlib import Path
+from unittest import mock
+
+import torch
+
+from mxscope_bridge import mx_ops, mxfp4, mxfp4_triton, wgrad_error
+from mxscope_bridge.rotation import make_rotation
+
+CUDA = torch.cuda.is_available() and mxfp4_triton.triton is not None
+GOLDEN_DIRS = [Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "mxfp4", Path(__file__).resolve().parents[2] / "testdata" / "mxfp4"]
+# Layer shapes of the 1.1B Llama (tokens × in, out × in) at a few tokens, and odd ones (partial blocks).
+SHAPES = [(256, 2048), (2048, 256), (128, 5632), (37, 50), (33, 96), (300, 7)]
+
+
+def gemm(rotation="none", block=32, rounding="nearest-even", prescale=False):
+    return {"precision": "mxfp4", "rotation": rotation, "hadamardBlock": block, "rounding": rounding, "srPrescale": prescale}
+
+
+def bits(t):
+    t = t.float().contiguous()
+    return torch.where(torch.isnan(t), torch.full_like(t, float("nan")), t).view(torch.int32)
+
+
+def torch_path(x, g, r, generator, with_stats=True):
+    with mock.patch.object(mxfp4_triton, "available", lambda _: False):
+        return mx_ops.quantize_operand(x, g, r, generator, "test", torch.float32, with_stats)
+
+
+def triton_path(x, g, r, generator, with_stats=True):
+    return mx_ops.quantize_operand(x, g, r, generator, "test", torch.float32, with_stats)
+
+
+def hostile(shape, seed):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=generator) * torch.exp2(torch.randint(-20, 20, (shape[0], 1), generator=generator).float())
+    flat = x.view(-1)
+    n = flat.numel()
+    picks = torch.randint(0, n, (max(1, n // 97),), generator=generator)
+    flat[picks[0::5]] = 0.0
+    flat[picks[1::5]] = -0.0
+    flat[picks[2::5]] = 1e-40  # subnormal
+    if n > 64:
+        flat[picks[3::11]] = float("nan")
+        flat[picks[4::13]] = float("-inf")
+    return x
+
+
+@unittest.skipUnless(CUDA, "needs CUDA and Triton")
+class TritonKernels(unittest.TestCase):
+    def assert_same(self, got, want, label):
+        (gv, gs), (wv, ws) = got, want
+        differ = bits(gv) != bits(wv)
+        mismatch = differ.sum().item()
+        if mismatch:
+            at = differ.reshape(-1).nonzero()[0].item()
+            row = at // gv.shape[1]
+            self.fail(f"{label}: {mismatch} values differ; first at {at}: got {gv.reshape(-1)[at].item()!r}, want {wv.reshape(-1)[at].item()!r}; "
+                      f"the row's inputs near it: {self.inputs.reshape(-1)[max(at - 3, row * gv.shape[1]):at + 3].tolist()}")
+        if ws is not None:
+            self.assertEqual((gs.elements, gs.padded), (ws.elements, ws.padded), label)
+            self.assertTrue(torch.equal(gs.counts.cpu(), ws.counts.cpu().double()), f"{label}: counts {gs.counts} vs {ws.counts}")
+            self.assertTrue(torch.equal(gs.hist.cpu().double(), ws.hist.cpu().double()), f"{label}: histogram")
+            ge, we = gs.energies.cpu(), ws.energies.cpu()
+            finite = torch.isfinite(we)
+            self.assertTrue(torch.equal(torch.isfinite(ge), finite), label)
+            self.assertTrue(torch.allclose(ge[finite], we[finite], rtol=1e-12, atol=0), f"{label}: energies {ge} vs {we}")
+
+    def test_golden_vectors_bit_exact(self):
+        golden = next((d for d in GOLDEN_DIRS if d.is_dir()), None)
+        self.assertIsNotNone(golden, "golden vectors missing")
+        blocks = 0
+        for path in sorted(golden.glob("*.json")):
+            for case in json.loads(path.read_text())["cases"]:
+                x = torch.tensor([struct.unpack(">f", bytes.fromhex(h))[0] for h in case["input_hex"]], dtype=torch.float32)
+                x = x.reshape(-1, case["shape"][-1]).cuda()
+                result = case["results"]["even"]
+                exact = not result["exact_agrees"]
+                want = torch.tensor([struct.unpack(">f", bytes.fromhex(h))[0] for h in (result["exact_output_hex"] if exact else result["output_hex"])])
+                values, _ = triton_path(x, gemm(), None, None, with_stats=False)
+                mismatch = (bits(values.cpu().reshape(-1)) != bits(want)).sum().item()
+                self.assertEqual(mismatch, 0, f"{path.name} {case['name']}")
+                blocks += case["n_blocks"]
+        self.assertGreaterEqual(blocks, 1228)
+
+    def test_equal_to_the_torch_path_on_layer_shapes_all_modes(self):
+        modes = [gemm(), gemm("hadamard", 16), gemm("hadamard", 32), gemm("hadamard", 128), gemm("random-hadamard", 32),
+                 gemm("hadamard", 32, "stochastic"), gemm("random-hadamard", 32, "stochastic", True)]
+        checked = 0
+        for seed, shape in enumerate(SHAPES):
+            base = hostile(shape, seed)
+            for transposed in (False, True):
+                for dtype in (torch.float32, torch.bfloat16) if seed % 2 == 0 else (torch.bfloat16,):
+                    x = base.to(dtype).cuda()
+                    x = x.t().contiguous().t() if transposed else x  # same values, read along the other axis
+                    for g in modes:
+                        if g["rotation"] != "none" and shape[1] % g["hadamardBlock"]:
+                            continue
+                        label = f"{shape} transposed={transposed} {dtype} {g}"
+                        results = []
+                        self.inputs = x
+                        for path in (torch_path, triton_path):
+                            generator = torch.Generator(device="cuda").manual_seed(seed)
+                            r = make_rotation(g["rotation"], g["hadamardBlock"], shape[1], x.device, generator)
+                            results.append(path(x, g, r, generator))
+                        self.assert_same(results[1], results[0], label)
+                        checked += 1
+        self.assertGreater(checked, 80)
+
+    def test_bf16_output_equals_float32_output(self):
+        x = torch.randn(512, 1024, device="cuda")
+        generator = torch.Generator(device="cuda").manual_seed(0)
+        r = make_rotation("hadamard", 32, 1024, x.device, generator)
+        f32, _ = mx_ops.quantize_operand(x, gemm("hadamard"), r, generator, "t", torch.float32)
+        b16, _ = mx_ops.quantize_operand(x, gemm("hadamard"), r, generator, "t", torch.bfloat16)
+        self.assertTrue(torch.equal(f32, b16.float()), "MXFP4 values are exact in bf16")
+
+    def test_error_sums_kernel_equals_the_torch_sums(self):
+        generator = torch.Generator(device="cuda").manual_seed(3)
+        dwq, dw, prev = (torch.randn(1000, 777, device="cuda", generator=generator) for _ in range(3))
+        sketch = torch.tensor([0, 5, 777, 1000 * 777 - 1], device="cuda")
+        got = torch.zeros(5 + 8, dtype=torch.float64, device="cuda")
+        e = wgrad_error.add_error_sums(got, dwq, dw, prev, sketch, 5, 9, write_e=True)
+        want = torch.zeros(5 + 8, dtype=torch.float64)
+        with mock.patch.object(wgrad_error, "triton", None):
+            e_ref = wgrad_error.add_error_sums(want, dwq.cpu(), dw.cpu(), prev.cpu(), sketch.cpu(), 5, 9, write_e=True)
+        self.assertTrue(torch.equal(e.cpu(), e_ref))
+        self.assertTrue(torch.equal(got[5:].cpu(), want[5:]), "sketches")
+        self.assertTrue(torch.allclose(got[:5].cpu(), want[:5], rtol=1e-12), f"{got[:5]} vs {want[:5]}")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,133 @@
+"""The Wgrad error summed layer by layer (wgrad_error.py) on the CPU: row chunks, micro-batches,
+the rotation's fixed arithmetic, and the GPU benchmark script at toy size."""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+import torch
+
+from mxscope_bridge import wgrad_error
+from mxscope_bridge.rotation import make_rotation, rotate
+
+from tests.helpers import TinyNet, bridge_for, read_log
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "bench_bridge.py")
+
+
+def run(steps=6, micro_batches=1, chunk_bytes=None, **kwargs):
+    torch.manual_seed(0)
+    model = TinyNet()
+    out = tempfile.mkdtemp(prefix="mxscope-wgrad-")
+    bridge = bridge_for(model, out, stats_every=3, micro_batches=micro_batches, **kwargs)
+    bridge.start_run()
+    generator = torch.Generator().manual_seed(0)
+    patch = mock.patch.object(wgrad_error, "CHUNK_BYTES", chunk_bytes) if chunk_bytes else None
+    if patch:
+        patch.start()
+    try:
+        for step in range(steps):
+            bridge.begin_step(step)
+            x = torch.randn(4, 16, 64, generator=generator)
+            for part in x.chunk(micro_batches):
+                model(part).pow(2).mean().backward()
+            bridge.end_step(loss=0.0)
+            model.zero_grad()
+    finally:
+        if patch:
+            patch.stop()
+    run_dir = bridge.run_dir
+    bridge.end_run()
+    bridge.close()
+    return {(r["step"], r["layer"]): r["wgradError"] for r in read_log(run_dir) if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
+
+
+class WgradErrors(unittest.TestCase):
+    def assert_close(self, got, want):
+        self.assertEqual(sorted(got), sorted(want))
+        for key in want:
+            for field in ("gradNorm", "errNorm", "relErr", "cosErrGrad", "alignment", "lag1Cos"):
+                a, b = got[key][field], want[key][field]
+                self.assertEqual(a is None, b is None, f"{key} {field}")
+                if a is not None:
+                    self.assertTrue(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), f"{key} {field}: {a} vs {b}")
+            self.assertEqual(got[key]["sketch"], want[key]["sketch"], key)
+            self.assertEqual(got[key]["sketchPrev"], want[key]["sketchPrev"], key)
+
+    def test_row_chunks_give_the_whole_tensor_figures(self):
+        whole = run()
+        self.assertIsNotNone(whole[(3, "lm_head")]["lag1Cos"], "the stats step after a pre-stats step reports lag-1")
+        self.assertIsNone(whole[(0, "lm_head")]["lag1Cos"])
+        self.assert_close(run(chunk_bytes=256), whole)
+
+    def test_micro_batches_sum_before_the_norms(self):
+        # Two micro-batches, each a mean over half the batch, sum to twice the whole batch's mean gradient.
+        whole = run()
+        split = run(micro_batches=2)
+        for key in whole:
+            self.assertTrue(math.isclose(split[key]["gradNorm"], 2 * whole[key]["gradNorm"], rel_tol=1e-4), key)
+
+    def test_a_second_backward_without_micro_batches_is_named(self):
+        with self.assertRaisesRegex(RuntimeError, "micro_batches"):
+            self._two_backwards()
+
+    def _two_backwards(self):
+        torch.manual_seed(0)
+        model = TinyNet()
+        bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=3)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        bridge.begin_step(0)
+        for _ in range(2):
+            model(torch.randn(2, 16, 64)).pow(2).mean().backward()
+
+
+class RotationArithmetic(unittest.TestCase):
+    def test_butterflies_equal_the_hadamard_product(self):
+        x = torch.randn(7, 256, dtype=torch.float64).float()
+        for block in (16, 32, 64, 128):
+            r = make_rotation("random-hadamard", block, 256, "cpu", torch.Generator().manual_seed(block))
+            got = rotate(x, r).double()
+            want = ((x.double() * r.signs.double()).reshape(7, -1, block) @ r.h.double()).reshape(7, 256)
+            self.assertLess((got - want).abs().max().item(), 1e-5 * want.abs().max().item(), block)
+
+    def test_the_same_bits_as_the_typescript_order(self):
+        # src/mx/hadamard.ts: multiply by sign·(1/√b as float32), then butterflies with strides 1, 2, 4, ...
+        x = torch.randn(3, 32)
+        r = make_rotation("hadamard", 32, 32, "cpu")
+        norm = torch.tensor(1 / math.sqrt(32), dtype=torch.float32)
+        v = (x * norm).tolist()
+        for row in v:
+            h = 1
+            while h < 32:
+                for i in range(0, 32, 2 * h):
+                    for j in range(i, i + h):
+                        a, b = row[j], row[j + h]
+                        row[j], row[j + h] = float(torch.tensor(a + b, dtype=torch.float32)), float(torch.tensor(a - b, dtype=torch.float32))
+                h *= 2
+        self.assertTrue(torch.equal(rotate(x, r), torch.tensor(v, dtype=torch.float32)))
+
+
+class Benchmark(unittest.TestCase):
+    def test_bench_bridge_prints_the_table_with_its_baseline(self):
+        out = os.path.join(tempfile.mkdtemp(prefix="mxscope-bench-"), "results.json")
+        done = subprocess.run([sys.executable, BENCH, "--tiny", "--no-transformers", "--device", "cpu", "--shapes", "2x32", "--stats-every", "3",
+                               "--rounds", "1", "--emulated-block", "1", "--emulated", "mxfp4 H32 nearest-even", "--results", out],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        rows = [line for line in done.stdout.splitlines() if line.startswith("| 64 |")]
+        self.assertEqual(len(rows), 3, done.stdout)
+        self.assertTrue(all("| plain bf16 |" in row for row in rows), rows)
+        with open(out) as f:
+            results = json.load(f)
+        modes = [r["mode"] for r in results["runs"]]
+        self.assertEqual(modes, ["observe", "mxfp4 H32 nearest-even"])
+        self.assertEqual(set(results["runs"][0]["perKindMs"]), {"plain", "off", "pre", "stats"})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,45 @@
+// The metric registry: one object per layer-overview metric. Each getter is checked on records
+// written by hand, and the overview the host sends carries exactly the registry's metrics in order.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { formatNumber, LAYER_METRIC_SPECS, LAYER_METRICS, layerMetric, type LatestLayerStats } from '../../src/protocol/layer-metrics.js';
+import type { LayerStatsRecord, OperandStats } from '../../src/protocol/telemetry.js';
+import { worstFirst } from '../../webview/dashboard/model/ui-state.js';
+
+const operand = (saturatedFrac: number, flushedFrac: number, sqnrDb: number | null): OperandStats => ({
+  operand: 'x', blocks: 1, elements: 32, histogram: { minExp: 0, counts: [1], nanBlocks: 0 } as OperandStats['histogram'], saturatedFrac, flushedFrac, sqnrDb,
+});
+const record = (gemm: LayerStatsRecord['gemm'], operands: OperandStats[], wgradError?: Partial<NonNullable<LayerStatsRecord['wgradError']>>): LayerStatsRecord =>
+  ({ type: 'layerStats', runId: 'r', step: 10, layer: 'l', gemm, precision: 'mxfp4', operands, ...(wgradError ? { wgradError } : {}) }) as LayerStatsRecord;
+
+const wgrad = record('wgrad', [operand(0.001, 0.02, 18), operand(0.004, 0.01, null)], { relErr: 0.25, alignment: 0.9, lag1Cos: 0.6 });
+const fprop = record('fprop', [operand(0.003, 0.05, 12.5), operand(0, 0, 30)]);
+const values = (latest: LatestLayerStats) => Object.fromEntries(LAYER_METRIC_SPECS.map((spec) => [spec.name, spec.of(latest)]));
+
+test('each metric reads its figure: Wgrad error fields, worst operand over all GEMMs, lowest SQNR', () => {
+  assert.deepEqual(values({ records: [fprop, wgrad], wgrad }), {
+    wgradRelErr: 0.25, alignment: 0.9, saturatedPct: 0.4, flushedPct: 5, sqnrDb: 12.5, lag1Cos: 0.6,
+  });
+});
+
+test('a layer without stats, or without a Wgrad record, has null where its stats do not say', () => {
+  assert.deepEqual(Object.values(values({ records: [], wgrad: undefined })), [null, null, null, null, null, null]);
+  const onlyFprop = values({ records: [record('fprop', [operand(0.5, 0, null)])], wgrad: undefined });
+  assert.deepEqual(onlyFprop, { wgradRelErr: null, alignment: null, saturatedPct: 50, flushedPct: 0, sqnrDb: null, lag1Cos: null });
+});
+
+test('names are unique, every metric has a label, and the wire order is the registry order', () => {
+  assert.equal(new Set(LAYER_METRICS).size, LAYER_METRIC_SPECS.length);
+  assert.deepEqual(LAYER_METRICS, LAYER_METRIC_SPECS.map((spec) => spec.name));
+  for (const spec of LAYER_METRIC_SPECS) assert.ok(spec.label.length > 0 && spec.label.length <= 20, spec.name);
+  assert.equal(layerMetric('sqnrDb').unit, 'dB');
+});
+
+test('format and worse drive what the overview shows: SQNR ranks lowest first, errors highest first', () => {
+  assert.equal(layerMetric('wgradRelErr').format(0.123456), '0.123');
+  assert.equal(layerMetric('sqnrDb').format(null), '—');
+  assert.equal(formatNumber(123456), '1.23e+5');
+  const rows = [{ layer: 'a', values: [0.1, 0, 0, 0, 20, 0] }, { layer: 'b', values: [0.3, 0, 0, 0, 10, 0] }, { layer: 'c', values: [null, 0, 0, 0, null, 0] }];
+  assert.deepEqual(worstFirst(rows, 'wgradRelErr').map((row) => row.layer), ['b', 'a', 'c']);
+  assert.deepEqual(worstFirst(rows, 'sqnrDb').map((row) => row.layer), ['b', 'a', 'c']);
+});
