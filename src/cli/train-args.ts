@@ -16,7 +16,7 @@ export const DEFAULT_OUT_DIR = 'mxscope-runs';
 export type CliCommand =
   | { kind: 'help' }
   | { kind: 'train'; config: RunConfig; outDir: string; name?: string; checkpointEvery: number; resumeFrom?: string }
-  | { kind: 'ablation'; config: RunConfig; outDir: string; targetLoss?: number }
+  | { kind: 'ablation'; config: RunConfig; outDir: string; targetLoss?: number; seeds: number }
   | { kind: 'serve'; config: RunConfig; outDir: string; host: string; port: number; token?: string; noToken: boolean; allowOrigins: string[]; checkpointDirs: string[] };
 
 export const HELP = `mxscope-train: train a tiny Llama with per-GEMM MXFP4/FP8/BF16 emulation and MX Scope telemetry.
@@ -56,6 +56,8 @@ Modes
                              tokens to a target loss
   --target-loss X            the ablation's target validation loss (default: the FP8 baseline's
                              loss halfway through its run)
+  --seeds N                  run the series with N seeds (--seed, --seed + 1, …) and print each
+                             run's mean tokens with a 95 % interval (default 1, at most 32)
   --serve                    serve protocol v1 over websocket and run trainings on request
   --host H  --port P         where to listen (default 127.0.0.1, port 0 = any free port)
   --token T                  the token clients must present (or set MXSCOPE_TOKEN; default: a
@@ -95,6 +97,7 @@ const OPTIONS = {
   'nvfp4-weight-2d': flag,
   ablation: flag,
   'target-loss': string,
+  seeds: string,
   serve: flag,
   host: string,
   port: string,
@@ -169,7 +172,8 @@ export function parseCliArgs(argv: string[]): CliCommand {
     if (text('steps') === undefined) config.steps = defaults.steps;
     if (text('eval-every') === undefined) config.evalEvery = defaults.evalEvery;
     const targetLoss = text('target-loss') === undefined ? undefined : positiveNumber('target-loss', text('target-loss')!);
-    return { kind: 'ablation', config, outDir, ...(targetLoss === undefined ? {} : { targetLoss }) };
+    const seeds = text('seeds') === undefined ? 1 : integer('seeds', text('seeds')!, 1, 32);
+    return { kind: 'ablation', config, outDir, seeds, ...(targetLoss === undefined ? {} : { targetLoss }) };
   }
   const list = (key: string): string[] => (values[key] as string[] | undefined) ?? [];
   if (values.serve) {
@@ -180,8 +184,8 @@ export function parseCliArgs(argv: string[]): CliCommand {
     const port = integer('port', text('port') ?? '0', 0, 65535);
     return { kind: 'serve', config, outDir, host: text('host') ?? '127.0.0.1', port, noToken, allowOrigins: list('allow-origin'), checkpointDirs: list('checkpoint-dir'), ...(token === undefined ? {} : { token }) };
   }
-  for (const modeOnly of ['target-loss', 'host', 'port', 'token', 'no-token', 'allow-origin', 'checkpoint-dir']) {
-    if (values[modeOnly] !== undefined) throw new CliError(`--${modeOnly} only applies with ${modeOnly === 'target-loss' ? '--ablation' : '--serve'}`);
+  for (const modeOnly of ['target-loss', 'seeds', 'host', 'port', 'token', 'no-token', 'allow-origin', 'checkpoint-dir']) {
+    if (values[modeOnly] !== undefined) throw new CliError(`--${modeOnly} only applies with ${modeOnly === 'target-loss' || modeOnly === 'seeds' ? '--ablation' : '--serve'}`);
   }
   const name = text('name');
   const resumeFrom = text('resume');

@@ -2,6 +2,7 @@
 import { resolve } from 'node:path';
 import type { TelemetryRecord, ValidationRecord } from '../protocol/telemetry.js';
 import { ABLATION_SERIES, ablationConfig, defaultTarget, formatAblationTable, type AblationResult } from '../trainer/ablation.js';
+import { formatSeedTable } from './ablation-seeds.js';
 import { CliError, HELP, parseCliArgs, type CliCommand } from './train-args.js';
 import { ProgressReporter } from './train-progress.js';
 import { startRun } from '../trainer/run.js';
@@ -23,31 +24,43 @@ async function train(command: Extract<CliCommand, { kind: 'train' }>, signal: Ab
 }
 
 async function ablation(command: Extract<CliCommand, { kind: 'ablation' }>, signal: AbortSignal): Promise<number> {
-  const results: AblationResult[] = [];
-  for (const [index, run] of ABLATION_SERIES.entries()) {
-    if (signal.aborted) break;
-    const label = `[${index + 1}/${ABLATION_SERIES.length}] ${run.label}`;
-    const progress = new ProgressReporter(process.stdout, command.config.steps, label);
-    const validation: ValidationRecord[] = [];
-    const handle = startRun({
-      config: ablationConfig(command.config, run),
-      outDir: resolve(command.outDir),
-      name: `ablation · ${run.label}`,
-      signal,
-      onRecord: (record: TelemetryRecord) => {
-        if (record.type === 'validation') validation.push(record);
-        progress.onRecord(record);
-      },
-    });
-    results.push({ label: run.label, runId: handle.runId, ended: await handle.done, validation });
+  const bySeed: AblationResult[][] = [];
+  for (let s = 0; s < command.seeds && !signal.aborted; s++) {
+    const config = { ...command.config, seed: command.config.seed + s };
+    const results: AblationResult[] = [];
+    for (const [index, run] of ABLATION_SERIES.entries()) {
+      if (signal.aborted) break;
+      const seedLabel = command.seeds > 1 ? ` · seed ${config.seed}` : '';
+      const label = `[${s * ABLATION_SERIES.length + index + 1}/${command.seeds * ABLATION_SERIES.length}] ${run.label}${seedLabel}`;
+      const progress = new ProgressReporter(process.stdout, config.steps, label);
+      const validation: ValidationRecord[] = [];
+      const handle = startRun({
+        config: ablationConfig(config, run),
+        outDir: resolve(command.outDir),
+        name: `ablation · ${run.label}${seedLabel}`,
+        signal,
+        onRecord: (record: TelemetryRecord) => {
+          if (record.type === 'validation') validation.push(record);
+          progress.onRecord(record);
+        },
+      });
+      results.push({ label: run.label, runId: handle.runId, ended: await handle.done, validation });
+    }
+    bySeed.push(results);
   }
-  const target = command.targetLoss ?? defaultTarget(results[0]?.validation ?? []);
+  const target = command.targetLoss ?? defaultTarget(bySeed[0]?.[0]?.validation ?? []);
   if (target === undefined) {
     process.stderr.write('mxscope-train: the FP8 baseline produced no validation loss, so there is no target; pass --target-loss\n');
     return 1;
   }
-  process.stdout.write(`\nAblation (${command.config.preset}, ${command.config.steps} steps × ${command.config.tokensPerStep} tokens, seed ${command.config.seed}):\n`);
-  process.stdout.write(`${formatAblationTable(results, target, command.config.steps * command.config.tokensPerStep)}\n`);
+  const { preset, steps, tokensPerStep, seed } = command.config;
+  for (const [s, results] of bySeed.entries()) {
+    process.stdout.write(`\nAblation (${preset}, ${steps} steps × ${tokensPerStep} tokens, seed ${seed + s}):\n`);
+    process.stdout.write(`${formatAblationTable(results, target, steps * tokensPerStep)}\n`);
+  }
+  if (bySeed.length > 1) {
+    process.stdout.write(`\nAcross ${bySeed.length} seeds (${seed}…${seed + bySeed.length - 1}), 95 % intervals:\n${formatSeedTable(bySeed, target)}\n`);
+  }
   return 0;
 }
 

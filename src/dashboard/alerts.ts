@@ -77,7 +77,7 @@ export class AlertTracker {
     switch (record.type) {
       case 'step':
         if (record.loss === null) this.diverge(state, record.step, 'loss is not finite', raise);
-        else this.checkSpike(state, record.step, record.loss, raise);
+        else this.checkSpike(state, record.step, record.loss, raise, record.denseStats);
         break;
       case 'runEnded':
         if (record.status === 'diverged') this.diverge(state, record.step, clip(record.reason) || 'run ended as diverged', raise);
@@ -121,12 +121,15 @@ export class AlertTracker {
     return { layer: first.layer, gemm: first.gemm, metric: first.gridMetric, message: `${message}. First out of its running range: ${describeDeparture(first)}.` };
   }
 
-  private checkSpike(state: RunAlertState, step: number, loss: number, raise: (alert: Omit<Alert, 'runId'>) => void): void {
+  private checkSpike(state: RunAlertState, step: number, loss: number, raise: (alert: Omit<Alert, 'runId'>) => void, dense?: { until: number }): void {
     const deviation = loss - state.lossMean;
     const sigma = Math.sqrt(state.lossVar);
     const isSpike = state.lossCount >= SPIKE.warmup && deviation > SPIKE.sigmas * sigma && deviation > SPIKE.minRelative * Math.abs(state.lossMean);
     if (isSpike && !state.spiking) {
-      raise({ kind: 'loss-spike', step, ...this.firstMover(state, step, `Loss spike at step ${step}: ${loss.toPrecision(4)} vs running mean ${state.lossMean.toPrecision(4)}`) });
+      const alert = this.firstMover(state, step, `Loss spike at step ${step}: ${loss.toPrecision(4)} vs running mean ${state.lossMean.toPrecision(4)}`);
+      // The trainer announced a dense-stats window: say where to look.
+      if (dense) alert.message += ` The trainer takes layer stats at every step through step ${dense.until}.`;
+      raise({ kind: 'loss-spike', step, ...alert });
     }
     state.spiking = isSpike;
     if (isSpike) return; // a spike must not drag the baseline it is measured against

@@ -1,6 +1,6 @@
 // Turns the run store's records into the dashboard's messages: run info, columnar loss slices, the
 // per-layer overview and one layer's detail. Pure functions of a store run.
-import { describeGemm, GEMM_KINDS, type GemmKind } from '../protocol/config.js';
+import { describeGemm, GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js';
 import { LAYER_METRIC_SPECS } from '../protocol/layer-metrics.js';
 import { GEMM_OPERANDS, type LayerStatsRecord, type ScaleHistogram, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
 import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
@@ -30,7 +30,26 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     statsEvery: config?.statsEvery ?? 1,
     layers: run.layers.map((layer) => layer.name),
     divergedAt: divergedAt ?? endedDiverged,
+    sketchSize: config?.sketchSize ?? 0,
+    ...(config ? { seed: config.seed, steps: config.steps, seedGroup: seedGroupOf(config) } : {}),
   };
+}
+
+/** A hash of the config without its seed: runs that differ only in seed share it. */
+export function seedGroupOf(config: RunConfig): string {
+  const { seed: _seed, ...rest } = config;
+  const text = stableJson(rest);
+  let hash = 2166136261;
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 16777619);
+  return (hash >>> 0).toString(16);
+}
+
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    return `{${Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${stableJson((value as Record<string, unknown>)[key])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
 }
 
 /** Index of the first record with step > `after` in a step-ascending array. */

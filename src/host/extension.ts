@@ -6,6 +6,7 @@ import { RunStore } from '../store/run-store.js';
 import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
+import { userMessage } from './model/user-message.js';
 import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
 import { emulationBaseConfig, EmulationTrainer } from './emulation.js';
 import { LiveLink } from '../live/live-link.js';
@@ -37,9 +38,8 @@ export function activate(context: vscode.ExtensionContext): HostServices {
       try {
         await run(...args);
       } catch (error) {
-        const message = (error as Error).message;
-        log(`${id} failed: ${message}`);
-        void vscode.window.showErrorMessage(`MX Scope: ${message}`);
+        log(`${id} failed: ${(error as Error).message}`);
+        void vscode.window.showErrorMessage(`MX Scope: ${userMessage(error)}`);
       }
     });
 

@@ -77,6 +77,12 @@ export interface StepRecord {
   /** Global gradient norm before clipping; null when non-finite. */
   gradNorm: number | null;
   stepMs: number;
+  /**
+   * Optional (protocol 1.1): this step looked suspicious (e.g. a loss spike), so layer stats now
+   * come at every step through `until` instead of every statsEvery steps. Views that assume the
+   * configured cadence should expect the extra stats steps.
+   */
+  denseStats?: { until: number; reason: string };
 }
 
 export const SCALE_KINDS = ['e8m0', 'e4m3'] as const;
@@ -223,6 +229,8 @@ export interface CheckpointSavedRecord {
   step: number;
   /** Path of the .safetensors file on the trainer's machine. */
   path: string;
+  /** Optional (protocol 1.1): why it was written when not on request or schedule, e.g. "before the suspicious update at step 24". */
+  reason?: string;
 }
 
 export type TelemetryRecord = RunStartedRecord | StepRecord | LayerStatsRecord | ValidationRecord | RunEndedRecord | CheckpointSavedRecord;
@@ -388,6 +396,7 @@ export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRec
     lr: num,
     gradNorm: ratio,
     stepMs: numIn(0, Number.MAX_VALUE),
+    denseStats: optional(object<{ until: number; reason: string }>({ until: nonNegInt, reason: str(512) })),
   }),
   layerStats: refined(
     object<LayerStatsRecord>({
@@ -415,7 +424,7 @@ export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRec
     }),
     checkRunEnded,
   ),
-  checkpointSaved: object<CheckpointSavedRecord>({ type: literal('checkpointSaved'), runId, step: nonNegInt, path: str(4096) }),
+  checkpointSaved: object<CheckpointSavedRecord>({ type: literal('checkpointSaved'), runId, step: nonNegInt, path: str(4096), reason: optional(str(512)) }),
 });
 
 /** JSON cannot carry NaN/Inf: publishers send null for non-finite values of nullable fields. */

@@ -4,7 +4,7 @@
 import { GEMM_KINDS, type GemmKind } from './config.js';
 import { OPERANDS, RUN_STATUSES, SCALE_KINDS, type Operand, type RunStatus, type ScaleKind } from './telemetry.js';
 import { LAYER_METRICS } from './layer-metrics.js';
-import { arrayOf, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
+import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
 
 /** What the dashboard needs to know about a run besides its series. */
 export interface RunInfo {
@@ -20,6 +20,13 @@ export interface RunInfo {
   layers: string[];
   /** The step whose loss diverged (non-finite or run ended `diverged`), if any. */
   divergedAt: number | null;
+  /** Entries of each Wgrad error sketch (0: none); sets the correlation plots' noise floor. */
+  sketchSize?: number;
+  seed?: number;
+  /** Planned steps (0: open-ended). */
+  steps?: number;
+  /** Equal for runs whose configs differ only in seed (a hash of the rest); such runs form a seed group. */
+  seedGroup?: string;
 }
 
 /** A loss curve, columnar; `loss[i]` is null where the loss was non-finite. */
@@ -216,6 +223,10 @@ const runInfoSchema = object<RunInfo>({
   statsEvery: intIn(1, 1_000_000),
   layers: arrayOf(layerName, 100_000),
   divergedAt: nullable(nonNegInt),
+  sketchSize: optional(nonNegInt),
+  seed: optional(int),
+  steps: optional(nonNegInt),
+  seedGroup: optional(str(64)),
 });
 
 const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums, gradNorm: optional(nullableNums), lr: optional(nums) });

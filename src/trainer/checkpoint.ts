@@ -7,8 +7,9 @@ import { checkpointPath } from '../runlog/format.js';
 import type { Trainer } from './trainer.js';
 
 /** Snapshots the weights synchronously (training may go on while the file is written). */
-export async function saveCheckpoint(trainer: Trainer, runDir: string, runId: string): Promise<string> {
-  const steps = trainer.nextStep;
+/** `stepsDone`: the steps the weights reflect (default: every step run; less inside a step, before its update). */
+export async function saveCheckpoint(trainer: Trainer, runDir: string, runId: string, stepsDone = trainer.nextStep): Promise<string> {
+  const steps = stepsDone;
   const tensors: Float32Tensor[] = [];
   trainer.model.params.forEach((param, i) => {
     tensors.push({ name: param.name, dtype: 'F32', shape: param.shape, data: param.data.slice() });

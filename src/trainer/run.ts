@@ -61,20 +61,26 @@ export function startRun(options: RunOptions): RunHandle {
     writer?.append(record, json);
     options.onRecord?.(record, json);
   };
-  const checkpoint = async (): Promise<string> => {
+  const checkpoint = async (before?: { step: number; reason: string }): Promise<string> => {
     if (ended !== undefined) throw new Error(`run ${runId} has ended (${ended.status}); its last checkpoint is in ${dir}`);
-    const step = Math.max(0, trainer.nextStep - 1);
-    const write = saveCheckpoint(trainer, dir, runId); // snapshots the weights before it returns
+    // Inside a suspicious step, before its update: the weights reflect the steps before it.
+    const stepsDone = before ? before.step : trainer.nextStep;
+    const step = Math.max(0, stepsDone - 1);
+    const write = saveCheckpoint(trainer, dir, runId, stepsDone); // snapshots the weights before it returns
     writes.add(write);
     try {
       const path = await write;
-      emit({ type: 'checkpointSaved', runId, step, path });
+      emit({ type: 'checkpointSaved', runId, step, path, ...(before ? { reason: `before the suspicious update at step ${before.step} (${before.reason})` } : {}) });
       writer?.flush();
       return path;
     } finally {
       writes.delete(write);
     }
   };
+
+  // A spike keeps a checkpoint from before the suspicious update ("Start Next Run from Checkpoint…"
+  // offers it). Written in the background; a run that ends first simply has none.
+  trainer.onSuspicious = (step, reason) => void checkpoint({ step, reason }).catch(() => undefined);
 
   const done = (async (): Promise<RunEndedRecord> => {
     const started: RunStartedRecord = {

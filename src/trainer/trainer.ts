@@ -2,7 +2,8 @@
 // telemetry of that step (StepRecord every step, layer stats every statsEvery, validation every evalEvery).
 import { HadamardRotation, Rng } from '../mx/index.js';
 import { GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js';
-import { finiteOrNull, type LayerStatsRecord, type TelemetryRecord } from '../protocol/telemetry.js';
+import { finiteOrNull, type LayerStatsRecord, type StepRecord, type TelemetryRecord } from '../protocol/telemetry.js';
+import { DENSE_STATS_WINDOW, SpikeDetector } from './spike.js';
 import { ByteCorpus, type Batch } from './data.js';
 import type { GemmStep } from './linear.js';
 import { LlamaModel, SEED_STREAMS, modelShape, streamSeed } from './model.js';
@@ -59,6 +60,16 @@ export class Trainer {
   private readonly evalStep: GemmStep;
   private bestLoss = Infinity;
   private readonly validation: Batch[];
+  private readonly lossSpikes = new SpikeDetector();
+  private readonly normSpikes = new SpikeDetector();
+  /** Layer stats at every step through this step (after a spike). */
+  private denseUntil = -1;
+  /**
+   * Called on a suspicious step (its loss or gradient norm spiked) before the optimizer applies it,
+   * so the weights are still those from before the suspicious update (the run saves a checkpoint);
+   * once per dense-stats window.
+   */
+  onSuspicious: ((step: number, reason: string) => void) | undefined;
 
   constructor(
     readonly config: RunConfig,
@@ -95,15 +106,27 @@ export class Trainer {
     const batch = this.corpus.trainBatch(this.dataRng);
     const gemmStep = this.trainStep;
     gemmStep.step = step;
-    gemmStep.collectStats = step % config.statsEvery === 0;
-    gemmStep.measureWgradError = gemmStep.collectStats || (step + 1) % config.statsEvery === 0;
+    const dense = step <= this.denseUntil;
+    gemmStep.collectStats = dense || step % config.statsEvery === 0;
+    // The lag-1 Wgrad error needs the step before measured too; in a dense window every step is.
+    gemmStep.measureWgradError = gemmStep.collectStats || dense || (step + 1) % config.statsEvery === 0 || step + 1 <= this.denseUntil;
     const loss = this.model.lossAndGrad(batch.inputs, batch.targets, gemmStep);
     const gradNorm = globalGradNorm(this.model.params);
     const lr = learningRate(this.optimizer.settings, step, config.steps);
     const diverged = this.divergence(loss, gradNorm);
+    // Both detectors see every step (a spike does not move their running range).
+    const lossSpike = diverged === undefined && this.lossSpikes.observe(loss);
+    const normSpike = diverged === undefined && Number.isFinite(gradNorm) && this.normSpikes.observe(gradNorm);
+    let denseStats: StepRecord['denseStats'];
+    if ((lossSpike || normSpike) && step + 1 < config.steps) {
+      const reason = lossSpike ? `loss spike at step ${step}: ${loss.toFixed(3)}` : `gradient-norm spike at step ${step}: ${gradNorm.toPrecision(3)}`;
+      if (step > this.denseUntil) this.onSuspicious?.(step, reason);
+      this.denseUntil = Math.min(config.steps - 1, step + DENSE_STATS_WINDOW);
+      denseStats = { until: this.denseUntil, reason };
+    }
     if (diverged === undefined) this.optimizer.step(lr, clipScale(gradNorm, this.optimizer.settings.clip));
     const { runId } = this;
-    emit({ type: 'step', runId, step, tokens: (step + 1) * config.tokensPerStep, loss: finiteOrNull(loss), lr, gradNorm: finiteOrNull(gradNorm), stepMs: performance.now() - started });
+    emit({ type: 'step', runId, step, tokens: (step + 1) * config.tokensPerStep, loss: finiteOrNull(loss), lr, gradNorm: finiteOrNull(gradNorm), stepMs: performance.now() - started, ...(denseStats ? { denseStats } : {}) });
     if (diverged !== undefined) return { step, loss, diverged };
     if (gemmStep.collectStats) for (const record of this.layerStats(step)) emit(record);
     if (config.evalEvery > 0 && ((step + 1) % config.evalEvery === 0 || step === config.steps - 1)) {

@@ -15,7 +15,7 @@ before(async () => {
 });
 after(async () => browser?.close());
 
-const TABS = ['Loss', 'Token overhead', 'Block scales', 'Layer overview', 'Layer heatmap', 'Wgrad error correlation', 'Alerts'];
+const TABS = ['Loss', 'Token overhead', 'Block scales', 'Layer overview', 'Layer heatmap', 'Wgrad error correlation', 'Alerts', 'Runs'];
 
 /** Width and height from a PNG's IHDR chunk. */
 function pngSize(bytes: Buffer): { width: number; height: number } {

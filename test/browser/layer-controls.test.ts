@@ -126,6 +126,8 @@ test('Wgrad error correlation: the lag dropdown changes the sketch series; Token
   await waitText(page, '.correlation-view .legend', 'lag 16 (sketch)');
   await settle(page);
   assert.notEqual(await canvasHash(page, '.correlation-view canvas'), before, 'the lag-16 curve replaces the lag-4 one');
+  assert.match((await page.textContent('.correlation-view .legend')) ?? '', /sketch noise floor ±2\/√n = ±0\.25 \(n = 64\)/);
+  assert.match(await chartLabel(page, '.correlation-view canvas'), /noise floor/, 'the floor is drawn on the chart');
 
   await clickTab(page, 'Token overhead');
   const rows = () => page.$$eval('.overhead-view tr', (trs) => trs.map((tr) => tr.textContent ?? ''));

@@ -86,13 +86,21 @@ test('a malformed host message is refused by the page with an error naming the f
   assert.match(host.errors[0]!, /malformed host message: \.report\.tensors\[0\]\.dtype: expected one of .*"F7"/);
 });
 
-test('the comparison lists matched tensors largest first and the tensors only one side has', async () => {
+test('the comparison lists matched tensors most changed first, in plain numbers, and the tensors only one side has', async () => {
   const host = await openCheckpointPage(browser, 'dark');
   await host.send({ type: 'comparison', comparison });
   const first = await host.page.textContent('table.tensors tbody tr td');
-  assert.equal(first, comparison.matched[0].name);
+  const mostChanged = [...comparison.matched].sort((x, y) => (y.relativeChange ?? -1) - (x.relativeChange ?? -1))[0]!;
+  assert.equal(first, mostChanged.name);
+  const changes = await host.page.$$eval('table.tensors tbody tr', (trs) => trs.map((tr) => tr.children[3]?.textContent ?? ''));
+  assert.ok(changes.every((text) => !/e-[1-2]$/.test(text)), `no 7.99e-1 style numbers: ${changes.join(' | ')}`);
   assert.match((await host.page.textContent('.sides'))!, /Only in A \(1\).*lm_head\.weight.*Only in B \(1\).*model\.norm\.weight/s);
   await host.page.click('tr:has-text("model.layers.1.mlp.down_proj.weight")');
+  const after = await host.page.$$eval('table.tensors tbody tr', (trs) => {
+    const at = trs.findIndex((tr) => tr.children[0]?.textContent === 'model.layers.1.mlp.down_proj.weight');
+    return trs[at + 1]?.querySelector('td.detail-cell') !== null;
+  });
+  assert.ok(after, "the clicked tensor's detail opens right under its row");
   const [overlay] = await canvasColours(host.page, 'canvas.histogram');
   assert.ok(overlay > 3, 'both sides drawn');
   assert.deepEqual(host.errors, []);

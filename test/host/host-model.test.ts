@@ -5,6 +5,8 @@ import { combineChanges, isEmptyChange } from '../../src/live/next-run-change.js
 import { describeGemms, modeOf, precisionChange, rotationChange, recipeSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
 import { configRows, runRow } from '../../src/host/model/run-tree.js';
 import { quickActions, statusText } from '../../src/host/model/status-text.js';
+import { userMessage } from '../../src/host/model/user-message.js';
+import { distinctNames } from '../../src/host/model/distinct-names.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { runInfo } from '../../src/dashboard/views.js';
 import type { GemmRotationFit, LayerInfo } from '../../src/protocol/telemetry.js';
@@ -117,4 +119,15 @@ test('the Runs view and status bar show the production recipes: NVFP4 tiles, MXF
   assert.equal(rows.find((r) => r.label === 'dgrad')!.value, 'mxfp8 · no rotation · nearest-even · scale rule rceil');
   assert.equal(rows.find((r) => r.label === 'wgrad')!.value, 'mxfp4 · fixed-sign-hadamard 16 · nearest-even · scale rule even');
   assert.equal(runRow(store.list()[0]!).label, 'tiny · F nvfp4 · 2D · D mxfp8 · rceil · W mxfp4 · FSH16 · even · 03:10');
+});
+
+test('a failed command shows the reason without the protocol error code', () => {
+  assert.equal(userMessage(new Error('no run is active: start one before saving a checkpoint [no-active-run]')), 'no run is active: start one before saving a checkpoint');
+  assert.equal(userMessage(new Error('could not connect to ws://x: connect ECONNREFUSED 127.0.0.1:1')), 'could not connect to ws://x: connect ECONNREFUSED 127.0.0.1:1');
+});
+
+test('two checkpoints with the same file name get labels that tell them apart', () => {
+  assert.deepEqual(distinctNames('/runs/a/model.safetensors', '/runs/b/model.safetensors'), ['a/model.safetensors', 'b/model.safetensors']);
+  assert.deepEqual(distinctNames('/x/step-100.safetensors', '/x/step-200.safetensors'), ['step-100.safetensors', 'step-200.safetensors']);
+  assert.deepEqual(distinctNames('/x/m.safetensors', '/x/m.safetensors'), ['x/m.safetensors', 'x/m.safetensors (same file)']);
 });

@@ -8,6 +8,8 @@ import { drawHistogram } from './histogram.js';
 import { renderTable, type Column, type TableState } from './table.js';
 
 const shape = (dims: readonly number[]) => `[${dims.join(', ')}]`;
+/** 0.799 rather than 7.99e-1; exponents only for very small or large values. */
+const readable = (value: number) => (value !== 0 && (Math.abs(value) < 1e-3 || Math.abs(value) >= 1e5) ? value.toExponential(2) : String(Number(value.toPrecision(3))));
 const signed = (value: number | null | undefined, digits: number) => (value === null || value === undefined || Number.isNaN(value) ? '-' : `${value > 0 ? '+' : ''}${value.toFixed(digits)}`);
 
 function columns(largestChange: number, theme: Theme): Column<TensorDiff>[] {
@@ -18,7 +20,7 @@ function columns(largestChange: number, theme: Theme): Column<TensorDiff>[] {
     {
       title: 'Relative change',
       tooltip: '‖A − B‖ / ‖A‖ over every element',
-      text: (d) => (d.relativeChange === null ? '-' : d.relativeChange.toExponential(2)),
+      text: (d) => (d.relativeChange === null ? '-' : readable(d.relativeChange)),
       sortKey: (d) => d.relativeChange,
       numeric: true,
       cell: (d, td) => {
@@ -74,9 +76,8 @@ function detail(diff: TensorDiff, theme: Theme, draws: (() => void)[]): HTMLElem
 export function renderComparison(root: HTMLElement, comparison: CheckpointComparison, theme: Theme, state: TableState, onChange: (state: TableState) => void): (() => void)[] {
   const draws: (() => void)[] = [];
   const largest = Math.max(0, ...comparison.matched.map((d) => d.relativeChange ?? 0));
-  root.append(renderTable(columns(largest, theme), comparison.matched, (d) => d.name, state, onChange));
-  const selected = comparison.matched.find((d) => d.name === state.selected);
-  if (selected) root.append(detail(selected, theme, draws));
+  // The selected tensor's detail opens right under its row, not below every row.
+  root.append(renderTable(columns(largest, theme), comparison.matched, (d) => d.name, state, onChange, (d) => detail(d, theme, draws)));
   const sides = element('div', 'sides');
   sides.append(oneSided('Only in A', comparison.onlyInA), oneSided('Only in B', comparison.onlyInB));
   root.append(sides);

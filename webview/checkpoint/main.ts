@@ -24,8 +24,8 @@ interface UiState {
 const DEFAULT_STATE: UiState = {
   filter: '',
   tensors: { sortColumn: 0, descending: false, selected: null },
-  // Comparisons open largest tensor first (column 2 is the size).
-  diffs: { sortColumn: 2, descending: true, selected: null },
+  // Comparisons open with the most changed tensor first (column 3 is the relative change).
+  diffs: { sortColumn: 3, descending: true, selected: null },
 };
 
 type Shown = { type: 'waiting' } | Extract<CheckpointHostMessage, { type: 'progress' | 'error' }> | { type: 'report'; report: CheckpointReport } | { type: 'comparison'; comparison: CheckpointComparison };

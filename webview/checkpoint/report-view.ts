@@ -105,9 +105,10 @@ export function renderReport(root: HTMLElement, report: CheckpointReport, theme:
   const draws: (() => void)[] = [];
   const needle = state.filter.toLowerCase();
   const rows = report.tensors.filter((tensor) => tensor.name.toLowerCase().includes(needle));
-  root.append(renderTable(columns(report, theme, draws), rows, (t) => t.name, state.table, (table) => onChange({ ...state, table })));
+  root.append(renderTable(columns(report, theme, draws), rows, (t) => t.name, state.table, (table) => onChange({ ...state, table }), (t) => detail(t, report, theme, draws)));
   if (rows.length === 0) root.append(element('p', 'muted', `No tensor name contains “${state.filter}”.`));
+  // A selected tensor the filter hides keeps its detail, below the table.
   const selected = report.tensors.find((tensor) => tensor.name === state.table.selected);
-  if (selected) root.append(detail(selected, report, theme, draws));
+  if (selected && !rows.includes(selected)) root.append(detail(selected, report, theme, draws));
   return draws;
 }

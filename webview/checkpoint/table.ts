@@ -24,8 +24,14 @@ function compare(a: number | string | null, b: number | string | null, descendin
   return descending ? -order : order;
 }
 
-export function renderTable<T>(columns: Column<T>[], rows: T[], key: (row: T) => string, state: TableState, onChange: (state: TableState) => void): HTMLTableElement {
+/**
+ * The table in a horizontally scrolling box (it never widens its pane). `detail` renders the
+ * selected row's detail, shown in a full-width row right under it and scrolled into view.
+ */
+export function renderTable<T>(columns: Column<T>[], rows: T[], key: (row: T) => string, state: TableState, onChange: (state: TableState) => void, detail?: (row: T) => HTMLElement): HTMLElement {
+  const box = element('div', 'table-box');
   const table = element('table', 'grid tensors');
+  box.append(table);
   const head = table.createTHead().insertRow();
   columns.forEach((column, index) => {
     const th = element('th', column.numeric ? 'num sortable' : 'sortable', column.title);
@@ -48,6 +54,14 @@ export function renderTable<T>(columns: Column<T>[], rows: T[], key: (row: T) =>
       td.textContent = column.text(row);
       column.cell?.(row, td);
     }
+    if (rowKey === state.selected && detail) {
+      const cell = body.insertRow().insertCell();
+      cell.colSpan = columns.length;
+      cell.className = 'detail-cell';
+      const content = detail(row);
+      cell.append(content);
+      requestAnimationFrame(() => content.scrollIntoView({ block: 'nearest' }));
+    }
   }
-  return table;
+  return box;
 }

@@ -5,6 +5,7 @@ import {
   BarElement,
   CategoryScale,
   Chart,
+  Filler,
   LinearScale,
   LineController,
   LineElement,
@@ -17,7 +18,7 @@ import {
 } from 'chart.js';
 import type { Theme } from './theme.js';
 
-Chart.register(LineController, ScatterController, BarController, LineElement, PointElement, BarElement, LinearScale, LogarithmicScale, CategoryScale, Tooltip);
+Chart.register(LineController, ScatterController, BarController, LineElement, PointElement, BarElement, LinearScale, LogarithmicScale, CategoryScale, Tooltip, Filler);
 
 export type { Chart };
 export type XY = { x: number; y: number };

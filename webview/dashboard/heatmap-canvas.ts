@@ -82,7 +82,7 @@ export function paintGrid(canvas: HTMLCanvasElement, grid: ShadeGrid, theme: The
   g.textBaseline = 'middle';
   const rowH = plotH / grid.rows;
   const every = Math.max(1, Math.ceil(12 / rowH));
-  for (let r = 0; r < grid.rows; r += every) g.fillText(fit(g, grid.rowLabels[r] ?? '', left - 6), left - 3, MARGIN.top + (r + 0.5) * rowH);
+  for (let r = 0; r < grid.rows; r += every) g.fillText(fit(g, grid.rowLabels[r] ?? '', left - 4), left - 3, MARGIN.top + (r + 0.5) * rowH);
   g.textBaseline = 'top';
   g.textAlign = 'left';
   g.fillText(`step ${grid.columnStep[0]}`, left, MARGIN.top + plotH + 4);
@@ -129,5 +129,5 @@ export function drawHeatmap(canvas: HTMLCanvasElement, grid: HeatmapGrid, range:
     }
   }
   const rowLabels = Array.from({ length: Math.max(0, rows) }, (_, r) => `2^${range.hi - r}`);
-  return paintGrid(canvas, { columns: grid.columns, rows: Math.max(0, rows), shade, rowLabels, columnStep: grid.columnStep, labelWidth: 36 }, theme, markerColumn);
+  return paintGrid(canvas, { columns: grid.columns, rows: Math.max(0, rows), shade, rowLabels, columnStep: grid.columnStep, labelWidth: 42 }, theme, markerColumn);
 }

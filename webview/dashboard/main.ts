@@ -23,10 +23,11 @@ import { LayerHeatmapView } from './views/layer-heatmap.js';
 import { LossView } from './views/loss.js';
 import { OverheadView } from './views/overhead.js';
 import { OverviewView } from './views/overview.js';
+import { RunsTableView } from './views/runs-table.js';
 import { ScalesView } from './views/scales.js';
 
-const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', layers: 'Layer heatmap', correlation: 'Wgrad error correlation', alerts: 'Alerts' };
-const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, layers: LayerHeatmapView, correlation: CorrelationView, alerts: AlertsView };
+const TAB_LABELS: Record<Tab, string> = { loss: 'Loss', overhead: 'Token overhead', scales: 'Block scales', overview: 'Layer overview', layers: 'Layer heatmap', correlation: 'Wgrad error correlation', alerts: 'Alerts', runs: 'Runs' };
+const VIEWS: Record<Tab, new (ctx: Context) => View> = { loss: LossView, overhead: OverheadView, scales: ScalesView, overview: OverviewView, layers: LayerHeatmapView, correlation: CorrelationView, alerts: AlertsView, runs: RunsTableView };
 
 class Dashboard implements Context {
   readonly data = new DashboardData();

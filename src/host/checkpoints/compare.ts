@@ -2,6 +2,7 @@
 // second, or two picked files; the comparison opens in a panel beside the editor.
 import * as vscode from 'vscode';
 import { basename } from 'node:path';
+import { distinctNames } from '../model/distinct-names.js';
 import { attachCheckpointWebview } from './webview.js';
 
 export const COMPARE_VIEW_TYPE = 'mxscope.checkpointCompare';
@@ -26,7 +27,8 @@ export async function compareCheckpointsCommand(extensionUri: vscode.Uri, log: (
   for (const uri of [first, second]) {
     if (uri.scheme !== 'file') throw new Error(vscode.l10n.t('{0} is not a local file: MX Scope reads checkpoints from disk', uri.toString()));
   }
-  const title = `${basename(first.path)} ↔ ${basename(second.path)}`;
+  const [nameA, nameB] = distinctNames(first.path, second.path);
+  const title = `${nameA} ↔ ${nameB}`;
   const panel = vscode.window.createWebviewPanel(COMPARE_VIEW_TYPE, title, vscode.ViewColumn.Active, { enableScripts: true });
   const attached = attachCheckpointWebview(panel.webview, extensionUri, title, { kind: 'compare', pathA: first.fsPath, pathB: second.fsPath }, log);
   panel.onDidDispose(() => attached.dispose());

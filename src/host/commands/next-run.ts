@@ -94,7 +94,7 @@ async function pickCheckpoint(services: HostServices): Promise<string | undefine
     .flatMap((run) => (services.store.get(run.runId)?.checkpoints() ?? []).map((checkpoint) => ({ run, checkpoint })));
   const browse = { label: `$(folder-opened) ${vscode.l10n.t('Browse…')}`, path: '' };
   const picked = await vscode.window.showQuickPick(
-    [...saved.reverse().map(({ run, checkpoint }) => ({ label: `$(save) ${run.name}`, description: vscode.l10n.t('step {0}', checkpoint.step), detail: checkpoint.path, path: checkpoint.path })), browse],
+    [...saved.reverse().map(({ run, checkpoint }) => ({ label: `$(save) ${run.name}`, description: `${vscode.l10n.t('step {0}', checkpoint.step)}${checkpoint.reason ? ` · ${checkpoint.reason}` : ''}`, detail: checkpoint.path, path: checkpoint.path })), browse],
     { title: vscode.l10n.t('MX Scope: start the next run from a checkpoint'), placeHolder: vscode.l10n.t('A checkpoint the trainer saved, or a file') },
   );
   if (picked !== browse) return picked?.path;

@@ -6,7 +6,7 @@ import { GEMM_OPERANDS, type Operand } from '../../../src/protocol/telemetry.js'
 import { layerMetric } from '../../../src/protocol/layer-metrics.js';
 import { GRID_METRICS, LAYER_METRICS, type GridMetric, type LayerMetric, type LayerRow } from '../../../src/protocol/webview.js';
 
-export const TABS = ['loss', 'overhead', 'scales', 'overview', 'layers', 'correlation', 'alerts'] as const;
+export const TABS = ['loss', 'overhead', 'scales', 'overview', 'layers', 'correlation', 'alerts', 'runs'] as const;
 export type Tab = (typeof TABS)[number];
 
 export const MAX_EMA = 0.99;
@@ -41,6 +41,10 @@ export interface UiState {
   yZoom: { min: number; max: number } | null;
   /** Automatic y range ignores outliers (a spike runs off the top instead of squashing the rest). */
   robustY: boolean;
+  /** Seed groups (RunInfo.seedGroup) drawn as their separate runs instead of mean ± sd. */
+  ungroupedSeeds: string[];
+  /** The runs table's sort column (index) and direction. */
+  runsSort: { column: number; descending: boolean };
   /** Palette slot per run: a run keeps its colour while it is held, across reloads. */
   colors: Record<string, number>;
 }
@@ -68,6 +72,8 @@ export const DEFAULT_UI_STATE: UiState = {
   zoom: null,
   yZoom: null,
   robustY: true,
+  ungroupedSeeds: [],
+  runsSort: { column: 0, descending: false },
   colors: {},
 };
 
@@ -103,8 +109,15 @@ export function restoreUiState(saved: unknown): UiState {
     zoom: restoreZoom(s.zoom),
     yZoom: restoreZoom(s.yZoom),
     robustY: typeof s.robustY === 'boolean' ? s.robustY : d.robustY,
+    ungroupedSeeds: Array.isArray(s.ungroupedSeeds) ? s.ungroupedSeeds.filter((key): key is string => typeof key === 'string').slice(0, 64) : d.ungroupedSeeds,
+    runsSort: restoreSort(s.runsSort),
     colors: restoreColors(s.colors),
   };
+}
+
+function restoreSort(saved: unknown): UiState['runsSort'] {
+  const sort = saved as { column?: unknown; descending?: unknown } | null;
+  return sort && Number.isInteger(sort.column) && (sort.column as number) >= 0 && (sort.column as number) < 16 ? { column: sort.column as number, descending: sort.descending === true } : { ...DEFAULT_UI_STATE.runsSort };
 }
 
 function restoreColors(saved: unknown): Record<string, number> {

@@ -5,7 +5,8 @@ import { rotationNote } from '../../../src/protocol/config.js';
 import type { RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { lineChart, type LineDataset, type XY } from '../charts.js';
-import { chartBox, element, setLegend, type Context, type View } from '../context.js';
+import { chartBox, element, formatNumber, setLegend, type Context, type View } from '../context.js';
+import { cosineNoiseFloor } from '../model/noise-floor.js';
 import { controlsWithRunPicker, currentLayer, layerPicker, panelRunsOrNote } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
@@ -63,20 +64,24 @@ export class CorrelationView implements View {
       const color = this.ctx.color(panel.run.runId);
       const lag1 = detail ? points(detail.steps, detail.lag1Cos) : [];
       const lagK = detail ? points(detail.steps, detail.lagCos) : [];
+      const floor = cosineNoiseFloor(panel.run.sketchSize ?? 0);
+      const muted = this.ctx.theme.muted;
+      const floorLines = (x0: number, x1: number): LineDataset[] =>
+        floor === null || !(x1 >= x0) ? [] : [1, -1].map((sign) => ({ label: sign > 0 ? 'noise floor' : '', data: [{ x: x0, y: sign * floor }, { x: x1, y: sign * floor }], borderColor: muted, borderDash: [2, 3], borderWidth: 1 }));
+      const floorLegend = floor === null ? [] : [{ label: `sketch noise floor ±2/√n = ±${formatNumber(floor)} (n = ${panel.run.sketchSize})`, color: muted, dashed: true }];
+      const steps = detail?.steps ?? [];
       const overTime: LineDataset[] = [
         { label: 'lag 1', data: lag1, borderColor: color, pointRadius: 2 },
         { label: `lag ${state.lag}`, data: lagK, borderColor: withAlpha(color, 0.7), borderDash: [5, 4], pointRadius: 2 },
+        ...floorLines(steps[0] ?? 0, steps[steps.length - 1] ?? 0),
       ];
       panel.overTime.data.datasets = overTime;
       panel.overTime.update('none');
-      setLegend(panel.overTimeLegend, [
-        { label: 'lag 1 (full tensor)', color },
-        { label: `lag ${state.lag} (sketch)`, color, dashed: true },
-      ]);
+      setLegend(panel.overTimeLegend, [{ label: 'lag 1 (full tensor)', color }, { label: `lag ${state.lag} (sketch)`, color, dashed: true }, ...floorLegend]);
       const auto = detail ? detail.autocorr.map((y, lag) => (y === null ? null : { x: lag, y })).filter((p): p is XY => p !== null) : [];
-      panel.autocorr.data.datasets = [{ label: 'autocorrelation', data: auto, borderColor: color, backgroundColor: withAlpha(color, 0.2), pointRadius: 2 }];
+      panel.autocorr.data.datasets = [{ label: 'autocorrelation', data: auto, borderColor: color, backgroundColor: withAlpha(color, 0.2), pointRadius: 2 }, ...floorLines(0, Math.max(1, auto.length - 1))];
       panel.autocorr.update('none');
-      setLegend(panel.autocorrLegend, [{ label: detail && detail.autocorr.length === 0 ? 'no Wgrad error sketches for this layer' : `${panel.run.name} · autocorrelation`, color }]);
+      setLegend(panel.autocorrLegend, [{ label: detail && detail.autocorr.length === 0 ? 'no Wgrad error sketches for this layer' : `${panel.run.name} · autocorrelation`, color }, ...floorLegend]);
       if (detail) detail.steps.forEach((step, i) => this.csvRows.push([panel.run.runId, panel.run.name, layer, step, detail.lag1Cos[i] ?? null, detail.lagCos[i] ?? null]));
     }
   }

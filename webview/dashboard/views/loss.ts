@@ -9,6 +9,7 @@ import { gapTo } from '../model/interpolate.js';
 import type { LossSeries, RunInfo } from '../../../src/protocol/webview.js';
 import { button, checkbox, dropdown } from '../../ui/toolkit.js';
 import { robustRange, zoomRange } from '../model/robust-range.js';
+import { groupName, meanBand, seedGroups } from '../model/seed-groups.js';
 import { lineChart, setAxes, type Chart, type LineDataset, type XY } from '../charts.js';
 import { chartBox, element, setLegend, type Context, type View } from '../context.js';
 import { withAlpha } from '../theme.js';
@@ -125,6 +126,14 @@ export class LossView implements View {
     bar.append(checkbox('Clip outliers', state.robustY, (robustY) => update({ robustY })));
     const runs = this.ctx.data.runs.map((run) => ({ value: run.runId, label: `baseline: ${run.name}` }));
     if (runs.length > 0) bar.append(dropdown(runs, this.baselineId(), (baselineRunId) => update({ baselineRunId }), 'baseline run'));
+    for (const group of seedGroups(this.ctx.data.runs)) {
+      const on = !state.ungroupedSeeds.includes(group.key);
+      bar.append(
+        checkbox(`${groupName(group)}: ${group.runs.length} seeds as mean ± sd`, on, (grouping) =>
+          ctx.update({ ungroupedSeeds: grouping ? ctx.state.ungroupedSeeds.filter((key) => key !== group.key) : [...ctx.state.ungroupedSeeds, group.key] }),
+        ),
+      );
+    }
     bar.append(this.resetZoom);
     return bar;
   }
@@ -156,7 +165,18 @@ export class LossView implements View {
       const visible = zoom ? sliceToRange(xs, ys, zoom.min, zoom.max) : { xs, ys };
       return decimateMinMax(visible.xs, visible.ys, buckets);
     };
-    for (const run of this.ctx.shownRuns()) {
+    const shown = this.ctx.shownRuns();
+    // Groups come from every run held (so names match the toggles), drawn with their shown members.
+    const shownIds = new Set(shown.map((run) => run.runId));
+    const groups = this.compact
+      ? []
+      : seedGroups(data.runs)
+          .filter((group) => !state.ungroupedSeeds.includes(group.key))
+          .map((group) => ({ name: groupName(group), runs: group.runs.filter((run) => shownIds.has(run.runId)) }))
+          .filter((group) => group.runs.length >= 2);
+    const grouped = new Set(groups.flatMap((group) => group.runs.map((run) => run.runId)));
+    for (const run of shown) {
+      if (grouped.has(run.runId)) continue;
       const color = this.ctx.color(run.runId);
       const train = data.loss.get(run.runId);
       if (train) {
@@ -186,6 +206,22 @@ export class LossView implements View {
         legend.push({ label: `${run.name} · validation`, color, dashed: true });
         this.curves.push({ run, kind: 'validation', xs, ys });
       }
+    }
+    for (const group of groups) {
+      const members = group.runs.map((run) => data.loss.get(run.runId)).filter((train): train is LossSeries => train !== undefined);
+      if (members.length < 2) continue;
+      const band = meanBand(members.map((train) => ({ xs: xOf(train), ys: relative(xOf(train), smooth(train.loss), baseSmoothed) })));
+      const color = this.ctx.color(group.runs[0]!.runId);
+      const label = `${group.name} · mean ± sd of ${members.length} seeds`;
+      const every = Math.max(1, Math.ceil(band.xs.length / buckets));
+      const thin = (ys: number[]) => toPoints(band.xs.filter((_, i) => i % every === 0), ys.filter((_, i) => i % every === 0));
+      datasets.push(
+        { label: '', data: thin(band.hi), borderColor: 'transparent', backgroundColor: withAlpha(color, 0.22), fill: '+1', pointRadius: 0 },
+        { label: '', data: thin(band.lo), borderColor: 'transparent', pointRadius: 0 },
+        { label, data: thin(band.mean), borderColor: color, borderWidth: 2 },
+      );
+      legend.push({ label, color });
+      this.curves.push({ run: group.runs[0]!, kind: 'train', xs: band.xs, ys: band.mean });
     }
     setAxes(this.chart, theme, { ...this.axisOptions(), yRange: this.yRange() });
     this.chart.data.datasets = datasets;

@@ -1,0 +1,63 @@
+// Screenshots of every dashboard view for the user guide (not a test), from deterministic synthetic
+// runs: a diverging run, seed groups, and the three-run series, in Dark and Light Modern at 1200 px
+// and in a 300 px side bar. npm run build && node --import tsx test/browser/docs-views.ts
+// Writes docs/images/views/<theme>-<tab>.png and sidebar-<theme>.png.
+import { mkdirSync } from 'node:fs';
+import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
+import { BASE_RUN, recordedRuns } from './fixtures.js';
+import { launchChromium, openDashboard } from './harness.js';
+import { clickTab, settle } from './page-helpers.js';
+
+const OUT = 'docs/images/views';
+
+function records(): TelemetryRecord[] {
+  const all = recordedRuns();
+  // evalEvery 25: a config of its own (the synthetic configs differ only in rotation, seed and this).
+  all.push(...syntheticRun({ ...BASE_RUN, evalEvery: 25, runId: 'rht32', name: 'dgrad bf16 · RHT32', rotation: 'random-hadamard', seed: 1, divergeAt: { step: 424, layer: 'blocks.1.attn.v', lead: 24 } }));
+  [2.93, 3.02, 2.96].forEach((floor, i) => all.push(...syntheticRun({ ...BASE_RUN, runId: `h16-s${i}`, name: `H16 · seed ${i + 1}`, rotation: 'hadamard', seed: 10 + i, lossFloor: floor })));
+  return all;
+}
+
+async function main(): Promise<void> {
+  mkdirSync(OUT, { recursive: true });
+  const browser = await launchChromium();
+  const data = records();
+  try {
+    for (const theme of ['dark', 'light'] as const) {
+      const host = await openDashboard(browser, theme, { width: 1200, height: 860, before: (h) => h.ingest(data) });
+      const { page } = host;
+      page.setDefaultTimeout(30_000);
+      await page.waitForSelector('.loss-view .loss-chart canvas');
+      for (const [tab, file] of [['Loss', 'loss'], ['Token overhead', 'overhead'], ['Block scales', 'scales'], ['Layer overview', 'overview'], ['Wgrad error correlation', 'correlation'], ['Alerts', 'alerts']] as const) {
+        await clickTab(page, tab);
+        await page.waitForTimeout(600);
+        await settle(page);
+        await page.screenshot({ path: `${OUT}/${theme}-${file}.png` });
+      }
+      // The divergence story: what "Show in Dashboard" opens.
+      const alert = host.alerts.alerts.find((a) => a.kind === 'divergence' && a.runId === 'rht32')!;
+      await host.send({ type: 'focus', mode: 'single', runIds: ['rht32'], at: { step: alert.step, layer: alert.layer, ...(alert.gemm ? { gemm: alert.gemm } : {}), ...(alert.metric ? { metric: alert.metric } : {}) } });
+      await page.waitForTimeout(800);
+      await page.screenshot({ path: `${OUT}/${theme}-layer-heatmap.png` });
+      await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
+      await clickTab(page, 'Block scales');
+      await page.waitForTimeout(800);
+      await page.screenshot({ path: `${OUT}/${theme}-compare-scales.png` });
+      if (host.errors.length > 0) throw new Error(`page errors: ${host.errors.join('; ')}`);
+      await page.close();
+      const side = await openDashboard(browser, theme, { layout: 'sidebar', width: 300, height: 480, before: (h) => h.ingest(recordedRuns()) });
+      await side.page.waitForSelector('canvas');
+      await side.page.waitForTimeout(400);
+      await side.page.screenshot({ path: `${OUT}/sidebar-${theme}.png` });
+      await side.page.close();
+    }
+  } finally {
+    await browser.close();
+  }
+}
+
+void main().catch((error: Error) => {
+  console.error(error.message);
+  process.exitCode = 1;
+});
