@@ -8,7 +8,7 @@ from unittest import mock
 import torch
 
 from mxscope_bridge.config import run_config
-from mxscope_bridge.link import TOKEN_ENV, TrainerServer, is_loopback
+from mxscope_bridge.link import PROTOCOL_VERSION, TOKEN_ENV, TrainerServer, is_loopback
 from mxscope_bridge.remembered import remembered_token, token_path
 
 from tests.helpers import TinyNet, bridge_for
@@ -31,7 +31,8 @@ class TokenByDefault(unittest.TestCase):
         self.assertGreaterEqual(len(server.token), 24)
         line = server.listening_line()
         self.assertTrue(line.startswith('MXSCOPE_LISTENING {"url":"ws://127.0.0.1:'), line)
-        self.assertIn(f'/?token={server.token}","token":"{server.token}","protocol":"1.1"}}', line)
+        version = "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])
+        self.assertIn(f'/?token={server.token}","token":"{server.token}","protocol":"{version}"}}', line)
         self.assertEqual(server.connect_url, f"{server.url}/?token={server.token}")
         self.assertIn("401", refusal(server.url))
         self.assertEqual(refusal(server.connect_url), "accepted")

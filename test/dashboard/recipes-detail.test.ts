@@ -20,7 +20,10 @@ function feedOf(records: TelemetryRecord[]): DashboardFeed {
 
 test('layer detail of an NVFP4 GEMM declares E4M3 scale codes; an MXFP8 one stays E8M0', () => {
   const trainer = new Trainer(microConfig({ fprop: { precision: 'nvfp4' }, dgrad: { precision: 'mxfp8' } }), 'nv');
-  const records: TelemetryRecord[] = [];
+  // The store keeps layer stats only for layers its run declared, so the run starts first.
+  const records: TelemetryRecord[] = [
+    { type: 'runStarted', runId: 'nv', name: 'nv', startedAt: '2026-11-24T04:00:00.000Z', trainer: { name: 'test', version: '0' }, config: trainer.config, layers: trainer.model.layerInfos() },
+  ];
   for (let i = 0; i < 3; i++) trainer.step((record) => records.push(record));
   const feed = feedOf(records);
   const layer = trainer.model.layerInfos()[0]!.name;
