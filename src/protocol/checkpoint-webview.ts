@@ -106,7 +106,7 @@ const tensorReportSchema = object<TensorReport>({
 export const checkpointReportSchema: Schema<CheckpointReport> = object<CheckpointReport>({
   path: name,
   shards: arrayOf(name, 100_000),
-  // Bounded by the header (MAX_HEADER_BYTES, 100 MB), not here: a hostile file is refused before this.
+  // Bounded by the header (MAX_HEADER_BYTES, 16 MiB), not here: a hostile file is refused before this.
   metadata: recordOf(str(1 << 27), 1_000_000),
   dataBytes: nonNegInt,
   options: analysisOptionsSchema,
