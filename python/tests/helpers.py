@@ -45,6 +45,18 @@ def bridge_for(model, out_dir, gemms=None, stats_every=5, **kwargs):
     return Bridge(model, config, out_dir=out_dir, print_listening=False, **kwargs)
 
 
+def run_and_read(test, model, out_dir, steps, **kwargs):
+    """One run of `steps` training steps with a bridge (closed at the test's cleanup):
+    (bridge, the run log's records, the run directory)."""
+    bridge = bridge_for(model, out_dir, **kwargs)
+    test.addCleanup(bridge.close)
+    bridge.start_run()
+    train(model, bridge, steps)
+    run_dir = bridge.run_dir
+    bridge.end_run()
+    return bridge, read_log(run_dir), run_dir
+
+
 def read_log(run_dir):
     with open(os.path.join(run_dir, "telemetry.ndjson")) as f:
         return [json.loads(line) for line in f]

@@ -11,7 +11,7 @@ import torch
 from mxscope_bridge import default_gemms, emulate, gemm_config, mxfp4
 from mxscope_bridge.rotation import make_rotation, rotate
 
-from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log, train
+from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log, run_and_read
 
 LINEARS = ["blocks.0.up", "blocks.0.down", "blocks.1.up", "blocks.1.down", "lm_head"]
 
@@ -21,13 +21,7 @@ class Hooks(unittest.TestCase):
         self.out = tempfile.mkdtemp(prefix="mxscope-test-")
 
     def run_model(self, model, steps=11, **kwargs):
-        bridge = bridge_for(model, self.out, **kwargs)
-        self.addCleanup(bridge.close)
-        bridge.start_run()
-        train(model, bridge, steps)
-        run_dir = bridge.run_dir
-        bridge.end_run()
-        return bridge, read_log(run_dir), run_dir
+        return run_and_read(self, model, self.out, steps, **kwargs)
 
     def test_every_linear_reports_three_gemms_on_stats_steps(self):
         torch.manual_seed(0)

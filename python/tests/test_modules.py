@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from mxscope_bridge import LinearLike, mxfp4
 from mxscope_bridge.rotation import make_rotation, rotate
 
-from tests.helpers import TinyNet, bridge_for, read_log, train
+from tests.helpers import TinyNet, bridge_for, run_and_read
 
 
 class ScaledLinear(torch.nn.Linear):
@@ -65,13 +65,7 @@ class Modules(unittest.TestCase):
         self.out = tempfile.mkdtemp(prefix="mxscope-modules-")
 
     def records(self, model, steps=1, **kwargs):
-        bridge = bridge_for(model, self.out, **kwargs)
-        self.addCleanup(bridge.close)
-        bridge.start_run()
-        train(model, bridge, steps)
-        run_dir = bridge.run_dir
-        bridge.end_run()
-        return read_log(run_dir)
+        return run_and_read(self, model, self.out, steps, **kwargs)[1]
 
     def test_subclasses_tuple_outputs_and_an_adapter_all_report(self):
         torch.manual_seed(0)
