@@ -42,3 +42,16 @@ export function presetConfig(preset: PresetName): RunConfig {
     optimizer: { lr: shape.lr, minLrFrac: 0.1, warmup: shape.warmup, weightDecay: 0.1, beta1: 0.9, beta2: 0.95, eps: 1e-8, clip: 1 },
   };
 }
+
+/**
+ * The tiny preset shrunk to a micro model (1 layer, dim 32, 32 tokens a step, stats every 2 steps):
+ * a training step takes milliseconds, for the start-up warm-up and the trainer tests.
+ */
+export function microModelConfig(): RunConfig {
+  const config = presetConfig('tiny');
+  config.model = { ...config.model, dim: 32, layers: 1, heads: 2, hidden: 64, seqLen: 16, batch: 2 };
+  config.tokensPerStep = 32;
+  config.statsEvery = 2;
+  config.sketchSize = 16;
+  return config;
+}

@@ -9,17 +9,13 @@
 import { warmUpMxKernels } from '../mx/warm-up.js';
 import type { RunConfig } from '../protocol/config.js';
 import { warmUpTrainerKernels } from './ops.js';
-import { presetConfig } from './presets.js';
+import { microModelConfig } from './presets.js';
 import { Trainer } from './trainer.js';
 
-function microConfig(precision: 'fp32' | 'mxfp4'): RunConfig {
-  const config = presetConfig('tiny');
-  config.model = { ...config.model, dim: 32, layers: 1, heads: 2, hidden: 64, seqLen: 16, batch: 2 };
-  config.tokensPerStep = 32;
+function warmUpConfig(precision: 'fp32' | 'mxfp4'): RunConfig {
+  const config = microModelConfig();
   config.steps = 1_000;
-  config.statsEvery = 2;
   config.evalEvery = 0;
-  config.sketchSize = 16;
   for (const kind of ['fprop', 'dgrad', 'wgrad'] as const) config.gemms[kind] = { ...config.gemms[kind], precision };
   return config;
 }
@@ -30,7 +26,7 @@ export function warmUpTrainer(): number {
   warmUpMxKernels();
   warmUpTrainerKernels();
   for (const precision of ['mxfp4', 'fp32'] as const) {
-    const trainer = new Trainer(microConfig(precision), 'warm-up');
+    const trainer = new Trainer(warmUpConfig(precision), 'warm-up');
     for (let step = 0; step < 6; step++) trainer.step(() => {});
   }
   return performance.now() - started;
