@@ -68,7 +68,8 @@ export class TrainerClient {
   private readonly pending = new Map<string, { resolve: (ack: AckMessage) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
   private readonly log: (line: string) => void;
 
-  private readonly url: string;
+  /** The trainer's URL without any `?token=` (which moves to the Authorization header). */
+  readonly url: string;
   private readonly token: string | undefined;
 
   constructor(private readonly options: TrainerClientOptions) {
@@ -77,6 +78,10 @@ export class TrainerClient {
     this.url = split.url;
     this.token = options.token ?? split.token;
     this.open();
+  }
+
+  get hasToken(): boolean {
+    return this.token !== undefined;
   }
 
   get state(): ConnectionState {

@@ -2,7 +2,6 @@
 // plus the next-run changes the user made while no trainer was connected (sent on connect).
 // Plain Node (no vscode), so it is tested against a real server.
 import { mergeRunConfig, type AckMessage, type NextRunConfig, type RunConfig } from '../protocol/index.js';
-import { splitTokenUrl } from '../link/auth.js';
 import { TrainerClient, type ClientRequest, type ConnectionState } from '../link/trainer-client.js';
 import type { RunStore, RunSummary } from '../store/run-store.js';
 import { combineChanges, isEmptyChange } from './next-run-change.js';
@@ -38,17 +37,12 @@ export class LiveLink {
   }
 
   /** `url` may carry the token as `?token=` (a pasted listening-line URL); it is never logged or kept in the URL. */
-  connect(urlMaybeWithToken: string, explicitToken?: string): void {
-    const split = splitTokenUrl(urlMaybeWithToken);
-    const url = split.url;
-    const token = explicitToken ?? split.token;
+  connect(urlMaybeWithToken: string, token?: string): void {
     this.disconnect();
     this.refused = 0;
-    this.url = url;
     this.detail = undefined;
-    this.log(`connecting to ${url}${token ? ' (with token)' : ''}`);
     const client: TrainerClient = new TrainerClient({
-      url,
+      url: urlMaybeWithToken,
       ...(token ? { token } : {}),
       client: { name: 'mxscope-vscode', version: '0.1.0' },
       onTelemetry: (record) => {
@@ -67,6 +61,9 @@ export class LiveLink {
       },
       log: (line) => this.log(line),
     });
+    // The client has split any ?token= off the URL: only the bare URL is kept and logged.
+    this.url = client.url;
+    this.log(`connecting to ${client.url}${client.hasToken ? ' (with token)' : ''}`);
     this.client = client;
     this.emit();
   }
