@@ -76,7 +76,7 @@ class Trainer:
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         if bridge is not None:
-            bridge.end_step(loss=loss.item(), lr=3e-4, grad_norm=grad_norm.item())
+            bridge.end_step(loss=loss, lr=3e-4, grad_norm=grad_norm)  # tensors: the bridge reads them without a sync
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         loss.item()
@@ -110,7 +110,7 @@ PROFILE_DIR = None
 def run_step(trainer, samples, kind, **bridge):
     if kind in samples.oom:
         return
-    profiling = PROFILE_DIR and kind not in samples.ms and kind in ("plain", "stats", "pre")
+    profiling = PROFILE_DIR and kind not in samples.ms and kind in ("plain", "stats", "pre", "off")
     try:
         if profiling:
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as profiler:
@@ -211,7 +211,7 @@ def main():
     parser.add_argument("--skip-observe", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
-    parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, stats and pre-stats step here (those steps are not timed)")
+    parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir

@@ -5,7 +5,7 @@
             reset(model, run.seed); optimizer = make_optimizer(model)
             for step in run.steps():
                 loss = model(...); loss.backward()
-                run.end_step(loss=loss.item(), lr=lr)
+                run.end_step(loss=loss, lr=lr)    # a tensor: read later, the step never waits for the GPU
                 optimizer.step(); optimizer.zero_grad()
 
 or by hand: start_run(), begin_step(step) / end_step(...) per step, end_run(), close().
@@ -43,6 +43,7 @@ from .remembered import remembered_token
 from .runloop import Run, serve_runs
 from .wgrad_error import WgradErrors
 from .runlog import RunLogWriter, checkpoint_path, compact
+from .deferred import finite as _finite, resolved, step_record
 
 TRAINER = {"name": "mxscope-bridge", "version": __version__}
 REQUEST_TIMEOUT_S = 60.0
@@ -56,13 +57,6 @@ def _now() -> str:
 
 def _new_run_id() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def _finite(value) -> Optional[float]:
-    if value is None:
-        return None
-    value = float(value)
-    return value if value == value and abs(value) != float("inf") else None
 
 
 class _TrainingThreadRequest:
@@ -135,8 +129,9 @@ class Bridge:
         self._emulations: set = set()
         self._emulation_generation = -1
         self._own_emulation: Optional[emulation_module.Emulation] = None
-        self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
-        self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in self.layers]
+        #: the observing hooks, present only between begin_step and end_step of a capturing step: a
+        #: module with hooks takes nn.Module's slower call path, which idle steps need not pay
+        self._hooks: list = []
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -301,6 +296,9 @@ class Bridge:
         self.observing = ObserveState()
         if self.capture is not None:
             self._errors.begin(step, is_stats, keep=before_stats)
+            self._attach_hooks()
+        else:
+            self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = self.capture
 
@@ -336,6 +334,7 @@ class Bridge:
             raise RuntimeError("end_step with no active run: start a run first")
         capture, step = self.capture, self.step
         self.capture = None
+        self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = None
         self.observing = ObserveState()
@@ -346,8 +345,8 @@ class Bridge:
             self._errors.finish()
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
         tokens = tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]
-        self._publish({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": _finite(loss),
-                       "lr": float(lr), "gradNorm": _finite(grad_norm), "stepMs": max(0.0, float(elapsed))})
+        self._publish(step_record({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": loss,
+                                   "lr": float(lr), "gradNorm": grad_norm, "stepMs": max(0.0, float(elapsed))}))
         for record in records:
             self._publish(record)
         self._serve_requests()
@@ -375,6 +374,7 @@ class Bridge:
         # The run is over before its runEnded leaves: a client that sends startRun the moment it
         # reads runEnded must not get run-active.
         self.run_id, self.step, self.capture = None, None, None
+        self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = None
         self._publish(record)
@@ -396,8 +396,7 @@ class Bridge:
         if self.run_id is not None:
             self.end_run(*self._leaving_status(self.step, "stopped", "bridge closed"))
         self._closed = True
-        for hook in self._hooks:
-            hook.remove()
+        self._detach_hooks()
         if self.server:
             self.server.close()
 
@@ -438,6 +437,16 @@ class Bridge:
     def _on_uncaught(self, exc: BaseException) -> None:
         self._end_by(exc)
         self.close()
+
+    def _attach_hooks(self) -> None:
+        if not self._hooks:
+            self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
+            self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in self.layers]
+
+    def _detach_hooks(self) -> None:
+        hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook.remove()
 
     # ------------------------------------------------------------------ emulation and rotation plan
 
@@ -513,7 +522,7 @@ class Bridge:
         if self.server:
             self.server.publish(record)
         elif self._writer and not logged:
-            self._write_record(record, compact(record))
+            self._write_record(record, compact(resolved(record)))
 
     def _write_record(self, record: dict, line: str) -> None:
         # Called by the server's pump thread (or directly without a server), in seq order.

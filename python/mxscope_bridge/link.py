@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .config import merge_run_config
 from .messages import read_frame
+from .deferred import resolved
 from .runlog import compact
 from .wsconnection import Connection, text_frame
 from .wsserver import RateLimitedLog, Refusal, Request, WebSocketServer
@@ -229,7 +230,7 @@ class TrainerServer:
             try:
                 # Encoded once for the socket and the run log: a stats step's records hold the GIL
                 # while they encode, which the training thread waits for.
-                line = compact(record)
+                line = compact(resolved(record))
                 frame = text_frame(telemetry_frame(line, self.last_seq + 1))
                 with self._lock:
                     self.last_seq += 1
