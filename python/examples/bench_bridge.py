@@ -138,17 +138,17 @@ HOOK_SECONDS = {}
 
 
 def _time_hooks():
-    """Wall time the training thread spends inside the bridge's backward-time work, per step kind
-    (host time: launches and Python; the GPU runs behind it)."""
+    """Wall time spent inside the bridge's backward-time work, per step kind (host time: launches
+    and Python, on the bridge's backward worker thread beside autograd's; the GPU runs behind it)."""
     from mxscope_bridge import observe
     inner = observe._observe
 
-    def timed(bridge, *args, **kwargs):
+    def timed(config, capture, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return inner(bridge, *args, **kwargs)
+            return inner(config, capture, *args, **kwargs)
         finally:
-            kind = "stats" if bridge.capture.with_stats else "pre"
+            kind = "stats" if capture.with_stats else "pre"
             HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
     observe._observe = timed
 
@@ -244,7 +244,7 @@ def main():
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print("  per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
-            print("  host ms inside the bridge's backward work per step " + json.dumps(hook_ms), flush=True)
+            print("  host ms of the bridge's backward work per step (its worker thread) " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)

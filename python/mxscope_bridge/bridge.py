@@ -30,6 +30,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Union
 import torch
 
 from . import __version__, emulate as emulation_module, stats
+from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, run_config
 from .kernel import from_mx_tensor, kernel_quantized
@@ -132,6 +133,8 @@ class Bridge:
         #: the observing hooks, present only between begin_step and end_step of a capturing step: a
         #: module with hooks takes nn.Module's slower call path, which idle steps need not pay
         self._hooks: list = []
+        #: where the hooks' backward-time work runs (None: in the hooks, under torch.distributed)
+        self.backward_worker: Optional[BackwardWorker] = BackwardWorker() if self.world == 1 else None
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -332,6 +335,8 @@ class Bridge:
         Every rank must call it (stats are reduced collectively)."""
         if self.run_id is None:
             raise RuntimeError("end_step with no active run: start a run first")
+        if self.backward_worker is not None:
+            self.backward_worker.drain()
         capture, step = self.capture, self.step
         self.capture = None
         self._detach_hooks()
@@ -373,6 +378,11 @@ class Bridge:
     def _end(self, record: dict) -> None:
         # The run is over before its runEnded leaves: a client that sends startRun the moment it
         # reads runEnded must not get run-active.
+        if self.backward_worker is not None:
+            try:
+                self.backward_worker.drain()
+            except Exception as error:  # the run ends anyway; say what its last step's telemetry hit
+                self.log(f"the last step's telemetry failed: {error}")
         self.run_id, self.step, self.capture = None, None, None
         self._detach_hooks()
         for emulation in self._emulations:

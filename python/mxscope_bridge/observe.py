@@ -152,7 +152,7 @@ def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         dtype = _compute_dtype(x)
         waiting = state.waiting.pop(id(module), ())
         for dy, ran in waiting:
-            _observe(bridge, name, module, adapter, x, None, dy, dtype, ran)
+            _dispatch(bridge, name, module, adapter, x, None, dy, dtype, ran)
         if not waiting and id(module) in state.registered:
             state.recomputed[id(module)] = (x, dtype)
     return pre_hook
@@ -190,12 +190,12 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
             if found is not None:
                 node, (x_name, w_name) = found
                 w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
-                _observe(bridge, name, module, adapter, getattr(node, x_name), w_t.t() if w_t is not None else None, dy, None, ran,
-                         source=x_source(node), held=node)
+                _dispatch(bridge, name, module, adapter, getattr(node, x_name), w_t.t() if w_t is not None else None, dy, None, ran,
+                          x_source(node), node)
             elif recomputed is not None:
-                _observe(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran)
+                _dispatch(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran)
             elif kept is not None:
-                _observe(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran)
+                _dispatch(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran)
             else:  # the checkpoint has not recomputed this layer yet: its pre-hook takes ∇Y then
                 state.waiting.setdefault(id(module), []).append((dy, ran))
             return None
@@ -203,22 +203,32 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
     return hook
 
 
-def _observe(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
-             dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
-    capture: StepCapture = bridge.capture
-    if source is None:  # X kept from the forward or recomputed: the module input itself
-        source, held = tensor_source(x), x
-    if weight is None:
+def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
+              dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
+    """A layer's telemetry: on the bridge's backward worker when it has one, else here."""
+    if weight is None:  # read now: the trainer may change the weight once backward is done
         weight = adapter.weight(module).detach()
         if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
             weight = weight.full_tensor()
+    args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
+    worker = bridge.backward_worker
+    if worker is None:
+        _observe(*args)
+    else:
+        worker.submit(dy.device, _observe, *args)
+
+
+def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str, x: torch.Tensor, weight: torch.Tensor,
+             dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
+    if source is None:  # X kept from the forward or recomputed: the module input itself
+        source, held = tensor_source(x), x
     if dtype is not None:
         x = x.to(dtype)
     weight = weight.to(x.dtype)
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
-    gemms = {kind: dict(g, precision="mxfp4") for kind, g in bridge.config["gemms"].items()}  # what MXFP4 would do
-    shared = bridge.observing.shared_for(source + (tuple(x2.shape), x2.dtype, dy2.dtype), held)
+    gemms = {kind: dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}  # what MXFP4 would do
+    shared = state.shared_for(source + (tuple(x2.shape), x2.dtype, dy2.dtype), held)
     sx = None
     if capture.with_stats and shared is not None and deterministic(gemms["fprop"]):
         sx = shared.get("fprop x")
