@@ -105,9 +105,20 @@ class Samples:
 
 
 PROFILE_DIR = None
+#: Python garbage-collection time inside timed steps, per step kind (an outlier's usual suspect).
+GC_MS = {}
+_gc = {"kind": None, "started": 0.0}
+
+
+def _on_gc(phase, info):
+    if phase == "start":
+        _gc["started"] = time.perf_counter()
+    elif _gc["kind"] is not None:
+        GC_MS[_gc["kind"]] = GC_MS.get(_gc["kind"], 0.0) + (time.perf_counter() - _gc["started"]) * 1000
 
 
 def run_step(trainer, samples, kind, **bridge):
+    _gc["kind"] = kind
     if kind in samples.oom:
         return
     profiling = PROFILE_DIR and kind not in samples.ms and kind in ("plain", "stats", "pre", "off")
@@ -216,6 +227,8 @@ def main():
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir
     _time_hooks()
+    import gc
+    gc.callbacks.append(_on_gc)
 
     device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"device {device_name}, torch {torch.__version__}", flush=True)
@@ -243,6 +256,9 @@ def main():
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print("  per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
+            print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
+            print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
+            GC_MS.clear()
             hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
             print("  host ms of the bridge's backward work per step (its worker thread) " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:

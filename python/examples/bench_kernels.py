@@ -111,6 +111,16 @@ def main():
         both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
         print(f"| {method} | {last:.3f} | {first:.3f} | {none_first:.3f} | {both:.3f} |", flush=True)
     mxfp4_triton.STATS_METHOD["stats"] = "whole-tile"
+    print("| whole-tile stats tile | warps | hadamard stats, last axis ms | first axis ms | hadamard values+stats, first axis ms |")
+    print("|---|---|---|---|---|")
+    for tile in (2048, 4096, 8192):
+        for warps in (4, 8):
+            mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = tile, warps
+            last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
+            first = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", None, True))
+            both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
+            print(f"| {tile} | {warps} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
+    mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = 2048, 4
     chunk = x[:, :2048].t()  # a ∇Yᵀ chunk of an observed Wgrad: the quantized values and the exact product's row-major copy
     apart = timed(lambda: (mx_ops.quantize_operand(chunk, gemm, rt, generator, "b", torch.bfloat16, out_row_major=True), chunk.contiguous()))
     fused = timed(lambda: mx_ops.quantize_operand_and_copy(chunk, gemm, rt, generator, "b", torch.bfloat16))
