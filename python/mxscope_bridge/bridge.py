@@ -42,6 +42,7 @@ from .protocol import describe_gemm
 from .rotation import MISFITS, DeviceGenerators
 from .remembered import remembered_token
 from .runloop import Run, serve_runs
+from .step_stats import StepStats
 from .wgrad_error import WgradErrors
 from .runlog import RunLogWriter, checkpoint_path, compact
 from .deferred import finite as _finite, resolved, step_record
@@ -343,17 +344,17 @@ class Bridge:
         for emulation in self._emulations:
             emulation.capture = None
         self.observing = ObserveState()
-        records = []
+        step_stats = None
         if capture is not None:
             self._errors.finish_micro_batches()
-            records = self._stats_records(capture, step) if capture.with_stats else []
+            step_stats = self._step_stats(capture, step) if capture.with_stats else None
             self._errors.finish()
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
         tokens = tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]
         self._publish(step_record({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": loss,
                                    "lr": float(lr), "gradNorm": grad_norm, "stepMs": max(0.0, float(elapsed))}))
-        for record in records:
-            self._publish(record)
+        if step_stats is not None:
+            self._publish_stats(step_stats)
         self._serve_requests()
 
     def validation(self, loss, tokens: Optional[int] = None) -> None:
@@ -490,7 +491,8 @@ class Bridge:
             return kernel
         return capture.operands.get((layer, gemm), (None, {}))[1].get(operand)
 
-    def _stats_records(self, capture: StepCapture, step: int) -> List[dict]:
+    def _step_stats(self, capture: StepCapture, step: int) -> Optional[StepStats]:
+        """The step's sums, reduced over ranks, on their way to rank 0's publisher (None elsewhere)."""
         keys = [(info["name"], gemm) for info in self._layer_infos for gemm in GEMM_KINDS
                 if all(self._operand_sums(capture, info["name"], gemm, op) is not None for op in GEMM_OPERANDS[gemm])]
         rows = [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]]
@@ -500,29 +502,12 @@ class Bridge:
         if self.world > 1:
             torch.distributed.all_reduce(operand_part, group=self.group)
         if self.rank != 0:
-            return []
-        wgrad_rows = self._wgrad_rows()
-        operands = iter(stats.operand_records([op for _, _, op in rows], operand_part))
-        records = []
-        for layer, gemm in keys:
-            precision = capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"
-            record = {"type": "layerStats", "runId": self.run_id, "step": step, "layer": layer, "gemm": gemm, "precision": precision,
-                      "operands": [_mark_kernel(next(operands), (layer, gemm, op) in capture.kernel) for op in GEMM_OPERANDS[gemm]]}
-            if (layer, gemm) in capture.simulated:
-                record["simulated"] = True
-            if gemm == "wgrad" and layer in wgrad_rows:
-                record["wgradError"] = wgrad_rows[layer]
-            records.append(record)
-        return records
-
-    def _wgrad_rows(self) -> Dict[str, dict]:
-        """Each layer's WgradError, from one concatenated vector that reaches the host in one transfer."""
-        layers, vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
-        if vector is None:
-            return {}
-        flat = vector.cpu().tolist()
-        length = len(flat) // len(layers)
-        return {n: self._errors.record(flat[i * length:(i + 1) * length]) for i, n in enumerate(layers)}
+            return None
+        wgrad_layers, wgrad_vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
+        precisions = {(layer, gemm): capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"
+                      for layer, gemm in keys}
+        return StepStats(self.run_id, step, keys, precisions, set(capture.simulated), set(capture.kernel), operand_part,
+                         wgrad_layers, wgrad_vector, self._errors.sketch_size, self._errors.has_prev)
 
     # ------------------------------------------------------------------ publishing
 
@@ -533,6 +518,14 @@ class Bridge:
             self.server.publish(record)
         elif self._writer and not logged:
             self._write_record(record, compact(resolved(record)))
+
+    def _publish_stats(self, step_stats: StepStats) -> None:
+        """The step's layerStats: built by the publisher thread, or here when there is none."""
+        if self.server:
+            self.server.publish(step_stats)
+        elif self._writer:
+            for record in step_stats.records():
+                self._write_record(record, compact(record))
 
     def _write_record(self, record: dict, line: str) -> None:
         # Called by the server's pump thread (or directly without a server), in seq order.
@@ -585,12 +578,6 @@ class Bridge:
                 request.finish(path)
             else:
                 request.finish(error=RequestError("run-active", f"run {self.run_id} is still active: send stopRun first"))
-
-
-def _mark_kernel(record: dict, kernel: bool) -> dict:
-    if kernel:
-        record["kernel"] = True
-    return record
 
 
 def _describe(config: dict) -> str:
