@@ -100,17 +100,6 @@ def main():
             both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
             print(f"| {tile} | {warps} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
     mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = 2048, 4
-    print("| stats method | hadamard stats, last axis ms | first axis ms | none stats, first axis ms | hadamard values+stats, first axis ms |")
-    print("|---|---|---|---|---|")
-    for method in ("per-block", "whole-tile"):
-        mxfp4_triton.STATS_METHOD["stats"] = method
-        plain = {"precision": "mxfp4", "rotation": "none", "hadamardBlock": 32, "rounding": "nearest-even", "srPrescale": False}
-        last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
-        first = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", None, True))
-        none_first = timed(lambda: mx_ops.quantize_operand(x.t(), plain, None, generator, "b", None, True))
-        both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
-        print(f"| {method} | {last:.3f} | {first:.3f} | {none_first:.3f} | {both:.3f} |", flush=True)
-    mxfp4_triton.STATS_METHOD["stats"] = "whole-tile"
     print("| whole-tile stats tile | warps | hadamard stats, last axis ms | first axis ms | hadamard values+stats, first axis ms |")
     print("|---|---|---|---|---|")
     for tile in (2048, 4096, 8192):

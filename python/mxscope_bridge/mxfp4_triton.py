@@ -62,20 +62,16 @@ if triton is not None:
     def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, u_ptr, stats_ptr,
                    R, K, K_PAD, n_tiles, n_ktiles, norm,
                    HB: tl.constexpr, HAS_SIGNS: tl.constexpr, STOCHASTIC: tl.constexpr, PRESCALE: tl.constexpr,
-                   WRITE: tl.constexpr, COPY: tl.constexpr, STATS: tl.constexpr, WHOLE_TILE: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
+                   WRITE: tl.constexpr, COPY: tl.constexpr, STATS: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
         pid = tl.program_id(0)
         programs = tl.num_programs(0)
         NB: tl.constexpr = BK // 32
         rows_in_tile = tl.arange(0, BR)
         cols_in_tile = tl.arange(0, BK)
-        zero_in_acc = tl.zeros((BR,), tl.int32)
-        zero_code_acc = tl.zeros((BR,), tl.int32)
-        saturated_acc = tl.zeros((BR,), tl.int32)
         hist = tl.zeros((256,), tl.int32)
-        signal = tl.zeros((BR,), tl.float64)
-        noise = tl.zeros((BR,), tl.float64)
-        # WHOLE_TILE: scalar sums over the whole tile, no per-block masks. Elements outside the operand
-        # load as 0 and stay 0 through rotation and quantization (a Hadamard block never straddles K),
+        # Scalar sums over whole tiles, no per-block masks (masked per-block sums ran 1.5-2.5× slower:
+        # examples/results/h100-observe-2026-11-24/run2-dedupe-copy-wholetile/kernels.log). Elements
+        # outside the operand load as 0 and stay 0 through rotation and quantization (a Hadamard block never straddles K),
         # so they add exactly 1 to the zero-input and zero-code counts each and one block of exponent
         # code 0 (shared −127) each: those known amounts are taken off.
         zeros_in = tl.sum(tl.zeros((2,), tl.int64), axis=0)
@@ -148,7 +144,7 @@ if triton is not None:
             if WRITE:
                 o = tl.reshape(out, (BR, BK))
                 tl.store(out_ptr + r[:, None].to(tl.int64) * ostride_r + k[None, :].to(tl.int64) * ostride_k, o.to(out_ptr.dtype.element_ty), mask=inside)
-            if STATS and WHOLE_TILE:
+            if STATS:
                 src = tl.reshape(source, (BR, NB, 32))
                 rows_real = tl.minimum(tl.maximum(R - rt * BR, 0), BR)
                 cols_real = tl.minimum(tl.maximum(K_PAD - kt * BK, 0), BK)
@@ -162,19 +158,7 @@ if triton is not None:
                 code = tl.where(nan_block, 255, shared + 127)
                 hist += tl.histogram(tl.reshape(code, (BR * NB,), can_reorder=True), 256)
                 outside_blocks += (BR * NB - rows_real * (cols_real // 32)).to(tl.int64)
-            if STATS and not WHOLE_TILE:
-                kb = kt * NB + tl.arange(0, NB)
-                real = in_rows[:, None] & (kb * 32 < K_PAD)[None, :]  # blocks of the zero-padded operand
-                src = tl.reshape(source, (BR, NB, 32))
-                zero_in_acc += tl.sum(tl.sum((src == 0).to(tl.int32), axis=2) * real, axis=1)
-                zero_code_acc += tl.sum(tl.sum((grid == 0).to(tl.int32), axis=2) * real, axis=1)
-                saturated_acc += tl.sum(tl.sum((grid > 6.0).to(tl.int32), axis=2) * real, axis=1)
-                diff = src - out
-                signal += tl.sum(tl.where(real, tl.sum((src * src).to(tl.float64), axis=2), 0.0), axis=1)
-                noise += tl.sum(tl.where(real, tl.sum((diff * diff).to(tl.float64), axis=2), 0.0), axis=1)
-                code = tl.where(nan_block, 255, shared + 127)
-                hist += tl.histogram(tl.reshape(code, (BR * NB,)), 256, mask=tl.reshape(real, (BR * NB,)))
-        if STATS and WHOLE_TILE:
+        if STATS:
             tl.atomic_add(stats_ptr, zeros_in.to(tl.float64))
             tl.atomic_add(stats_ptr + 1, zeros_code.to(tl.float64))
             tl.atomic_add(stats_ptr + 2, saturated_n.to(tl.float64))
@@ -182,21 +166,12 @@ if triton is not None:
             tl.atomic_add(stats_ptr + 4, noise_sum)
             bins = tl.arange(0, 256)
             tl.atomic_add(stats_ptr + 5 + bins, (hist.to(tl.int64) - tl.where(bins == 0, outside_blocks, 0)).to(tl.float64))
-        if STATS and not WHOLE_TILE:
-            tl.atomic_add(stats_ptr, tl.sum(zero_in_acc.to(tl.int64), axis=0).to(tl.float64))
-            tl.atomic_add(stats_ptr + 1, tl.sum(zero_code_acc.to(tl.int64), axis=0).to(tl.float64))
-            tl.atomic_add(stats_ptr + 2, tl.sum(saturated_acc.to(tl.int64), axis=0).to(tl.float64))
-            tl.atomic_add(stats_ptr + 3, tl.sum(signal, axis=0))
-            tl.atomic_add(stats_ptr + 4, tl.sum(noise, axis=0))
-            tl.atomic_add(stats_ptr + 5 + tl.arange(0, 256), hist.to(tl.float64))
 
 
 _PROGRAMS_PER_SM = 8
 #: Elements per tile (with and without stats) and warps per program; examples/bench_kernels.py compares settings.
 TILE = {"values": 4096, "stats": 2048}
 WARPS = {"values": 4, "stats": 4}
-#: How the stats kernel sums a tile: "whole-tile" (scalar sums, known padding taken off) or "per-block" (masked per block).
-STATS_METHOD = {"stats": "whole-tile"}
 _sm_count = {}
 
 
@@ -245,7 +220,7 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
         stats if stats is not None else dummy,
         rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard),
         HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
-        WRITE=out is not None, COPY=copy is not None, STATS=stats is not None, WHOLE_TILE=STATS_METHOD["stats"] == "whole-tile", BR=br, BK=bk, enable_fp_fusion=False, num_warps=WARPS[kind])
+        WRITE=out is not None, COPY=copy is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=WARPS[kind])
     return out
 
 
