@@ -96,22 +96,16 @@
   (func $scale (param $byte i32) (result v128)
     (i32x4.splat (select (i32.shl (local.get $byte) (i32.const 23)) (i32.const 0x00400000) (local.get $byte))))
 
-  ;; 2^(e + 23 − m) for each lane of s ≥ 0 (see the header).
-  (func $magic (param $s v128) (param $low v128) (param $high v128) (param $magicAdd v128) (result v128)
-    (i32x4.add
-      (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $low)) (local.get $high))
-                (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
-      (local.get $magicAdd)))
-
   ;; In place: x := dequantize(quantize(x)) for `blocks` blocks of 32 floats at $p.
   (func (export "fake_quant") (param $p i32) (param $blocks i32) (param $scales i32)
     (param $lowBits i32) (param $highBits i32) (param $magicAddBits i32) (param $maxValue f32)
     (local $byte i32) (local $addr i32) (local $blockEnd i32)
     (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $magic v128)
-    (local $low v128) (local $high v128) (local $magicAdd v128) (local $max v128) (local $signBit v128)
+    (local $low v128) (local $high v128) (local $magicAdd v128) (local $exponentMask v128) (local $max v128) (local $signBit v128)
     (local.set $low (i32x4.splat (local.get $lowBits)))
     (local.set $high (i32x4.splat (local.get $highBits)))
     (local.set $magicAdd (i32x4.splat (local.get $magicAddBits)))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
     (local.set $max (f32x4.splat (local.get $maxValue)))
     (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
     (block $done
@@ -128,7 +122,9 @@
             (loop $vectors
               (local.set $x (v128.load (local.get $addr)))
               (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
-              (local.set $magic (call $magic (local.get $s) (local.get $low) (local.get $high) (local.get $magicAdd)))
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $low)) (local.get $high)) (local.get $exponentMask))
+                (local.get $magicAdd)))
               (v128.store (local.get $addr)
                 (v128.or
                   (f32x4.mul
@@ -149,11 +145,12 @@
     (local $byte i32) (local $addr i32) (local $blockEnd i32)
     (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $q v128) (local $magic v128)
     (local $nz v128) (local $zero v128) (local $saturated v128) (local $flushed v128) (local $nonZero v128)
-    (local $signal v128) (local $error v128)
-    (local $low v128) (local $high v128) (local $magicAdd v128) (local $max v128) (local $signBit v128)
+    (local $signal v128) (local $error v128) (local $xl v128) (local $xh v128)
+    (local $low v128) (local $high v128) (local $magicAdd v128) (local $exponentMask v128) (local $max v128) (local $signBit v128)
     (local.set $low (i32x4.splat (local.get $lowBits)))
     (local.set $high (i32x4.splat (local.get $highBits)))
     (local.set $magicAdd (i32x4.splat (local.get $magicAddBits)))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
     (local.set $max (f32x4.splat (local.get $maxValue)))
     (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
     (block $done
@@ -169,7 +166,9 @@
             (loop $vectors
               (local.set $x (v128.load (local.get $addr)))
               (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
-              (local.set $magic (call $magic (local.get $s) (local.get $low) (local.get $high) (local.get $magicAdd)))
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $low)) (local.get $high)) (local.get $exponentMask))
+                (local.get $magicAdd)))
               (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)))
               (local.set $q (v128.or
                 (f32x4.mul (f32x4.min (local.get $r) (local.get $max)) (local.get $scale))
@@ -180,7 +179,12 @@
               (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
               (local.set $flushed (i32x4.sub (local.get $flushed)
                 (v128.and (local.get $nz) (f32x4.eq (local.get $q) (local.get $zero)))))
-              (call $addSquares (local.get $x) (local.get $q) (i32.const 16))
+              (local.set $xl (f64x2.promote_low_f32x4 (local.get $x)))
+              (local.set $xh (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $x) (local.get $x))))
+              (local.set $signal (f64x2.add (local.get $signal) (f64x2.add (f64x2.mul (local.get $xl) (local.get $xl)) (f64x2.mul (local.get $xh) (local.get $xh)))))
+              (local.set $xl (f64x2.sub (local.get $xl) (f64x2.promote_low_f32x4 (local.get $q))))
+              (local.set $xh (f64x2.sub (local.get $xh) (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $q) (local.get $q)))))
+              (local.set $error (f64x2.add (local.get $error) (f64x2.add (f64x2.mul (local.get $xl) (local.get $xl)) (f64x2.mul (local.get $xh) (local.get $xh)))))
               (local.set $addr (i32.add (local.get $addr) (i32.const 16)))
               (br_if $vectors (i32.lt_u (local.get $addr) (local.get $blockEnd))))))
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
@@ -189,20 +193,19 @@
         (br $blockLoop)))
     (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (call $countSum (local.get $saturated))))
     (i32.store (i32.const 4) (i32.add (i32.load (i32.const 4)) (call $countSum (local.get $flushed))))
-    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8)) (call $countSum (local.get $nonZero)))))
+    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8)) (call $countSum (local.get $nonZero))))
+    (f64.store (i32.const 16) (f64.add (f64.load (i32.const 16)) (call $pairSum (local.get $signal))))
+    (f64.store (i32.const 24) (f64.add (f64.load (i32.const 24)) (call $pairSum (local.get $error)))))
 
-  ;; Adds Σx² and Σ(x − q)² of four lanes, in double, to the f64 pair at $at and $at + 8.
-  (func $addSquares (param $x v128) (param $q v128) (param $at i32)
-    (local $xLow v128) (local $xHigh v128) (local $dLow v128) (local $dHigh v128)
-    (local.set $xLow (f64x2.promote_low_f32x4 (local.get $x)))
-    (local.set $xHigh (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $x) (local.get $x))))
-    (local.set $dLow (f64x2.sub (local.get $xLow) (f64x2.promote_low_f32x4 (local.get $q))))
-    (local.set $dHigh (f64x2.sub (local.get $xHigh)
+  ;; Σ(x − q)² of four lanes in double as two f64 lanes (with q = 0 it gives Σx²): the difference
+  ;; and the square are exact-operand double operations, as in the TypeScript.
+  (func $squares (param $x v128) (param $q v128) (result v128)
+    (local $low v128) (local $high v128)
+    (local.set $low (f64x2.sub (f64x2.promote_low_f32x4 (local.get $x)) (f64x2.promote_low_f32x4 (local.get $q))))
+    (local.set $high (f64x2.sub
+      (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $x) (local.get $x)))
       (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $q) (local.get $q)))))
-    (f64.store (local.get $at) (f64.add (f64.load (local.get $at)) (call $pairSum
-      (f64x2.add (f64x2.mul (local.get $xLow) (local.get $xLow)) (f64x2.mul (local.get $xHigh) (local.get $xHigh))))))
-    (f64.store offset=8 (local.get $at) (f64.add (f64.load offset=8 (local.get $at)) (call $pairSum
-      (f64x2.add (f64x2.mul (local.get $dLow) (local.get $dLow)) (f64x2.mul (local.get $dHigh) (local.get $dHigh)))))))
+    (f64x2.add (f64x2.mul (local.get $low) (local.get $low)) (f64x2.mul (local.get $high) (local.get $high))))
 
   (func $pairSum (param $v v128) (result f64)
     (f64.add (f64x2.extract_lane 0 (local.get $v)) (f64x2.extract_lane 1 (local.get $v))))
@@ -222,10 +225,11 @@
     (param $lowBits i32) (param $highBits i32) (param $magicAddBits i32) (param $mantissaBits i32)
     (param $binadeBase i32) (param $maxCode i32)
     (local $byte i32) (local $v i32) (local $inv v128) (local $x v128) (local $s v128) (local $magic v128) (local $code v128)
-    (local $low v128) (local $high v128) (local $magicAdd v128) (local $base v128) (local $max v128)
+    (local $low v128) (local $high v128) (local $magicAdd v128) (local $exponentMask v128) (local $base v128) (local $max v128)
     (local.set $low (i32x4.splat (local.get $lowBits)))
     (local.set $high (i32x4.splat (local.get $highBits)))
     (local.set $magicAdd (i32x4.splat (local.get $magicAddBits)))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
     (local.set $base (i32x4.splat (local.get $binadeBase)))
     (local.set $max (i32x4.splat (local.get $maxCode)))
     (block $done
@@ -242,7 +246,9 @@
             (loop $vectors
               (local.set $x (v128.load (i32.add (local.get $p) (i32.shl (local.get $v) (i32.const 2)))))
               (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
-              (local.set $magic (call $magic (local.get $s) (local.get $low) (local.get $high) (local.get $magicAdd)))
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $low)) (local.get $high)) (local.get $exponentMask))
+                (local.get $magicAdd)))
               (local.set $code
                 (v128.or
                   (i32x4.min_s

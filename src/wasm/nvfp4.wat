@@ -95,20 +95,6 @@
         (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
       (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000)))
 
-  ;; The fake-quantized values of four scaled elements y: ±f32(f32(min(round(|y|), 6) · s) · decode).
-  (func $dequantized (param $y v128) (param $s v128) (param $decode v128) (result v128)
-    (local $a v128) (local $magic v128)
-    (local.set $a (f32x4.abs (local.get $y)))
-    (local.set $magic (call $e2m1Magic (local.get $a)))
-    (v128.or
-      (f32x4.mul
-        (f32x4.mul
-          (f32x4.min (f32x4.sub (f32x4.add (local.get $a) (local.get $magic)) (local.get $magic)) (v128.const f32x4 6 6 6 6))
-          (local.get $s))
-        (local.get $decode))
-      (v128.and (f32x4.lt (local.get $y) (v128.const i32x4 0 0 0 0))
-                (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))))
-
   ;; 16 canonical quiet NaNs (what TypedArray.fill(NaN) writes) at $p.
   (func $fillNaN (param $p i32)
     (local $nan v128)
@@ -121,7 +107,14 @@
   ;; In place: x := dequantize(quantize(x)) for `blocks` blocks of 16 floats at $p.
   (func (export "fake_quant") (param $p i32) (param $blocks i32) (param $scales i32) (param $decodeScale f32)
     (local $code i32) (local $s f32) (local $enc v128) (local $sv v128) (local $decode v128) (local $v i32) (local $addr i32)
+    (local $y v128) (local $q v128) (local $zero v128) (local $a v128) (local $magic v128) (local $one v128) (local $four v128) (local $six v128) (local $exponentMask v128) (local $plus22 v128) (local $signBit v128)
     (local.set $decode (f32x4.splat (local.get $decodeScale)))
+    (local.set $one (v128.const f32x4 1 1 1 1))
+    (local.set $four (v128.const f32x4 4 4 4 4))
+    (local.set $six (v128.const f32x4 6 6 6 6))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+    (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
+    (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
@@ -135,8 +128,19 @@
             (local.set $v (i32.const 0))
             (loop $vectors
               (local.set $addr (i32.add (local.get $p) (local.get $v)))
-              (v128.store (local.get $addr)
-                (call $dequantized (f32x4.mul (v128.load (local.get $addr)) (local.get $enc)) (local.get $sv) (local.get $decode)))
+              (local.set $y (f32x4.mul (v128.load (local.get $addr)) (local.get $enc)))
+              (local.set $a (f32x4.abs (local.get $y)))
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $a) (local.get $one)) (local.get $four)) (local.get $exponentMask))
+                (local.get $plus22)))
+              (local.set $q (v128.or
+                (f32x4.mul
+                  (f32x4.mul
+                    (f32x4.min (f32x4.sub (f32x4.add (local.get $a) (local.get $magic)) (local.get $magic)) (local.get $six))
+                    (local.get $sv))
+                  (local.get $decode))
+                (v128.and (f32x4.lt (local.get $y) (local.get $zero)) (local.get $signBit))))
+              (v128.store (local.get $addr) (local.get $q))
               (local.set $v (i32.add (local.get $v) (i32.const 16)))
               (br_if $vectors (i32.lt_u (local.get $v) (i32.const 64))))))
         (local.set $p (i32.add (local.get $p) (i32.const 64)))
@@ -150,8 +154,15 @@
   (func (export "stats") (param $p i32) (param $blocks i32) (param $scales i32) (param $decodeScale f32)
     (local $code i32) (local $s f32) (local $enc v128) (local $sv v128) (local $decode v128) (local $v i32)
     (local $x v128) (local $y v128) (local $q v128) (local $nz v128) (local $zero v128)
-    (local $saturated v128) (local $flushed v128) (local $nonZero v128)
+    (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128)
+    (local $xl v128) (local $xh v128) (local $a v128) (local $magic v128) (local $one v128) (local $four v128) (local $six v128) (local $exponentMask v128) (local $plus22 v128) (local $signBit v128)
     (local.set $decode (f32x4.splat (local.get $decodeScale)))
+    (local.set $one (v128.const f32x4 1 1 1 1))
+    (local.set $four (v128.const f32x4 4 4 4 4))
+    (local.set $six (v128.const f32x4 6 6 6 6))
+    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+    (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
+    (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
@@ -165,7 +176,17 @@
             (loop $vectors
               (local.set $x (v128.load (i32.add (local.get $p) (local.get $v))))
               (local.set $y (f32x4.mul (local.get $x) (local.get $enc)))
-              (local.set $q (call $dequantized (local.get $y) (local.get $sv) (local.get $decode)))
+              (local.set $a (f32x4.abs (local.get $y)))
+              (local.set $magic (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $a) (local.get $one)) (local.get $four)) (local.get $exponentMask))
+                (local.get $plus22)))
+              (local.set $q (v128.or
+                (f32x4.mul
+                  (f32x4.mul
+                    (f32x4.min (f32x4.sub (f32x4.add (local.get $a) (local.get $magic)) (local.get $magic)) (local.get $six))
+                    (local.get $sv))
+                  (local.get $decode))
+                (v128.and (f32x4.lt (local.get $y) (local.get $zero)) (local.get $signBit))))
               ;; Comparison masks are −1 per true lane, so subtracting them counts.
               (local.set $saturated (i32x4.sub (local.get $saturated)
                 (f32x4.ge (f32x4.abs (local.get $y)) (v128.const f32x4 7 7 7 7))))
@@ -173,7 +194,12 @@
               (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
               (local.set $flushed (i32x4.sub (local.get $flushed)
                 (v128.and (local.get $nz) (f32x4.eq (local.get $q) (local.get $zero)))))
-              (call $addSquares (local.get $x) (local.get $q) (i32.const 16))
+              (local.set $xl (f64x2.promote_low_f32x4 (local.get $x)))
+              (local.set $xh (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $x) (local.get $x))))
+              (local.set $signal (f64x2.add (local.get $signal) (f64x2.add (f64x2.mul (local.get $xl) (local.get $xl)) (f64x2.mul (local.get $xh) (local.get $xh)))))
+              (local.set $xl (f64x2.sub (local.get $xl) (f64x2.promote_low_f32x4 (local.get $q))))
+              (local.set $xh (f64x2.sub (local.get $xh) (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $q) (local.get $q)))))
+              (local.set $error (f64x2.add (local.get $error) (f64x2.add (f64x2.mul (local.get $xl) (local.get $xl)) (f64x2.mul (local.get $xh) (local.get $xh)))))
               (local.set $v (i32.add (local.get $v) (i32.const 16)))
               (br_if $vectors (i32.lt_u (local.get $v) (i32.const 64))))))
         (local.set $p (i32.add (local.get $p) (i32.const 64)))
@@ -182,20 +208,9 @@
         (br $blockLoop)))
     (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (call $countSum (local.get $saturated))))
     (i32.store (i32.const 4) (i32.add (i32.load (i32.const 4)) (call $countSum (local.get $flushed))))
-    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8)) (call $countSum (local.get $nonZero)))))
-
-  ;; Adds Σx² and Σ(x − q)² of four lanes, in double, to the f64 pair at $at and $at + 8.
-  (func $addSquares (param $x v128) (param $q v128) (param $at i32)
-    (local $xLow v128) (local $xHigh v128) (local $dLow v128) (local $dHigh v128)
-    (local.set $xLow (f64x2.promote_low_f32x4 (local.get $x)))
-    (local.set $xHigh (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $x) (local.get $x))))
-    (local.set $dLow (f64x2.sub (local.get $xLow) (f64x2.promote_low_f32x4 (local.get $q))))
-    (local.set $dHigh (f64x2.sub (local.get $xHigh)
-      (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $q) (local.get $q)))))
-    (f64.store (local.get $at) (f64.add (f64.load (local.get $at)) (call $pairSum
-      (f64x2.add (f64x2.mul (local.get $xLow) (local.get $xLow)) (f64x2.mul (local.get $xHigh) (local.get $xHigh))))))
-    (f64.store offset=8 (local.get $at) (f64.add (f64.load offset=8 (local.get $at)) (call $pairSum
-      (f64x2.add (f64x2.mul (local.get $dLow) (local.get $dLow)) (f64x2.mul (local.get $dHigh) (local.get $dHigh)))))))
+    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8)) (call $countSum (local.get $nonZero))))
+    (f64.store (i32.const 16) (f64.add (f64.load (i32.const 16)) (call $pairSum (local.get $signal))))
+    (f64.store (i32.const 24) (f64.add (f64.load (i32.const 24)) (call $pairSum (local.get $error)))))
 
   (func $pairSum (param $v v128) (result f64)
     (f64.add (f64x2.extract_lane 0 (local.get $v)) (f64x2.extract_lane 1 (local.get $v))))
