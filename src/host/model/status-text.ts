@@ -61,7 +61,11 @@ export function quickActions(state: ConnectionState | undefined, runActive: bool
   if (!connected) actions.push({ command: 'mxscope.startEmulatedRun', label: '$(play) Start Emulated Run' }, { command: 'mxscope.connect', label: '$(plug) Connect to Trainer…' });
   if (connected && !runActive) actions.push({ command: 'mxscope.startNextRun', label: '$(play) Start Next Run' });
   if (connected && runActive) actions.push({ command: 'mxscope.stopRun', label: '$(debug-stop) Stop Run' }, { command: 'mxscope.saveCheckpoint', label: '$(save) Save Checkpoint' });
-  actions.push({ command: 'mxscope.switchRotationMode', label: '$(symbol-misc) Switch Rotation Mode…' }, { command: 'mxscope.setGemmPrecision', label: '$(settings) Set GEMM Precision…' });
+  actions.push(
+    { command: 'mxscope.switchRotationMode', label: '$(symbol-misc) Switch Rotation Mode…' },
+    { command: 'mxscope.setGemmPrecision', label: '$(settings) Set GEMM Precision…' },
+    { command: 'mxscope.setScaleRule', label: '$(symbol-ruler) Set MX Scale Rule…' },
+  );
   actions.push({ command: 'mxscope.openRunLog', label: '$(folder-opened) Open Run Log…' });
   if (state !== undefined && state !== 'closed') actions.push({ command: 'mxscope.disconnect', label: '$(debug-disconnect) Disconnect' });
   return actions;
