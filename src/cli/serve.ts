@@ -1,7 +1,7 @@
 // `mxscope-train --serve`: serve protocol v1 until SIGINT/SIGTERM, running emulation runs on request.
 // Prints one listening line (listening-line.ts) on stdout for whoever spawned it.
 import { mergeRunConfig, type NextRunConfig, type RunConfig } from '../protocol/index.js';
-import { presetConfig, PRESET_NAMES, startRun, type PresetName } from '../trainer/index.js';
+import { modelShape, presetConfig, PRESET_NAMES, startRun, type PresetName } from '../trainer/index.js';
 import { warmUpTrainer } from '../trainer/warm-up.js';
 import { generateToken, isLoopbackHost, urlWithToken } from '../link/auth.js';
 import { formatListeningLine, PARENT_PID_ENV, TOKEN_ENV } from '../link/listening-line.js';
@@ -59,6 +59,14 @@ export async function runServeCommand(options: ServeOptions): Promise<void> {
  * the GEMM settings, seed and stats interval chosen so far, then applies the rest of the change.
  */
 export function applyEmulationChange(base: RunConfig, change: NextRunConfig): RunConfig {
+  const merged = mergedEmulationConfig(base, change);
+  // Refused now, naming what to change (a recipe that cannot run, a shape a format block does not
+  // divide), rather than when the run starts.
+  modelShape(merged);
+  return merged;
+}
+
+function mergedEmulationConfig(base: RunConfig, change: NextRunConfig): RunConfig {
   if (change.preset === undefined || change.preset === base.preset) return mergeRunConfig(base, change);
   if (!(PRESET_NAMES as readonly string[]).includes(change.preset)) {
     throw new Error(`unknown preset "${change.preset}": this trainer has ${PRESET_NAMES.join(', ')}`);
