@@ -3,7 +3,7 @@
 // 10,000-step run is a few arrays, not 10,000 objects.
 import { GEMM_KINDS, type GemmKind } from './config.js';
 import { OPERANDS, RUN_STATUSES, SCALE_KINDS, type Operand, type RunStatus, type ScaleKind } from './telemetry.js';
-import { LAYER_METRICS } from './layer-metrics.js';
+import { GRID_METRICS, LAYER_METRICS, type GridMetric } from './layer-metrics.js';
 import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
 
 /** What the dashboard needs to know about a run besides its series. */
@@ -40,12 +40,9 @@ export interface LossSeries {
   lr?: number[];
 }
 
-// The overview's metrics are defined once, in layer-metrics.ts; a LayerRow carries them in that order.
-export { LAYER_METRICS, type LayerMetric } from './layer-metrics.js';
-
-/** Per-layer metrics the layer × step heatmap draws (any stats step, not just the newest). */
-export const GRID_METRICS = ['wgradRelErr', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos', 'scaleShift'] as const;
-export type GridMetric = (typeof GRID_METRICS)[number];
+// The per-layer metrics are defined once, in layer-metrics.ts: the overview's columns (a LayerRow carries
+// them in that order) and the metrics the layer × step heatmap draws (any stats step, not just the newest).
+export { GRID_METRICS, LAYER_METRICS, type GridMetric, type LayerMetric } from './layer-metrics.js';
 
 /** One row of the layer overview: the layer's latest stats-step metrics (null where unknown). */
 export interface LayerRow {
