@@ -10,8 +10,6 @@ export interface Notice {
   focus: FocusMessage;
 }
 
-export const NOTICE_BUTTON = 'Show in Dashboard';
-
 export class NoticeFilter {
   private readonly shown = new Set<string>();
 

@@ -6,6 +6,7 @@ import { RunStore } from '../store/run-store.js';
 import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
+import { useTranslator } from './model/localize.js';
 import { userMessage } from './model/user-message.js';
 import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
 import { emulationBaseConfig, EmulationTrainer } from './emulation.js';
@@ -20,6 +21,8 @@ import { createStatusBar } from './status-bar.js';
 let emulation: EmulationTrainer | undefined;
 
 export function activate(context: vscode.ExtensionContext): HostServices {
+  // First: the view models (status bar, Runs view, quick picks) word their text through it.
+  useTranslator(vscode.l10n.t);
   const output = vscode.window.createOutputChannel('MX Scope');
   const log = (line: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${line}`);
   const settings = readSettings();
@@ -39,7 +42,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
         await run(...args);
       } catch (error) {
         log(`${id} failed: ${(error as Error).message}`);
-        void vscode.window.showErrorMessage(`MX Scope: ${userMessage(error)}`);
+        void vscode.window.showErrorMessage(vscode.l10n.t('MX Scope: {0}', userMessage(error)));
       }
     });
 
