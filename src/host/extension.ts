@@ -9,7 +9,8 @@ import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from
 import { useTranslator } from './model/localize.js';
 import { userMessage } from './model/user-message.js';
 import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
-import { emulationBaseConfig, EmulationTrainer } from './emulation.js';
+import { emulationConfig } from '../trainer/emulation-config.js';
+import { EmulationTrainer } from './emulation.js';
 import { LiveLink } from '../live/live-link.js';
 import { openRunLog } from './open-run-log.js';
 import { restoreAndRememberRuns } from './remember-runs.js';
@@ -27,7 +28,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   const log = (line: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${line}`);
   const settings = readSettings();
   const store = new RunStore(settings.history);
-  const link = new LiveLink(store, log, emulationBaseConfig(settings));
+  const link = new LiveLink(store, log, emulationConfig(settings));
   const services: HostServices = { store, output, link, settings: readSettings, log };
   // A crashed emulation trainer will not come back: stop reconnecting to it.
   emulation = new EmulationTrainer(context, log, (url) => {
@@ -66,7 +67,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     command('mxscope.quickActions', () => showQuickActions(services)),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration('mxscope.emulation')) {
-        link.setLocalBase(emulationBaseConfig(readSettings()));
+        link.setLocalBase(emulationConfig(readSettings()));
       }
       if (event.affectsConfiguration('mxscope.history')) log('history limits apply to runs after the window reloads');
     }),
