@@ -2,6 +2,7 @@
 // link), registers commands, the status bar and the Runs view, and hands the services to the
 // dashboard and checkpoint parts. The only code that imports `vscode` lives under src/host/.
 import * as vscode from 'vscode';
+import { setMxBackend } from '../mx/backend.js';
 import { RunStore } from '../store/run-store.js';
 import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
@@ -24,6 +25,8 @@ let emulation: EmulationTrainer | undefined;
 export function activate(context: vscode.ExtensionContext): HostServices {
   // First: the view models (status bar, Runs view, quick picks) word their text through it.
   useTranslator(vscode.l10n.t);
+  // The host's one kernel selection, for the checkpoint editor's analysis (src/mx selects nothing on import).
+  setMxBackend('auto');
   const output = vscode.window.createOutputChannel('MX Scope');
   const log = (line: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${line}`);
   const settings = readSettings();

@@ -1,6 +1,8 @@
 /**
  * Which kernels run: 'auto' (WebAssembly SIMD where it loads, else TypeScript), 'ts' or 'wasm'.
- * Both paths give identical MXFP4 bits; tests and benchmarks switch between them here.
+ * Both paths give identical MXFP4 bits; tests and benchmarks switch between them here. Nothing is
+ * selected on import: until a process calls setMxBackend (once, at start-up) the TypeScript
+ * kernels run.
  */
 import { setGemmKernel, type GemmKernel } from './gemm.js';
 import { loadGemmWasm } from './gemm-wasm.js';
@@ -23,6 +25,7 @@ interface WasmKernels {
   scale: ScaleKernels;
 }
 let wasm: WasmKernels | undefined | null = null;
+let inUse: 'ts' | 'wasm' = 'ts';
 
 function loadWasm(): WasmKernels | undefined {
   if (wasm === null) {
@@ -46,5 +49,11 @@ export function setMxBackend(backend: MxBackend): boolean {
   setFp8TensorKernel(kernels?.fp8);
   setScaleHistogramKernel(kernels?.scale.histogram);
   setScaleCountsKernel(kernels?.scale.counts);
+  inUse = kernels ? 'wasm' : 'ts';
   return kernels !== undefined;
+}
+
+/** The kernels running now. */
+export function mxBackendInUse(): 'ts' | 'wasm' {
+  return inUse;
 }
