@@ -4,7 +4,7 @@
 import * as vscode from 'vscode';
 import { AlertTracker } from '../../dashboard/alerts.js';
 import { DashboardFeed } from '../../dashboard/feed.js';
-import { NOTICE_BUTTON, NoticeFilter, type Notice } from '../../dashboard/notice.js';
+import { NOTICE_BUTTON, NOTICE_CHECKPOINT_BUTTON, NoticeFilter, type Notice } from '../../dashboard/notice.js';
 import { runIdOf } from '../runs-view.js';
 import type { HostServices } from '../services.js';
 import { DASHBOARD_VIEW_TYPE, DashboardPanels } from './panel.js';
@@ -39,8 +39,10 @@ export function registerDashboard(context: vscode.ExtensionContext, services: Ho
 function notify(notice: Notice | null, panels: DashboardPanels): void {
   if (!notice) return;
   const show = notice.severity === 'error' ? vscode.window.showErrorMessage : vscode.window.showWarningMessage;
-  void show(notice.message, NOTICE_BUTTON).then((choice) => {
+  const buttons = notice.checkpoint === undefined ? [NOTICE_BUTTON] : [NOTICE_BUTTON, NOTICE_CHECKPOINT_BUTTON];
+  void show(notice.message, ...buttons).then((choice) => {
     if (choice === NOTICE_BUTTON) panels.open(notice.focus);
+    if (choice === NOTICE_CHECKPOINT_BUTTON) void vscode.commands.executeCommand('mxscope.startFromCheckpoint', vscode.Uri.file(notice.checkpoint!));
   });
 }
 
