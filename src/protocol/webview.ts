@@ -72,6 +72,8 @@ export interface Alert {
   /** The metric that moved, when it is one the layer heatmap draws. */
   metric?: GridMetric;
   message: string;
+  /** Divergence: the checkpoint the trainer kept from before the event (its path on the trainer's machine). */
+  checkpoint?: string;
 }
 
 /** Everything the dashboard shows before a layer is picked. */
@@ -232,7 +234,7 @@ const layerOverviewSchema = object<LayerOverview>({
   step: intIn(-1, Number.MAX_SAFE_INTEGER),
   rows: arrayOf(object<LayerRow>({ layer: layerName, values: arrayOf(nullable(num), LAYER_METRICS.length) }), 100_000),
 });
-const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(WEBVIEW_LIMITS.alertMessage) });
+const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(WEBVIEW_LIMITS.alertMessage), checkpoint: optional(str(4096)) });
 
 const dataFields = {
   runs: arrayOf(runInfoSchema, WEBVIEW_LIMITS.runs),

@@ -40,9 +40,14 @@ export function registerDashboard(context: vscode.ExtensionContext, services: Ho
 function notify(notice: Notice | null, panels: DashboardPanels): void {
   if (!notice) return;
   const show = notice.severity === 'error' ? vscode.window.showErrorMessage : vscode.window.showWarningMessage;
-  const button = vscode.l10n.t('Show in Dashboard');
-  void show(notice.message, button).then((choice) => {
-    if (choice === button) panels.open(notice.focus);
+  const showButton = vscode.l10n.t('Show in Dashboard');
+  const checkpointButton = vscode.l10n.t('Start Next Run from Checkpoint…');
+  const buttons = notice.checkpoint === undefined ? [showButton] : [showButton, checkpointButton];
+  void show(notice.message, ...buttons).then((choice) => {
+    if (choice === showButton) panels.open(notice.focus);
+    if (choice === checkpointButton && notice.checkpoint !== undefined) {
+      void vscode.commands.executeCommand('mxscope.startFromCheckpoint', vscode.Uri.file(notice.checkpoint));
+    }
   });
 }
 
