@@ -10,7 +10,7 @@ import { setHadamardKernel, type HadamardKernel } from './hadamard.js';
 import { loadHadamardWasm } from './hadamard-wasm.js';
 import { setMxfp4Kernel, type MxKernel } from './mxfp4.js';
 import { loadMxfp4Wasm } from './mxfp4-wasm.js';
-import { setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
+import { setResidentScaleKernels, setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
 import { loadScaleHistogramWasm, type ScaleKernels } from './scale-histogram-wasm.js';
 
 export type MxBackend = 'auto' | 'ts' | 'wasm';
@@ -46,5 +46,6 @@ export function setMxBackend(backend: MxBackend): boolean {
   setFp8TensorKernel(kernels?.fp8);
   setScaleHistogramKernel(kernels?.scale.histogram);
   setScaleCountsKernel(kernels?.scale.counts);
+  setResidentScaleKernels(kernels?.scale.resident);
   return kernels !== undefined;
 }
