@@ -16,7 +16,7 @@ import { setMxfp8Kernel, type Mxfp8Kernel } from './mxfp8.js';
 import { loadMxfp8Wasm } from './mxfp8-wasm.js';
 import { setNvfp4Kernel, type Nvfp4Kernel } from './nvfp4.js';
 import { loadNvfp4Wasm } from './nvfp4-wasm.js';
-import { setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
+import { setResidentScaleKernels, setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
 import { loadScaleHistogramWasm, type ScaleKernels } from './scale-histogram-wasm.js';
 
 export type MxBackend = 'auto' | 'ts' | 'wasm';
@@ -59,6 +59,7 @@ export function setMxBackend(backend: MxBackend): boolean {
   setFp8TensorKernel(kernels?.fp8);
   setScaleHistogramKernel(kernels?.scale.histogram);
   setScaleCountsKernel(kernels?.scale.counts);
+  setResidentScaleKernels(kernels?.scale.resident);
   inUse = kernels ? 'wasm' : 'ts';
   return kernels !== undefined;
 }
