@@ -1,6 +1,8 @@
 /**
  * Which kernels run: 'auto' (WebAssembly SIMD where it loads, else TypeScript), 'ts' or 'wasm'.
- * Both paths give identical bits (MXFP4, MXFP8, NVFP4, FP8); tests and benchmarks switch between them here.
+ * Both paths give identical bits (MXFP4, MXFP8, NVFP4, FP8); tests and benchmarks switch between them
+ * here. Nothing is selected on import: until a process calls setMxBackend (once, at start-up) the
+ * TypeScript kernels run.
  */
 import { setGemmKernel, type GemmKernel } from './gemm.js';
 import { loadGemmWasm } from './gemm-wasm.js';
@@ -14,7 +16,7 @@ import { setMxfp8Kernel, type Mxfp8Kernel } from './mxfp8.js';
 import { loadMxfp8Wasm } from './mxfp8-wasm.js';
 import { setNvfp4Kernel, type Nvfp4Kernel } from './nvfp4.js';
 import { loadNvfp4Wasm } from './nvfp4-wasm.js';
-import { setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
+import { setResidentScaleKernels, setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
 import { loadScaleHistogramWasm, type ScaleKernels } from './scale-histogram-wasm.js';
 
 export type MxBackend = 'auto' | 'ts' | 'wasm';
@@ -29,6 +31,7 @@ interface WasmKernels {
   scale: ScaleKernels;
 }
 let wasm: WasmKernels | undefined | null = null;
+let inUse: 'ts' | 'wasm' = 'ts';
 
 function loadWasm(): WasmKernels | undefined {
   if (wasm === null) {
@@ -56,5 +59,12 @@ export function setMxBackend(backend: MxBackend): boolean {
   setFp8TensorKernel(kernels?.fp8);
   setScaleHistogramKernel(kernels?.scale.histogram);
   setScaleCountsKernel(kernels?.scale.counts);
+  setResidentScaleKernels(kernels?.scale.resident);
+  inUse = kernels ? 'wasm' : 'ts';
   return kernels !== undefined;
+}
+
+/** The kernels running now. */
+export function mxBackendInUse(): 'ts' | 'wasm' {
+  return inUse;
 }

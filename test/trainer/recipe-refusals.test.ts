@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { applyEmulationChange } from '../../src/cli/serve.js';
+import { applyEmulationChange } from '../../src/trainer/emulation-config.js';
 import { GEMM_KINDS, gemmRecipeProblems, PRECISIONS, SCALE_RULES, type GemmConfig } from '../../src/protocol/index.js';
 import { microModelConfig, presetConfig } from '../../src/trainer/presets.js';
 import { Trainer } from '../../src/trainer/trainer.js';

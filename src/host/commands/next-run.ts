@@ -133,7 +133,7 @@ async function pickCheckpoint(services: HostServices): Promise<string | undefine
     { title: vscode.l10n.t('MX Scope: start the next run from a checkpoint'), placeHolder: vscode.l10n.t('A checkpoint the trainer saved, or a file') },
   );
   if (picked !== browse) return picked?.path;
-  const file = await vscode.window.showOpenDialog({ canSelectMany: false, filters: { Safetensors: ['safetensors'] }, openLabel: vscode.l10n.t('Start from this checkpoint') });
+  const file = await vscode.window.showOpenDialog({ canSelectMany: false, filters: { [vscode.l10n.t('Safetensors')]: ['safetensors'] }, openLabel: vscode.l10n.t('Start from this checkpoint') });
   return file?.[0]?.fsPath;
 }
 
