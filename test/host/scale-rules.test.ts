@@ -38,7 +38,7 @@ test('NVFP4 GEMMs are not offered a rule other than floor, and asking for one na
   const current = gemms({ fprop: 'nvfp4', dgrad: 'mxfp8', wgrad: 'mxfp4' });
   assert.deepEqual(ruleGemms('rceil', current), ['dgrad', 'wgrad']);
   assert.deepEqual(ruleGemms('floor', current), ['fprop', 'dgrad', 'wgrad'], 'floor (no rule) is fine everywhere');
-  assert.throws(() => scaleRuleChange('even', ['fprop', 'wgrad'], current), /fprop runs NVFP4.*leave it out or set the precision to mxfp4\/mxfp8/);
+  assert.throws(() => scaleRuleChange('even', ['fprop', 'wgrad'], current), /NVFP4 GEMMs \(fprop\) keep NVIDIA's E4M3 block scales — leave them out or set their precision to mxfp4\/mxfp8/);
   // What the picker refuses, the trainer refuses too.
   assert.match(gemmRecipeProblems('fprop', { ...current.fprop, scaleRule: 'even' }).join(), /scale rule 'even' is for MX formats/);
   for (const rule of SCALE_RULES) {

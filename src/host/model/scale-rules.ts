@@ -1,5 +1,6 @@
 // The quick-pick model behind "Set MX Scale Rule": the rules, which GEMMs a rule can apply to, and the
 // next-run config change a choice means. No vscode here, so it is unit tested.
+import { t } from './localize.js';
 import { GEMM_KINDS, scaleRuleOf, SCALE_RULES, type GemmConfigs, type GemmKind, type NextRunConfig, type ScaleRule } from '../../protocol/index.js';
 
 export interface ScaleRuleChoice {
@@ -8,13 +9,18 @@ export interface ScaleRuleChoice {
   detail: string;
 }
 
+// Labels and details are getters: they are read after activate() has installed the translator.
 const TEXT: Record<ScaleRule, Omit<ScaleRuleChoice, 'rule'>> = {
-  floor: { label: 'floor (OCP MX, default)', detail: 'Shared exponent floor(log2 amax) − emax: the largest elements may saturate' },
-  rceil: { label: 'rceil (round the scale up)', detail: 'Smallest power of two at which no element saturates: ceil(log2(amax / max))' },
-  even: { label: 'even (amax rounded to nearest even)', detail: 'amax rounded to the element mantissa first, then floor: one binade up at the top of a binade' },
+  floor: { get label() { return t('floor (OCP MX, default)'); }, get detail() { return t('Shared exponent floor(log2 amax) − emax: the largest elements may saturate'); } },
+  rceil: { get label() { return t('rceil (round the scale up)'); }, get detail() { return t('Smallest power of two at which no element saturates: ceil(log2(amax / max))'); } },
+  even: { get label() { return t('even (amax rounded to nearest even)'); }, get detail() { return t('amax rounded to the element mantissa first, then floor: one binade up at the top of a binade'); } },
 };
 
-export const SCALE_RULE_CHOICES: readonly ScaleRuleChoice[] = SCALE_RULES.map((rule) => ({ rule, ...TEXT[rule] }));
+export const SCALE_RULE_CHOICES: readonly ScaleRuleChoice[] = SCALE_RULES.map((rule) => ({
+  rule,
+  get label() { return TEXT[rule].label; },
+  get detail() { return TEXT[rule].detail; },
+}));
 
 /**
  * The GEMMs a rule other than floor can apply to: every one except NVFP4 GEMMs, whose E4M3 block
@@ -36,7 +42,7 @@ export function defaultRuleGemms(rule: ScaleRule, current?: GemmConfigs): GemmKi
 export function scaleRuleChange(rule: ScaleRule, gemms: readonly GemmKind[], current?: GemmConfigs): NextRunConfig {
   const refused = gemms.filter((kind) => !ruleGemms(rule, current).includes(kind));
   if (refused.length > 0) {
-    throw new Error(`scale rule '${rule}' is for MX formats (E8M0 scales); ${refused.join(', ')} run${refused.length === 1 ? 's' : ''} NVFP4, whose E4M3 block scales follow NVIDIA's definition — leave ${refused.length === 1 ? 'it' : 'them'} out or set the precision to mxfp4/mxfp8 first`);
+    throw new Error(t("scale rule '{0}' is for MX formats (E8M0 scales); NVFP4 GEMMs ({1}) keep NVIDIA's E4M3 block scales — leave them out or set their precision to mxfp4/mxfp8 first", rule, refused.join(', ')));
   }
   return { gemms: Object.fromEntries(gemms.map((kind) => [kind, { scaleRule: rule }])) };
 }
