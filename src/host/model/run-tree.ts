@@ -79,7 +79,7 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
         gemm.precision === 'nvfp4' ? (gemm.nvfp4Weight2d ? 'weights in 16×16 tiles' : undefined) : scaleRuleOf(gemm) === 'floor' ? undefined : `scale rule ${scaleRuleOf(gemm)}`,
       ];
       const value = isBlockPrecision(gemm.precision) ? details.filter((part) => part !== undefined).join(' · ') : gemm.precision;
-      const latest = run ? run.layers.map(({ name }) => run.layerStats(name, kind).at(-1)) : [];
+      const latest = run ? run.layers.map(({ name }) => run.latestLayerStats(name, kind)) : [];
       return { label: kind, value: withGemmNotes(value, run?.layers ?? [], kind, latest) };
     }),
     { label: 'steps', value: config.steps === 0 ? 'open-ended' : String(config.steps) },
