@@ -1,8 +1,8 @@
 """Observing a GEMM the trainer runs itself: a forward hook on the module (through its LinearLike
 adapter) and a tensor hook on Y, where ∇Y arrives; the operand stats and the Wgrad error are what
-MXFP4 with the run config's rotation and rounding would do to those operands (`simulated`), and the
-records carry the precision the GEMM really ran at. The hooks return at once except on the steps
-that capture.
+the run config's block format (MXFP4 where it names none) with its rotation and rounding would do
+to those operands (`simulated`), and the records carry the precision the GEMM really ran at. The
+hooks return at once except on the steps that capture.
 
 All of a layer's telemetry is computed in its backward, when ∇Y arrives: fprop (X, W), dgrad (∇Y,
 Wᵀ) and the Wgrad error. For an nn.Linear, X and W are the tensors its GEMM saved for backward
@@ -22,7 +22,7 @@ import torch
 from .capture import StepCapture, deterministic, observed_wgrad, operand_sums
 from .config import GEMM_KINDS
 from .layers import DEFAULT_ADAPTER, LinearLike
-from .precision import PRECISIONS
+from .precision import BLOCK_PRECISIONS, PRECISIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bridge import Bridge
@@ -227,7 +227,8 @@ def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str,
     weight = weight.to(x.dtype)
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
-    gemms = {kind: dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}  # what MXFP4 would do
+    # What the configured block format (MXFP4 for fp32/bf16/fp8 configs) would do.
+    gemms = {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}
     shared = state.shared_for(source + (tuple(x2.shape), x2.dtype, dy2.dtype), held)
     sx = None
     if capture.with_stats and shared is not None and deterministic(gemms["fprop"]):

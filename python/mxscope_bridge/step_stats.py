@@ -30,9 +30,11 @@ class StepStats:
 
     def __init__(self, run_id: str, step: int, keys: Sequence[Tuple[str, str]], precisions: Dict[Tuple[str, str], str],
                  simulated: Set[Tuple[str, str]], kernel: Set[Tuple[str, str, str]], operand_part: torch.Tensor,
-                 wgrad_layers: List[str], wgrad_vector: Optional[torch.Tensor], sketch_size: int, has_prev: bool):
+                 formats: List[Tuple[str, int]], wgrad_layers: List[str], wgrad_vector: Optional[torch.Tensor], sketch_size: int, has_prev: bool):
         self.run_id, self.step = run_id, step
         self.keys, self.precisions, self.simulated, self.kernel = list(keys), precisions, simulated, kernel
+        #: each operand row's (format, block size)
+        self.formats = formats
         self.wgrad_layers, self.sketch_size, self.has_prev = wgrad_layers, sketch_size, has_prev
         self._operands = _to_host(operand_part)
         self._wgrad = _to_host(wgrad_vector)
@@ -51,7 +53,7 @@ class StepStats:
         if self._event is not None:
             self._event.synchronize()
         operand_names = [op for _, gemm in self.keys for op in GEMM_OPERANDS[gemm]]
-        operands = iter(stats.operand_records(operand_names, self._operands))
+        operands = iter(stats.operand_records(operand_names, self._operands, self.formats))
         wgrad_rows = {}
         if self._wgrad is not None and self.wgrad_layers:
             flat = self._wgrad.tolist()

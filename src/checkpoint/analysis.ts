@@ -4,7 +4,7 @@
 // of the forward GEMM for a [out, in] weight.
 import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
 import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type FormatQuantizability, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
-import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace, type MxStats } from '../mx/index.js';
+import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace, acquireResidentScaleKernels, releaseResidentScaleKernels, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
@@ -68,17 +68,26 @@ function skipReason(tensor: CheckpointTensor): string | undefined {
 
 /** Scratch buffers shared by every tensor of one analysis; each grows to the largest need and stays. */
 class Scratch {
-  private raw: [Uint8Array, Uint8Array] = [new Uint8Array(0), new Uint8Array(0)];
+  /**
+   * This analysis's own scan kernels where they are accelerated: the file is read straight into
+   * their memory and scanned there, with no copy (a copy cost as much as the read itself). Handed
+   * back by `release`, for the next analysis to reuse their buffers.
+   */
+  readonly kernels = acquireResidentScaleKernels();
+  private raw: readonly [Uint8Array, Uint8Array] = [new Uint8Array(0), new Uint8Array(0)];
   private readonly floats = { decoded: new Float32Array(0), sample: new Float32Array(0), rotated: new Float32Array(0) };
 
   /** The two chunk buffers SafetensorsFile.chunks alternates between. */
   chunkBuffers(size: number): readonly [Uint8Array, Uint8Array] {
-    if (this.raw[0].byteLength < size) this.raw = [new Uint8Array(size), new Uint8Array(size)];
+    if (this.raw[0].byteLength < size) this.raw = this.kernels ? this.kernels.buffers(size) : [new Uint8Array(size), new Uint8Array(size)];
     return this.raw;
   }
   float32(use: keyof Scratch['floats'], size: number): Float32Array {
     if (this.floats[use].length < size) this.floats[use] = new Float32Array(size);
     return this.floats[use].subarray(0, size);
+  }
+  release(): void {
+    releaseResidentScaleKernels(this.kernels);
   }
 }
 
@@ -196,12 +205,12 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
 
   const scanChunk = (chunk: Uint8Array, rowsHere: number, rowLength: number): void => {
     const count = chunk.byteLength / elementBytes;
-    if (dtype === 'BF16') scanBf16(new Uint16Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly);
-    else if (dtype === 'F32') scanF32(new Float32Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly);
+    if (dtype === 'BF16') scanBf16(new Uint16Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly, scratch.kernels);
+    else if (dtype === 'F32') scanF32(new Float32Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly, scratch.kernels);
     else {
       const decoded = scratch.float32('decoded', count);
       decodeInto(dtype, chunk, decoded, count);
-      scanF32(decoded, rowsHere, rowLength, stats, exponentsOnly);
+      scanF32(decoded, rowsHere, rowLength, stats, exponentsOnly, scratch.kernels);
     }
   };
 
@@ -271,13 +280,17 @@ export async function analyseCheckpoint(checkpoint: Checkpoint, options: Analysi
   const scratch = new Scratch();
   const tensors: TensorReport[] = [];
   let done = 0;
-  for (const tensor of checkpoint.tensors) {
-    throwIfAborted(control.signal);
-    const skipped = skipReason(tensor);
-    const analysis = skipped ? null : await analyseTensor(tensor, options, scratch, control, done);
-    done += tensor.byteLength;
-    control.onProgress?.(done);
-    tensors.push({ name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, analysis, ...(skipped ? { skipped } : {}) });
+  try {
+    for (const tensor of checkpoint.tensors) {
+      throwIfAborted(control.signal);
+      const skipped = skipReason(tensor);
+      const analysis = skipped ? null : await analyseTensor(tensor, options, scratch, control, done);
+      done += tensor.byteLength;
+      control.onProgress?.(done);
+      tensors.push({ name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, analysis, ...(skipped ? { skipped } : {}) });
+    }
+  } finally {
+    scratch.release();
   }
   return {
     path: checkpoint.path,

@@ -15,7 +15,7 @@
 // (src/wasm/scale-histogram.wat, same counts; the rare clamped/NaN-scale blocks come back here);
 // the TypeScript loops here stay the reference.
 import * as mx from '../mx/index.js';
-import type { MxStats } from '../mx/index.js';
+import type { MxStats, ResidentScaleKernels } from '../mx/index.js';
 
 // Local bindings: a module namespace read in a hot loop can cost a getter call per access (CJS interop).
 const { E8M0_BIAS, E8M0_NAN, MX_BLOCK_SIZE, fastScaleCounts, fastScaleHistogram, mxfp4ScaleByte } = mx;
@@ -62,20 +62,28 @@ function addShape(stats: MxStats, rows: number, rowLength: number): void {
   stats.elements += rows * rowLength;
 }
 
+/**
+ * Accelerated kernels for one reader: resident ones (which read their own buffers in place) when the
+ * caller has them, else the installed ones, if any.
+ */
+type Kernels = ResidentScaleKernels | undefined;
+
 /** The exponent-only pass on the accelerated kernel, if one is installed; false when it did not run. */
-function scanExponentsFast(words: Uint16Array | Uint32Array, rows: number, rowLength: number, stats: MxStats): boolean {
-  if (!fastScaleHistogram(words, rows, rowLength, stats.expCounts)) return false;
+function scanExponentsFast(words: Uint16Array | Uint32Array, rows: number, rowLength: number, stats: MxStats, kernels: Kernels): boolean {
+  if (!(kernels ? kernels.histogram(words, rows, rowLength, stats.expCounts) : fastScaleHistogram(words, rows, rowLength, stats.expCounts))) return false;
   addShape(stats, rows, rowLength);
   return true;
 }
 
 /** The full pass on the accelerated kernel when rows are whole blocks; false when it did not run. */
-function countFast(words: Uint16Array | Uint32Array, rows: number, rowLength: number, layout: BitLayout, stats: MxStats): boolean {
+function countFast(words: Uint16Array | Uint32Array, rows: number, rowLength: number, layout: BitLayout, stats: MxStats, kernels: Kernels): boolean {
   if (rowLength % MX_BLOCK_SIZE !== 0) return false;
-  const ran = fastScaleCounts(words, (rows * rowLength) / MX_BLOCK_SIZE, stats, (start) => {
+  const slowBlock = (start: number): void => {
     const byte = mxfp4ScaleByte(blockMaxFieldOf(words, start, layout) << 23);
     countBlockSlowly(words, start, start + MX_BLOCK_SIZE, byte, layout, stats);
-  });
+  };
+  const blocks = (rows * rowLength) / MX_BLOCK_SIZE;
+  const ran = kernels ? kernels.counts(words, blocks, stats, slowBlock) : fastScaleCounts(words, blocks, stats, slowBlock);
   if (ran) addShape(stats, rows, rowLength);
   return ran;
 }
@@ -230,9 +238,10 @@ function countBf16Paired(words: Uint32Array, blocks: number, stats: MxStats): vo
 /**
  * `words` are bfloat16 bit patterns (little-endian uint16 as read from a BF16 tensor). With
  * `exponentsOnly` only the scale histogram is counted, at memory-bandwidth speed where rows are whole blocks.
+ * `kernels`: the caller's resident kernels (words in their buffers are read in place), else the installed ones.
  */
-export function scanBf16(words: Uint16Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
-  if (exponentsOnly ? scanExponentsFast(words, rows, rowLength, stats) : countFast(words, rows, rowLength, BF16_LAYOUT, stats)) return;
+export function scanBf16(words: Uint16Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false, kernels?: ResidentScaleKernels): void {
+  if (exponentsOnly ? scanExponentsFast(words, rows, rowLength, stats, kernels) : countFast(words, rows, rowLength, BF16_LAYOUT, stats, kernels)) return;
   if (rowLength % MX_BLOCK_SIZE === 0 && words.byteOffset % 4 === 0) {
     const pairs = new Uint32Array(words.buffer, words.byteOffset, words.length / 2);
     const blocks = (rows * rowLength) / MX_BLOCK_SIZE;
@@ -244,8 +253,8 @@ export function scanBf16(words: Uint16Array, rows: number, rowLength: number, st
 }
 
 /** `values` are float32 (any decoded dtype). */
-export function scanF32(values: Float32Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false): void {
+export function scanF32(values: Float32Array, rows: number, rowLength: number, stats: MxStats, exponentsOnly = false, kernels?: ResidentScaleKernels): void {
   const words = new Uint32Array(values.buffer, values.byteOffset, values.length);
-  if (exponentsOnly ? scanExponentsFast(words, rows, rowLength, stats) : countFast(words, rows, rowLength, F32_LAYOUT, stats)) return;
+  if (exponentsOnly ? scanExponentsFast(words, rows, rowLength, stats, kernels) : countFast(words, rows, rowLength, F32_LAYOUT, stats, kernels)) return;
   scan(words, rows, rowLength, F32_LAYOUT, stats, exponentsOnly);
 }

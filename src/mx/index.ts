@@ -15,13 +15,13 @@ export { quantizeNvfp4, fakeQuantNvfp4, dequantizeNvfp4, nvfp4TensorScales, nvfp
 export { mxScaleByte, checkScaleRule, SCALE_RULES, E2M1_ELEMENT, type ScaleRule, type MxElement } from './scale-rule.js';
 export { packFp4, unpackFp4 } from './pack.js';
 export { createMxStats, resetMxStats, type MxStats } from './stats.js';
-export { fastScaleCounts, fastScaleHistogram } from './scale-histogram.js';
+export { fastScaleCounts, fastScaleHistogram, acquireResidentScaleKernels, releaseResidentScaleKernels, type ResidentScaleKernels } from './scale-histogram.js';
 export { encodeFp8, decodeFp8, fakeQuantFp8, type Fp8Format } from './fp8.js';
 export { fakeQuantBf16 } from './bf16.js';
 export { hadamardInPlace, HadamardRotation, TE_WGRAD_SIGNS_16, type HadamardSize, type HadamardRotationOptions, type HadamardMode } from './hadamard.js';
 export { gemm } from './gemm.js';
 export { gemmTs } from './gemm-ts.js';
-export { setMxBackend, type MxBackend } from './backend.js';
-
-import { setMxBackend } from './backend.js';
-setMxBackend('auto');
+// Importing src/mx installs nothing: the TypeScript kernels run until the process selects its
+// kernels with setMxBackend('auto') once at start-up (mxscope-train's and mxscope-inspect's main,
+// the extension's activate, the unit-test runner's test/start-up.ts). Both give the same bits.
+export { mxBackendInUse, setMxBackend, type MxBackend } from './backend.js';

@@ -36,3 +36,41 @@ export function setScaleCountsKernel(kernel: ScaleCountsKernel | undefined): voi
 export function fastScaleCounts(words: Uint16Array | Uint32Array, blocks: number, stats: MxStats, slowBlock: (start: number) => void): boolean {
   return countsKernel !== undefined && countsKernel(words, blocks, stats, slowBlock);
 }
+
+/**
+ * Both kernels over a memory of their own, with two chunk buffers in it that they read in place:
+ * words in `buffers` are scanned where they lie, with no copy into the kernel's memory. One set per
+ * reader (a checkpoint analysis) at a time, so concurrent readers never share buffers.
+ */
+export interface ResidentScaleKernels {
+  /** Two buffers of at least `bytes` in the kernels' memory; a larger request invalidates the buffers handed out before. */
+  buffers(bytes: number): readonly [Uint8Array, Uint8Array];
+  histogram: ScaleHistogramKernel;
+  counts: ScaleCountsKernel;
+}
+let residentFactory: (() => ResidentScaleKernels | undefined) | undefined;
+/**
+ * One set kept between readers: its buffers are already in memory, and touching fresh ones costs
+ * about as much as reading them full (~55 ms per 16 MiB buffer here; page faults). Holds at most the
+ * largest pair of chunk buffers asked for (2 × 16 MiB with the default chunk size).
+ */
+let idle: ResidentScaleKernels | undefined;
+const madeBy = new WeakMap<ResidentScaleKernels, () => ResidentScaleKernels | undefined>();
+
+export function setResidentScaleKernels(factory: (() => ResidentScaleKernels | undefined) | undefined): void {
+  residentFactory = factory;
+  idle = undefined;
+}
+
+/** A set of resident kernels for one reader, where accelerated kernels are installed, else undefined; hand it back with releaseResidentScaleKernels. */
+export function acquireResidentScaleKernels(): ResidentScaleKernels | undefined {
+  const kernels = idle ?? residentFactory?.();
+  idle = undefined;
+  if (kernels && residentFactory) madeBy.set(kernels, residentFactory);
+  return kernels;
+}
+
+/** Keeps a reader's set for the next one, unless the backend changed since it was made. */
+export function releaseResidentScaleKernels(kernels: ResidentScaleKernels | undefined): void {
+  if (kernels && madeBy.get(kernels) === residentFactory) idle = kernels;
+}

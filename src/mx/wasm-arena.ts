@@ -16,6 +16,11 @@ interface WasmApi {
   Instance: new (module: object, imports: object) => { exports: unknown };
 }
 const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+/**
+ * Compiled modules by source: a second instance of a kernel (one with its own memory) shares the
+ * first one's machine code, and with it the optimizing tier the start-up warm-up reached.
+ */
+const compiled = new Map<string, object>();
 
 export class WasmArena<Exports> {
   readonly exports: Exports;
@@ -25,9 +30,13 @@ export class WasmArena<Exports> {
 
   constructor(api: WasmApi, base64: string) {
     this.memory = new api.Memory({ initial: 2 });
-    const bytes = Uint8Array.from(atob(base64), (ch) => ch.charCodeAt(0));
-    // Synchronous compile: the modules are a few kB and Node has no size limit on it.
-    const instance = new api.Instance(new api.Module(bytes), { env: { memory: this.memory } });
+    let module = compiled.get(base64);
+    if (!module) {
+      // Synchronous compile: the modules are a few kB and Node has no size limit on it.
+      module = new api.Module(Uint8Array.from(atob(base64), (ch) => ch.charCodeAt(0)));
+      compiled.set(base64, module);
+    }
+    const instance = new api.Instance(module, { env: { memory: this.memory } });
     this.exports = instance.exports as Exports;
     this.f32View = new Float32Array(this.memory.buffer);
     this.u8View = new Uint8Array(this.memory.buffer);
