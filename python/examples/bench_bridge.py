@@ -252,6 +252,12 @@ def main():
             for n in (int(v) for v in args.derive.split(",") if v):
                 derived = (per_kind["stats"] + per_kind["pre"] + (n - 2) * per_kind["off"]) / n
                 rows.append((tokens, n, "observe (hooks), derived", "plain bf16", plain, derived, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
+            # Medians per step kind: one garbage collection or stray stall moves a mean of five.
+            median = {k: statistics.median(samples.ms[k]) if samples.ms.get(k) else float("nan") for k in ("plain", "off", "pre", "stats")}
+            for n in [args.stats_every] + [int(v) for v in args.derive.split(",") if v]:
+                derived = (median["stats"] + median["pre"] + (n - 2) * median["off"]) / n
+                rows.append((tokens, n, "observe (hooks), per-kind medians", "plain bf16 median", median["plain"], derived,
+                             samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every,
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
