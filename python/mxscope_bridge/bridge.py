@@ -293,6 +293,7 @@ class Bridge:
         """Call before the step's forward pass."""
         if self.run_id is None:
             raise RuntimeError("begin_step before start_run: start a run first")
+        self._drain_quietly("the step before")  # a step left without end_step (an exception the script caught)
         self._sync_emulations()
         every = self.config["statsEvery"]
         self.step = step
@@ -381,11 +382,7 @@ class Bridge:
     def _end(self, record: dict) -> None:
         # The run is over before its runEnded leaves: a client that sends startRun the moment it
         # reads runEnded must not get run-active.
-        if self.backward_worker is not None:
-            try:
-                self.backward_worker.drain()
-            except Exception as error:  # the run ends anyway; say what its last step's telemetry hit
-                self.log(f"the last step's telemetry failed: {error}")
+        self._drain_quietly("the run's last step")
         self.run_id, self.step, self.capture = None, None, None
         self._detach_hooks()
         for emulation in self._emulations:
@@ -450,6 +447,15 @@ class Bridge:
     def _on_uncaught(self, exc: BaseException) -> None:
         self._end_by(exc)
         self.close()
+
+    def _drain_quietly(self, which: str) -> None:
+        """Let the backward worker finish a step that end_step will not see; what it raised is logged."""
+        if self.backward_worker is None:
+            return
+        try:
+            self.backward_worker.drain()
+        except Exception as error:
+            self.log(f"{which}'s telemetry failed: {error}")
 
     def _attach_hooks(self) -> None:
         if not self._hooks:

@@ -70,5 +70,27 @@ class BackwardWorkerTest(unittest.TestCase):
         self.assertEqual(order, [1, 2])
 
 
+    def test_a_step_left_without_end_step_is_finished_before_the_next_begins(self):
+        # A script that catches an exception after backward and goes on: the left step's queued work
+        # must not run into the next step's sums, and what it raised is logged, not raised.
+        torch.manual_seed(0)
+        model = TinyNet()
+        logged = []
+        bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=2, log=logged.append)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        release = threading.Event()
+        bridge.begin_step(0)
+        model(torch.randn(2, 16, 64)).pow(2).mean().backward()
+        bridge.backward_worker.submit(torch.device("cpu"), release.wait)
+        bridge.backward_worker.submit(torch.device("cpu"), lambda: 1 / 0)
+        threading.Timer(0.2, release.set).start()
+        bridge.begin_step(1)  # no end_step for step 0
+        self.assertTrue(release.is_set(), "begin_step waited for the left step's work")
+        self.assertTrue(any("the step before's telemetry failed: division by zero" in line for line in logged), logged)
+        model(torch.randn(2, 16, 64)).pow(2).mean().backward()
+        bridge.end_step(loss=0.0)
+
+
 if __name__ == "__main__":
     unittest.main()
