@@ -1,8 +1,8 @@
-// MXFP4 numerics throughput on 16 M floats, in elements/s and as a ratio to the element rate of a
+// MXFP4, MXFP8 and NVFP4 numerics throughput on 16 M floats, in elements/s and as a ratio to the element rate of a
 // plain Float32Array.prototype.set copy of the same buffer (the memory-bandwidth baseline), for the
 // TypeScript and the WebAssembly SIMD paths. Goal: quantize and fake-quant nearest-even ≥ 0.25× copy.
 import {
-  createMxStats, fakeQuantBf16, fakeQuantFp8, fakeQuantMxfp4, hadamardInPlace, HadamardRotation, packFp4, quantizeMxfp4, Rng, setMxBackend, unpackFp4,
+  createMxStats, fakeQuantBf16, fakeQuantFp8, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace, HadamardRotation, packFp4, quantizeMxfp4, Rng, setMxBackend, unpackFp4,
   type MxBackend,
 } from '../src/mx/index.js';
 import { bestSeconds, fmt } from './timing.js';
@@ -35,6 +35,10 @@ for (const backend of ['wasm', 'ts'] as MxBackend[]) {
   report(`[${backend}] quantizeMxfp4 nearest-even`, bestSeconds(() => quantizeMxfp4(source, ROW), REPEATS));
   report(`[${backend}] fakeQuantMxfp4 nearest-even`, bestSeconds(() => fakeQuantMxfp4(work, ROW), REPEATS, restore));
   report(`[${backend}] fakeQuantMxfp4 nearest-even + stats`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { stats }), REPEATS, restore));
+  report(`[${backend}] fakeQuantMxfp8 e4m3`, bestSeconds(() => fakeQuantMxfp8(work, ROW, 'e4m3'), 3, restore));
+  report(`[${backend}] fakeQuantMxfp8 e4m3 + stats`, bestSeconds(() => fakeQuantMxfp8(work, ROW, 'e4m3', { stats }), 3, restore));
+  report(`[${backend}] fakeQuantNvfp4 1×16`, bestSeconds(() => fakeQuantNvfp4(work, ROW), 3, restore));
+  report(`[${backend}] fakeQuantNvfp4 16×16 + stats`, bestSeconds(() => fakeQuantNvfp4(work, ROW, { tile2d: true, stats }), 3, restore));
   report(`[${backend}] fakeQuantFp8 e4m3 per-tensor`, bestSeconds(() => fakeQuantFp8(work, 'e4m3', 'tensor'), 3, restore));
   report(`[${backend}] fakeQuantMxfp4 stochastic`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng }), 3, restore));
   report(`[${backend}] fakeQuantMxfp4 stochastic + 3/4 prescale`, bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'stochastic', rng, srPrescale: true }), 3, restore));
@@ -44,5 +48,4 @@ setMxBackend('auto');
 report('[ts] fakeQuantMxfp4 nearest-away', bestSeconds(() => fakeQuantMxfp4(work, ROW, { rounding: 'nearest-away' }), 3, restore));
 report('[ts] packFp4', bestSeconds(() => packFp4(codes), REPEATS));
 report('[ts] unpackFp4', bestSeconds(() => unpackFp4(packed, N), REPEATS));
-report('[ts] fakeQuantFp8 e4m3 MXFP8 blocks', bestSeconds(() => fakeQuantFp8(work, 'e4m3', 'mx', ROW), 3, restore));
 report('[ts] fakeQuantBf16', bestSeconds(() => fakeQuantBf16(work), REPEATS, restore));

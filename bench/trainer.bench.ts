@@ -1,6 +1,6 @@
 // The emulation trainer's speed: GEMM GFLOP/s on the tiny preset's real linear-layer shapes (the
 // kernel the trainer uses vs the TypeScript fallback, same run), tokens/s of a tiny training step with
-// all GEMMs fp32 vs all MXFP4, the cost of telemetry at statsEvery=10 (goal ≤ 10% of step time), and
+// all GEMMs fp32 vs all MXFP4 (and all NVFP4, all MXFP8 against MXFP4), the cost of telemetry at statsEvery=10 (goal ≤ 10% of step time), and
 // the step against PyTorch on CPU (bench/torch_step.py, same shapes, one thread) where torch is
 // installed: blocks of ours and of PyTorch's steps alternate, so contention hits both alike
 // (goal ≤ 1.5× PyTorch at fp32, ≤ 1.2× at MXFP4).
@@ -123,10 +123,16 @@ async function versusTorch(torch: TorchBaseline): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const [fp32, mxfp4, fp32Stats, mxfp4Stats] = stepSeconds([config('fp32', NEVER), config('mxfp4', NEVER), config('fp32', PERIOD), config('mxfp4', PERIOD)]);
+  const [fp32, mxfp4, fp32Stats, mxfp4Stats, nvfp4Stats, mxfp8Stats] = stepSeconds([
+    config('fp32', NEVER), config('mxfp4', NEVER), config('fp32', PERIOD), config('mxfp4', PERIOD), config('nvfp4', PERIOD), config('mxfp8', PERIOD),
+  ]);
   console.log(`\ntiny training step (${T} tokens), best mean CPU time over ${BLOCKS} blocks of ${PERIOD} steps`);
   console.log(`all fp32     ${fmt(fp32! * 1000, 1)} ms/step ${fmt(T / fp32!, 0)} tokens/s`);
   console.log(`all mxfp4    ${fmt(mxfp4! * 1000, 1)} ms/step ${fmt(T / mxfp4!, 0)} tokens/s   (${fmt(mxfp4! / fp32!, 2)}× the fp32 step)`);
+  // The production recipes against MXFP4 (the baseline), all with telemetry at statsEvery=10.
+  for (const [precision, seconds] of [['nvfp4', nvfp4Stats!], ['mxfp8', mxfp8Stats!]] as const) {
+    console.log(`all ${precision}, statsEvery=${PERIOD}: ${fmt(seconds * 1000, 1)} ms/step (${fmt(seconds / mxfp4Stats!, 2)}× all mxfp4 at statsEvery=${PERIOD})`);
+  }
   for (const [precision, without, withStats] of [['fp32', fp32!, fp32Stats!], ['mxfp4', mxfp4!, mxfp4Stats!]] as const) {
     const overhead = (withStats / without - 1) * 100;
     console.log(`telemetry at statsEvery=${PERIOD}, all ${precision.padEnd(5)}: ${fmt(withStats * 1000, 1)} vs ${fmt(without * 1000, 1)} ms/step = ${fmt(overhead, 1)}% (goal ≤ 10%)`);

@@ -4,11 +4,14 @@
 // alternating. Baseline in the same run: the same process's steady-state calls (the 4th onwards).
 // Goal: no cold-tier penalty a user can feel (first call within ~1.2× of steady state).
 import { spawnSync } from 'node:child_process';
-import { fakeQuantMxfp4, gemm, Rng } from '../src/mx/index.js';
+import { fakeQuantMxfp4, gemm, Rng, setMxBackend } from '../src/mx/index.js';
 import type { RunConfig } from '../src/protocol/config.js';
 import { presetConfig } from '../src/trainer/presets.js';
 import { Trainer } from '../src/trainer/trainer.js';
 import { warmUpTrainer } from '../src/trainer/warm-up.js';
+
+// Every process of this bench (the parent and each measured child) selects its kernels at start-up, as the trainer's does.
+setMxBackend('auto');
 
 const CALLS = 8;
 const PAIRS = Number(process.env.MXSCOPE_BENCH_ROUNDS ?? 3);

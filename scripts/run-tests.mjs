@@ -17,5 +17,5 @@ if (files.length === 0) {
   console.error('run-tests: no test/**/*.test.ts files found');
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', ...files], { stdio: 'inherit' });
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--import', './test/start-up.ts', '--test', ...files], { stdio: 'inherit' });
 process.exit(result.status ?? 1);

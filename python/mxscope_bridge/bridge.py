@@ -113,7 +113,9 @@ class Bridge:
         self.generators = DeviceGenerators(self.config["seed"] + 7919 * self.rank)
         self.layers = observed_modules(model, include, exclude, adapters, modules)
         self._names = {name for name, _, _ in self.layers}
-        self._check_fits(self.config)  # refuse at attach time what no layer can honour
+        for kind in GEMM_KINDS:  # refuse at attach time a recipe that cannot run, and what no layer can honour
+            check_gemm(self.config["gemms"][kind], f"config.gemms.{kind}")
+        self._check_fits(self.config)
         self.run_id: Optional[str] = None
         self.run_dir: Optional[str] = None
         self.stop_requested = False
@@ -475,7 +477,8 @@ class Bridge:
         keys = [(info["name"], gemm) for info in self._layer_infos for gemm in GEMM_KINDS
                 if all(self._operand_sums(capture, info["name"], gemm, op) is not None for op in GEMM_OPERANDS[gemm])]
         rows = [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]]
-        operand_part = stats.operand_vectors([self._operand_sums(capture, *row) for row in rows])
+        sums = [self._operand_sums(capture, *row) for row in rows]
+        operand_part = stats.operand_vectors(sums)
         if self._on_local_stats is not None:
             self._on_local_stats(step, rows, operand_part.to("cpu", copy=True))
         if self.world > 1:
@@ -483,7 +486,7 @@ class Bridge:
         if self.rank != 0:
             return []
         wgrad_rows = self._wgrad_rows()
-        operands = iter(stats.operand_records([op for _, _, op in rows], operand_part))
+        operands = iter(stats.operand_records([op for _, _, op in rows], operand_part, [(s.format, s.block_size) for s in sums]))
         records = []
         for layer, gemm in keys:
             precision = capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"

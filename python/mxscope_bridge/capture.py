@@ -12,8 +12,9 @@ from typing import Dict, Optional, Set, Tuple
 import torch
 
 from . import mx_ops, stats
-from .precision import BLOCK_PRECISIONS, quantize_operand as quantize_at_precision
-from .rotation import DeviceGenerators, make_rotation
+from .formats import finite_amax
+from .precision import BLOCK_PRECISIONS, quantize_in_format, quantize_operand as quantize_at_precision, uses_formats
+from .rotation import DeviceGenerators, make_rotation, rotate
 from .wgrad_error import WgradErrors
 
 from .protocol import GEMM_OPERANDS
@@ -92,6 +93,8 @@ class StepCapture:
             return
         if precision is not None:
             self.simulated.add((layer, gemm_name))
+        # A GEMM outside the block formats is measured as MXFP4 with its rotation, rounding and scale rule.
+        measured = gemm if gemm["precision"] in BLOCK_PRECISIONS else dict(gemm, precision="mxfp4")
         r = None
         for name, x, s in zip(GEMM_OPERANDS[gemm_name], (a, b), sums):
             if x is None:
@@ -100,23 +103,30 @@ class StepCapture:
                 generator = self.generators(x.device)
                 if r is None and gemm["rotation"] != "none":
                     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator, self.misfit)
-                _, s = mx_ops.quantize_operand(x, gemm, r, generator, f"{layer} {gemm_name} {name}", with_stats=True)
+                what = f"{layer} {gemm_name} {name}"
+                if uses_formats(measured):
+                    _, s = quantize_in_format(x, measured, name in GRADIENT_OPERANDS, r, what, is_weight=name == "w", with_stats=True)
+                else:
+                    _, s = mx_ops.quantize_operand(x, measured, r, generator, what, with_stats=True)
             self.add_operand(layer, gemm_name, precision or gemm["precision"], name, s)
 
 def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, generator: Optional[torch.Generator], what: str,
                   out_dtype: torch.dtype, with_stats: bool, a_row_major: bool = False, misfit: str = "pad", b_is_weight: bool = False):
     """Both operands of a GEMM (2-D, reduction dim last) as the GEMM consumes them, in `out_dtype`,
     and (mxfp4 with stats) their OperandSums. a_row_major: a's values come contiguous (else laid out like a)."""
-    if gemm["precision"] == "mxfp4":
-        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit)
+    if gemm["precision"] not in BLOCK_PRECISIONS:  # fp32, bf16, fp8: observe_operands measures them as MXFP4
+        aq, _ = quantize_at_precision(a, gemm, a_is_gradient, None, generator, what)
+        bq, _ = quantize_at_precision(b, gemm, False, None, generator, what)
+        return aq.to(out_dtype), bq.to(out_dtype), (None, None)
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit)
+    if not uses_formats(gemm):
         aq, sa = mx_ops.quantize_operand(a, gemm, r, generator, what, out_dtype, with_stats, out_row_major=a_row_major)
         bq, sb = mx_ops.quantize_operand(b, gemm, r, generator, what, out_dtype, with_stats)
         return aq, bq, (sa, sb)
-    # NVFP4 and MXFP8 (formats.py) rotate too; their stats are measured as MXFP4 by observe_operands.
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit) if gemm["precision"] in BLOCK_PRECISIONS else None
-    aq, _ = quantize_at_precision(a, gemm, a_is_gradient, r, generator, what)
-    bq, _ = quantize_at_precision(b, gemm, False, r, generator, what, is_weight=b_is_weight)
-    return aq.to(out_dtype), bq.to(out_dtype), (None, None)
+    # NVFP4, MXFP8 and MXFP4 under rceil/even (formats.py), with stats in their own format.
+    aq, sa = quantize_in_format(a, gemm, a_is_gradient, r, what, with_stats=with_stats)
+    bq, sb = quantize_in_format(b, gemm, False, r, what, is_weight=b_is_weight, with_stats=with_stats)
+    return aq.to(out_dtype), bq.to(out_dtype), (sa, sb)
 
 
 def _exact_dtype(gemm: dict, source: torch.dtype) -> torch.dtype:
@@ -154,18 +164,29 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens)
     what = f"{layer} wgrad"
-    if gemm["precision"] == "mxfp4":
-        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, generator, capture.misfit)
+    block = gemm["precision"] in BLOCK_PRECISIONS
+    in_format = block and uses_formats(gemm)
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, generator, capture.misfit) if block else None
+    dy_amax = None
+    if in_format:
+        bq, sx = quantize_in_format(x.t(), gemm, False, r, what, with_stats=capture.with_stats)
+        bq = bq.to(operand_dtype)
+        if gemm["precision"] == "nvfp4":  # the tensor scale is ∇Yᵀ's (rotated), not a chunk's: one pass for its amax first
+            dy_amax = max((finite_amax(rotate(dy[:, row0:row0 + rows].t(), r, what)) for row0 in range(0, out_features, rows)), key=float)
+    elif block:
         bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, generator, what, operand_dtype, capture.with_stats)
     else:
         bq, _ = quantize_at_precision(x.t(), gemm, False, None, generator, what)
         bq, sx = bq.to(operand_dtype), None
     sdy = None
     # On CUDA the chunks of ∇Yᵀ add their stats into one row.
-    row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and gemm["precision"] == "mxfp4" else None
+    row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and block and not in_format else None
     for row0 in range(0, out_features, rows):
         a = dy[:, row0:row0 + rows].t()
-        if gemm["precision"] == "mxfp4":
+        if in_format:
+            aq, s = quantize_in_format(a, gemm, True, r, what, with_stats=capture.with_stats, tensor_amax=dy_amax)
+            aq = aq.to(operand_dtype)
+        elif block:
             aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row, out_row_major=True)
         else:
             aq, s = quantize_at_precision(a, gemm, True, None, generator, what)

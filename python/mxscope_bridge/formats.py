@@ -17,7 +17,9 @@ from typing import Optional
 
 import torch
 
+from . import format_stats
 from .mxfp4 import exp2_int
+from .stats import OperandSums
 
 SCALE_RULES = ("floor", "rceil", "even")
 FLT_MAX = torch.finfo(torch.float32).max
@@ -111,6 +113,8 @@ class BlockQuantized:
     #: NVFP4 only: the tensor's finite amax and decode scale S_dec
     amax: Optional[torch.Tensor] = None
     tensor_scale: Optional[torch.Tensor] = None
+    #: with_stats: what the quantization did, for the operand's stats record (format_stats.py)
+    sums: Optional[OperandSums] = None
 
 
 def _rows_of_blocks(x: torch.Tensor, block: int):
@@ -126,7 +130,7 @@ def _unblock(blocks: torch.Tensor, shape, n: int, pad: int) -> torch.Tensor:
     return blocks.reshape(-1, n + pad)[:, :n].reshape(shape)
 
 
-def quantize_mxfp8(x: torch.Tensor, fmt: str = "e4m3", scale_rule: str = "floor") -> BlockQuantized:
+def quantize_mxfp8(x: torch.Tensor, fmt: str = "e4m3", scale_rule: str = "floor", with_stats: bool = False) -> BlockQuantized:
     """MXFP8 along the last axis in 32-element blocks (a partial last block is zero-padded)."""
     if fmt not in FP8_ELEMENTS:
         raise ValueError(f"MXFP8 element format {fmt!r} is not one of e4m3, e5m2")
@@ -144,10 +148,11 @@ def quantize_mxfp8(x: torch.Tensor, fmt: str = "e4m3", scale_rule: str = "floor"
     out = torch.where(nan_block[:, None], torch.full_like(out, float("nan")), out)
     codes = torch.where(nan_block[:, None], torch.full_like(shared[:, None], 0x7F), fp8_codes(negative, torch.where(nan_block[:, None], torch.zeros_like(v), v), element))
     scales = torch.where(nan_block, torch.full_like(shared, 255), shared + 127)
-    return BlockQuantized(_unblock(out, x.shape, n, pad), scales, _unblock(codes, x.shape, n, pad), int(saturated.sum()))
+    sums = format_stats.block_sums(blocks, out, saturated, x.numel(), format_stats.e8m0_bins(scales), f"mxfp8-{fmt}", MX_BLOCK) if with_stats else None
+    return BlockQuantized(_unblock(out, x.shape, n, pad), scales, _unblock(codes, x.shape, n, pad), int(saturated.sum()), sums=sums)
 
 
-def mxfp4_scale_rule_quantize(x: torch.Tensor, scale_rule: str = "floor") -> BlockQuantized:
+def mxfp4_scale_rule_quantize(x: torch.Tensor, scale_rule: str = "floor", with_stats: bool = False) -> BlockQuantized:
     """MXFP4 (nearest-even) with a scale rule; `floor` equals mxfp4.quantize."""
     blocks, n, pad = _rows_of_blocks(x, MX_BLOCK)
     amax_bits = _magnitude_bits(blocks).amax(dim=1)
@@ -164,7 +169,8 @@ def mxfp4_scale_rule_quantize(x: torch.Tensor, scale_rule: str = "floor") -> Blo
     index = _e2m1_index(v)
     codes = torch.where(nan_block[:, None], torch.zeros_like(index), index | (negative.to(torch.int32) << 3))
     scales = torch.where(nan_block, torch.full_like(shared, 255), shared + 127)
-    return BlockQuantized(_unblock(out, x.shape, n, pad), scales, _unblock(codes, x.shape, n, pad), int(saturated.sum()))
+    sums = format_stats.block_sums(blocks, out, saturated, x.numel(), format_stats.e8m0_bins(scales), "mxfp4", MX_BLOCK) if with_stats else None
+    return BlockQuantized(_unblock(out, x.shape, n, pad), scales, _unblock(codes, x.shape, n, pad), int(saturated.sum()), sums=sums)
 
 
 _E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
@@ -172,7 +178,7 @@ _E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 def _e2m1_index(v: torch.Tensor) -> torch.Tensor:
     """Index of an E2M1 grid magnitude."""
-    return torch.bucketize(v, _E2M1_VALUES.to(v.device)).to(torch.int32)
+    return torch.bucketize(v.contiguous(), _E2M1_VALUES.to(v.device)).to(torch.int32)
 
 
 def _nvfp4_index(a: torch.Tensor) -> torch.Tensor:
@@ -191,16 +197,23 @@ def nvfp4_tensor_scales(amax: torch.Tensor):
     return encode, torch.ones_like(encode) / encode
 
 
-def quantize_nvfp4(x: torch.Tensor, tile2d: bool = False) -> BlockQuantized:
-    """NVFP4 along the last axis of a tensor viewed as [rows, n]: 1x16 blocks, or 16x16 tiles."""
+def finite_amax(x: torch.Tensor) -> torch.Tensor:
+    """The largest finite |x| (float32 scalar; 0 for an empty or all-non-finite tensor): NVFP4's tensor amax."""
+    x = x.to(torch.float32)
+    return torch.where(torch.isfinite(x), x.abs(), torch.zeros_like(x)).amax() if x.numel() else torch.tensor(0.0)
+
+
+def quantize_nvfp4(x: torch.Tensor, tile2d: bool = False, with_stats: bool = False, tensor_amax: Optional[torch.Tensor] = None) -> BlockQuantized:
+    """NVFP4 along the last axis of a tensor viewed as [rows, n]: 1x16 blocks, or 16x16 tiles.
+    `tensor_amax`: the finite amax of the whole tensor when `x` is one chunk of it (the per-tensor
+    scale belongs to the tensor, not to the chunk); by default x's own."""
     n = x.shape[-1] if x.dim() > 0 else 1
     rows = x.to(torch.float32).reshape(-1, n)
     m = rows.shape[0]
     tile = NVFP4_BLOCK if tile2d else 1
     padded = torch.nn.functional.pad(rows, (0, (-n) % NVFP4_BLOCK, 0, (-m) % tile))
     pm, pn = padded.shape
-    finite = torch.isfinite(rows)
-    amax = torch.where(finite, rows.abs(), torch.zeros_like(rows)).amax() if rows.numel() else torch.tensor(0.0)
+    amax = finite_amax(rows) if tensor_amax is None else tensor_amax.to(torch.float32)
     s_enc, s_dec = nvfp4_tensor_scales(amax)
     # [tiles_r, tile, blocks_c, 16] -> per-tile amax and finiteness
     grid = padded.reshape(pm // tile, tile, pn // NVFP4_BLOCK, NVFP4_BLOCK)
@@ -226,13 +239,17 @@ def quantize_nvfp4(x: torch.Tensor, tile2d: bool = False) -> BlockQuantized:
     per_row_scales = scale_codes[:, None, :].expand(-1, tile, -1).reshape(pm, -1)[:m]
     real = torch.zeros(pm, pn, dtype=torch.bool, device=x.device)
     real[:m, :n] = True
+    real_saturated = saturated.reshape(pm, pn) & real
+    sums = format_stats.block_sums(padded, out.reshape(pm, pn), real_saturated, x.numel(), format_stats.e4m3_bins(scale_codes), "nvfp4",
+                                   NVFP4_BLOCK * tile) if with_stats else None
     return BlockQuantized(
         values=out.reshape(pm, pn)[:m, :n].reshape(x.shape),
         scales=per_row_scales.reshape(-1),
         codes=codes.reshape(pm, pn)[:m, :n].reshape(x.shape),
-        saturated=int((saturated.reshape(pm, pn) & real).sum()),
+        saturated=int(real_saturated.sum()),
         amax=amax,
         tensor_scale=s_dec,
+        sums=sums,
     )
 
 

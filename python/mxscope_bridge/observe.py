@@ -1,8 +1,8 @@
 """Observing a GEMM the trainer runs itself: a forward hook on the module (through its LinearLike
 adapter) and a tensor hook on Y, where ∇Y arrives; the operand stats and the Wgrad error are what
-MXFP4 with the run config's rotation and rounding would do to those operands (`simulated`), and the
-records carry the precision the GEMM really ran at. The hooks return at once except on the steps
-that capture.
+the run config's block format (MXFP4 where it names none) with its rotation and rounding would do
+to those operands (`simulated`), and the records carry the precision the GEMM really ran at. The
+hooks return at once except on the steps that capture.
 
 All of a layer's telemetry is computed in its backward, when ∇Y arrives: fprop (X, W), dgrad (∇Y,
 Wᵀ) and the Wgrad error. For an nn.Linear, X and W are the tensors its GEMM saved for backward
@@ -22,7 +22,7 @@ import torch
 from .capture import StepCapture, observed_wgrad
 from .config import GEMM_KINDS
 from .layers import DEFAULT_ADAPTER, LinearLike
-from .precision import PRECISIONS
+from .precision import BLOCK_PRECISIONS, PRECISIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bridge import Bridge
@@ -178,7 +178,8 @@ def _observe(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.
     weight = weight.to(x.dtype)
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
-    gemms = {kind: dict(g, precision="mxfp4") for kind, g in bridge.config["gemms"].items()}  # what MXFP4 would do
+    # What the configured block format (MXFP4 for fp32/bf16/fp8 configs) would do.
+    gemms = {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in bridge.config["gemms"].items()}
     capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
     capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t(), precision=ran["dgrad"])
     observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture, ran["wgrad"])

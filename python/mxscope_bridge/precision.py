@@ -46,7 +46,7 @@ def round_to_fp8(x: torch.Tensor, fmt: tuple) -> torch.Tensor:
 def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional[torch.Tensor], generator: Optional[torch.Generator], what: str,
                      is_weight: bool = False) -> tuple:
     """The operand as the GEMM consumes it (float32) and, for mxfp4 with the floor scale rule, its
-    Quantized intermediates.
+    Quantized intermediates (quantize_in_format gives the other block formats' stats).
 
     `x` has the reduction dimension last; `r` is the GEMM's rotation (applied for block precisions).
     `is_weight` selects NVFP4's 16x16 tiles when the GEMM asks for them (nvfp4Weight2d).
@@ -58,16 +58,35 @@ def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional
         return round_to_bf16(x.to(torch.float32)), None
     if precision == "fp8":
         return round_to_fp8(x.to(torch.float32), E5M2 if is_gradient else E4M3), None
-    rule = gemm.get("scaleRule", "floor")
-    if precision == "mxfp4" and rule == "floor":
+    if precision == "mxfp4" and gemm.get("scaleRule", "floor") == "floor":
         q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], gemm["srPrescale"], generator)
         return q.values, q
+    if precision in BLOCK_PRECISIONS:
+        return quantize_in_format(x, gemm, is_gradient, r, what, is_weight)[0], None
+    raise ValueError(f"{what}: precision {precision!r} is not one of {PRECISIONS}")
+
+
+def uses_formats(gemm: dict) -> bool:
+    """Whether the GEMM's block format goes through formats.py (NVFP4, MXFP8, MXFP4 under a scale
+    rule other than floor) rather than mxfp4.py / mx_ops (MXFP4 with the floor rule)."""
+    return gemm["precision"] in ("nvfp4", "mxfp8") or (gemm["precision"] == "mxfp4" and gemm.get("scaleRule", "floor") != "floor")
+
+
+def quantize_in_format(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional[torch.Tensor], what: str, is_weight: bool = False,
+                       with_stats: bool = False, tensor_amax: Optional[torch.Tensor] = None) -> tuple:
+    """(float32 values, OperandSums with with_stats) of `x` (reduction dim last) rotated by `r` and
+    quantized in the GEMM's formats.py format (`uses_formats`): MXFP8 in E5M2 for gradients and E4M3
+    otherwise, NVFP4 in 16x16 tiles for a weight when the GEMM asks (nvfp4Weight2d). `tensor_amax`:
+    NVFP4's tensor amax when `x` is one chunk of the operand."""
+    precision = gemm["precision"]
+    rule = gemm.get("scaleRule", "floor")
+    rotated = rotate(x, r, what)
     if precision == "mxfp4":
         if gemm["rounding"] != "nearest-even" or gemm["srPrescale"]:
             raise ValueError(f"{what}: scale rule {rule!r} is implemented with nearest-even rounding only; set scaleRule to floor or rounding to nearest-even")
-        return formats.mxfp4_scale_rule_quantize(rotate(x, r, what), rule).values, None
-    if precision == "mxfp8":
-        return formats.quantize_mxfp8(rotate(x, r, what), "e5m2" if is_gradient else "e4m3", rule).values, None
-    if precision == "nvfp4":
-        return formats.quantize_nvfp4(rotate(x, r, what), bool(gemm.get("nvfp4Weight2d")) and is_weight).values, None
-    raise ValueError(f"{what}: precision {precision!r} is not one of {PRECISIONS}")
+        q = formats.mxfp4_scale_rule_quantize(rotated, rule, with_stats)
+    elif precision == "mxfp8":
+        q = formats.quantize_mxfp8(rotated, "e5m2" if is_gradient else "e4m3", rule, with_stats)
+    else:
+        q = formats.quantize_nvfp4(rotated, bool(gemm.get("nvfp4Weight2d")) and is_weight, with_stats, tensor_amax)
+    return q.values, q.sums

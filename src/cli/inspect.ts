@@ -4,6 +4,7 @@ import { openCheckpoint, selectTensors, type Checkpoint } from '../checkpoint/ch
 import { HELP, parseInspectArgs, UsageError, type InspectCommand } from './inspect-args.js';
 import { compareCheckpoints } from '../checkpoint/compare.js';
 import { formatComparison, formatReport, toJson } from '../shared/checkpoint-format.js';
+import { setMxBackend } from '../mx/backend.js';
 
 async function open(path: string, filter: RegExp | undefined): Promise<Checkpoint> {
   const checkpoint = await openCheckpoint(path);
@@ -58,6 +59,8 @@ export async function main(argv: string[], out: NodeJS.WritableStream, err: Node
 }
 
 if (require.main === module) {
+  // The process's one kernel selection: WebAssembly SIMD where it loads (src/mx selects nothing on import).
+  setMxBackend('auto');
   const controller = new AbortController();
   process.once('SIGINT', () => controller.abort());
   void main(process.argv.slice(2), process.stdout, process.stderr, controller.signal).then((code) => {

@@ -1,7 +1,8 @@
 // `mxscope-train --serve`: serve protocol v1 until SIGINT/SIGTERM, running emulation runs on request.
 // Prints one listening line (listening-line.ts) on stdout for whoever spawned it.
-import { mergeRunConfig, type NextRunConfig, type RunConfig } from '../protocol/index.js';
-import { presetConfig, PRESET_NAMES, startRun, type PresetName } from '../trainer/index.js';
+import type { RunConfig } from '../protocol/index.js';
+import { startRun } from '../trainer/index.js';
+import { applyEmulationChange } from '../trainer/emulation-config.js';
 import { warmUpTrainer } from '../trainer/warm-up.js';
 import { generateToken, isLoopbackHost, urlWithToken } from '../link/auth.js';
 import { formatListeningLine, PARENT_PID_ENV, TOKEN_ENV } from '../link/listening-line.js';
@@ -52,19 +53,6 @@ export async function runServeCommand(options: ServeOptions): Promise<void> {
     watchParent(resolve);
   });
   await server.close();
-}
-
-/**
- * A preset names a model shape and optimizer: switching it starts from that preset's config, keeping
- * the GEMM settings, seed and stats interval chosen so far, then applies the rest of the change.
- */
-export function applyEmulationChange(base: RunConfig, change: NextRunConfig): RunConfig {
-  if (change.preset === undefined || change.preset === base.preset) return mergeRunConfig(base, change);
-  if (!(PRESET_NAMES as readonly string[]).includes(change.preset)) {
-    throw new Error(`unknown preset "${change.preset}": this trainer has ${PRESET_NAMES.join(', ')}`);
-  }
-  const preset = presetConfig(change.preset as PresetName);
-  return mergeRunConfig({ ...preset, gemms: base.gemms, seed: base.seed, statsEvery: base.statsEvery }, change);
 }
 
 function watchParent(onGone: () => void): void {

@@ -6,6 +6,7 @@ import { formatSeedTable } from './ablation-seeds.js';
 import { CliError, HELP, parseCliArgs, type CliCommand } from './train-args.js';
 import { ProgressReporter } from './train-progress.js';
 import { startRun } from '../trainer/run.js';
+import { setMxBackend } from '../mx/backend.js';
 
 async function train(command: Extract<CliCommand, { kind: 'train' }>, signal: AbortSignal): Promise<number> {
   const progress = new ProgressReporter(process.stdout, command.config.steps, 'mxscope-train');
@@ -95,6 +96,8 @@ async function main(argv: string[]): Promise<number> {
   return command.kind === 'ablation' ? ablation(command, controller.signal) : train(command, controller.signal);
 }
 
+// The process's one kernel selection: WebAssembly SIMD where it loads (src/mx selects nothing on import).
+setMxBackend('auto');
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

@@ -32,6 +32,8 @@ interface RunAlertState {
   gradToErr: Episode;
   statsEvery: number;
   departures: DepartureTracker;
+  /** The newest checkpoint the trainer kept on its own (it has a reason: before a suspicious update). */
+  keptCheckpoint: { step: number; path: string } | null;
 }
 
 function newEpisode(): Episode {
@@ -85,6 +87,9 @@ export class AlertTracker {
       case 'layerStats':
         this.checkLayer(state, record, raise);
         break;
+      case 'checkpointSaved':
+        if (record.reason !== undefined) state.keptCheckpoint = { step: record.step, path: record.path };
+        break;
     }
     if (raised.length > 0) this.keep(raised);
     return raised;
@@ -102,7 +107,7 @@ export class AlertTracker {
     if (!state) {
       // Per-run state of runs long gone (the store keeps at most WEBVIEW_LIMITS.runs) goes first.
       if (this.runs.size >= WEBVIEW_LIMITS.runs) this.runs.delete(this.runs.keys().next().value!);
-      state = { lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), statsEvery: 10, departures: new DepartureTracker() };
+      state = { lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), statsEvery: 10, departures: new DepartureTracker(), keptCheckpoint: null };
       this.runs.set(runId, state);
     }
     return state;
@@ -111,11 +116,18 @@ export class AlertTracker {
   private diverge(state: RunAlertState, step: number, why: string, raise: (alert: Omit<Alert, 'runId'>) => void): void {
     if (state.divergedAt !== null) return;
     state.divergedAt = step;
-    raise({ kind: 'divergence', step, ...this.firstMover(state, step, `Diverged at step ${step}: ${why}`) });
+    const alert = this.firstMover(state, step, `Diverged at step ${step}: ${why}`);
+    const kept = state.keptCheckpoint;
+    // A checkpoint the trainer kept before this event (it writes one before the diverging update).
+    if (kept !== null && kept.step < step) {
+      alert.message += ` Checkpoint from before it (step ${kept.step}): ${clip(kept.path)}; "Start Next Run from Checkpoint…" offers it.`;
+      alert.checkpoint = kept.path;
+    }
+    raise({ kind: 'divergence', step, ...alert });
   }
 
   /** The layer and GEMM that left their running range first before a loss event at `step`, in the alert. */
-  private firstMover(state: RunAlertState, step: number, message: string): Pick<Alert, 'layer' | 'gemm' | 'metric' | 'message'> {
+  private firstMover(state: RunAlertState, step: number, message: string): Pick<Alert, 'layer' | 'gemm' | 'metric' | 'message' | 'checkpoint'> {
     const first = state.departures.first(step - LOOKBACK_STATS_STEPS * state.statsEvery, step);
     if (!first) return { layer: null, message: `${message}. No layer left its running range in the stats before it.` };
     return { layer: first.layer, gemm: first.gemm, metric: first.gridMetric, message: `${message}. First out of its running range: ${describeDeparture(first)}.` };

@@ -4,8 +4,7 @@
 // the layer and GEMM to look at first (stats arrive in model order, so ties go to the earlier layer).
 import type { GemmKind } from '../protocol/config.js';
 import type { LayerStatsRecord } from '../protocol/telemetry.js';
-import type { GridMetric } from '../protocol/webview.js';
-import { meanExponent, metricOf } from './layer-metrics.js';
+import { layerMetric, meanExponent, type GridMetric } from '../protocol/layer-metrics.js';
 
 interface Watched {
   label: string;
@@ -17,10 +16,10 @@ interface Watched {
 }
 
 const WATCHED: Watched[] = [
-  { label: 'Wgrad relative error', grid: 'wgradRelErr', value: (r) => metricOf(r, 'wgradRelErr'), floor: 0.05 },
-  { label: 'saturated %', grid: 'saturatedPct', value: (r) => metricOf(r, 'saturatedPct'), floor: 0.5 },
-  { label: 'flushed %', grid: 'flushedPct', value: (r) => metricOf(r, 'flushedPct'), floor: 2 },
-  { label: 'SQNR (dB)', grid: 'sqnrDb', value: (r) => metricOf(r, 'sqnrDb'), floor: 3 },
+  { label: 'Wgrad relative error', grid: 'wgradRelErr', value: layerMetric('wgradRelErr').ofRecord, floor: 0.05 },
+  { label: 'saturated %', grid: 'saturatedPct', value: layerMetric('saturatedPct').ofRecord, floor: 0.5 },
+  { label: 'flushed %', grid: 'flushedPct', value: layerMetric('flushedPct').ofRecord, floor: 2 },
+  { label: 'SQNR (dB)', grid: 'sqnrDb', value: layerMetric('sqnrDb').ofRecord, floor: 3 },
   { label: 'mean scale exponent', grid: 'scaleShift', value: meanExponent, floor: 1 },
 ];
 

@@ -8,9 +8,9 @@ export interface Notice {
   severity: 'error' | 'warning';
   /** What the "Show in Dashboard" button opens. */
   focus: FocusMessage;
+  /** A checkpoint from before the event: the "Start Next Run from Checkpoint…" button starts from it. */
+  checkpoint?: string;
 }
-
-export const NOTICE_BUTTON = 'Show in Dashboard';
 
 export class NoticeFilter {
   private readonly shown = new Set<string>();
@@ -23,8 +23,10 @@ export class NoticeFilter {
     this.shown.add(key);
     const what = alert.kind === 'divergence' ? `diverged at step ${alert.step}` : `loss spiked at step ${alert.step}`;
     const where = alert.layer === null ? 'no layer left its running range before it' : `first to move: ${alert.layer}${alert.gemm ? ` (${alert.gemm})` : ''}`;
+    const kept = alert.checkpoint === undefined ? '' : ` A checkpoint from before it was kept: ${alert.checkpoint}.`;
     return {
-      message: `MX Scope: ${runName} ${what}; ${where}.`,
+      message: `MX Scope: ${runName} ${what}; ${where}.${kept}`,
+      ...(alert.checkpoint === undefined ? {} : { checkpoint: alert.checkpoint }),
       severity: alert.kind === 'divergence' ? 'error' : 'warning',
       focus: { type: 'focus', mode: 'single', runIds: [alert.runId], at: { step: alert.step, layer: alert.layer, ...(alert.gemm ? { gemm: alert.gemm } : {}), ...(alert.metric ? { metric: alert.metric } : {}) } },
     };

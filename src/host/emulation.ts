@@ -6,22 +6,9 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vscode from 'vscode';
 import { TOKEN_ENV, type ListeningInfo } from '../link/listening-line.js';
-import { mergeRunConfig, type RunConfig } from '../protocol/index.js';
-import { presetConfig } from '../trainer/presets.js';
+import { emulationServeArgs } from '../trainer/emulation-config.js';
 import type { MxScopeSettings } from './settings.js';
 import { spawnTrainer, type TrainerProcess } from '../live/trainer-process.js';
-
-/**
- * Emulated runs start as the case MX Scope is for: every GEMM in MXFP4, no rotation, nearest-even.
- * Switch Rotation Mode and Set GEMM Precision change the next run from there.
- */
-const EMULATION_PRECISION = 'mxfp4';
-
-/** The config the embedded trainer's first run uses (and the next-run base while disconnected). */
-export function emulationBaseConfig(settings: Pick<MxScopeSettings, 'preset' | 'statsEvery'>): RunConfig {
-  const gemm = { precision: EMULATION_PRECISION } as const;
-  return mergeRunConfig(presetConfig(settings.preset), { statsEvery: settings.statsEvery, gemms: { fprop: gemm, dgrad: gemm, wgrad: gemm } });
-}
 
 export class EmulationTrainer implements vscode.Disposable {
   private current: { process: TrainerProcess; preset: string } | undefined;
@@ -52,7 +39,7 @@ export class EmulationTrainer implements vscode.Disposable {
     mkdirSync(outDir, { recursive: true });
     const cli = vscode.Uri.joinPath(this.context.extensionUri, 'dist', 'cli', 'train.js').fsPath;
     const token = randomBytes(24).toString('base64url');
-    const args = [cli, '--serve', '--host', '127.0.0.1', '--port', '0', '--out', outDir, '--preset', settings.preset, '--precision', EMULATION_PRECISION];
+    const args = [cli, '--serve', '--host', '127.0.0.1', '--port', '0', '--out', outDir, ...emulationServeArgs(settings)];
     this.log(`starting the emulation trainer: node ${args.join(' ')}`);
     // Set once spawned: an exit before that is a failed start, which spawnTrainer reports itself.
     let trainer: TrainerProcess | undefined;

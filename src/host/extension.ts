@@ -2,13 +2,16 @@
 // link), registers commands, the status bar and the Runs view, and hands the services to the
 // dashboard and checkpoint parts. The only code that imports `vscode` lives under src/host/.
 import * as vscode from 'vscode';
+import { setMxBackend } from '../mx/backend.js';
 import { RunStore } from '../store/run-store.js';
 import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
+import { useTranslator } from './model/localize.js';
 import { userMessage } from './model/user-message.js';
-import { saveCheckpoint, setGemmPrecision, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
-import { emulationBaseConfig, EmulationTrainer } from './emulation.js';
+import { saveCheckpoint, setGemmPrecision, setScaleRule, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
+import { emulationConfig } from '../trainer/emulation-config.js';
+import { EmulationTrainer } from './emulation.js';
 import { LiveLink } from '../live/live-link.js';
 import { openRunLog } from './open-run-log.js';
 import { restoreAndRememberRuns } from './remember-runs.js';
@@ -20,11 +23,15 @@ import { createStatusBar } from './status-bar.js';
 let emulation: EmulationTrainer | undefined;
 
 export function activate(context: vscode.ExtensionContext): HostServices {
+  // First: the view models (status bar, Runs view, quick picks) word their text through it.
+  useTranslator(vscode.l10n.t);
+  // The host's one kernel selection, for the checkpoint editor's analysis (src/mx selects nothing on import).
+  setMxBackend('auto');
   const output = vscode.window.createOutputChannel('MX Scope');
   const log = (line: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${line}`);
   const settings = readSettings();
   const store = new RunStore(settings.history);
-  const link = new LiveLink(store, log, emulationBaseConfig(settings));
+  const link = new LiveLink(store, log, emulationConfig(settings));
   const services: HostServices = { store, output, link, settings: readSettings, log };
   // A crashed emulation trainer will not come back: stop reconnecting to it.
   emulation = new EmulationTrainer(context, log, (url) => {
@@ -39,7 +46,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
         await run(...args);
       } catch (error) {
         log(`${id} failed: ${(error as Error).message}`);
-        void vscode.window.showErrorMessage(`MX Scope: ${userMessage(error)}`);
+        void vscode.window.showErrorMessage(vscode.l10n.t('MX Scope: {0}', userMessage(error)));
       }
     });
 
@@ -54,6 +61,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     command('mxscope.disconnect', () => disconnect(services, trainer)),
     command('mxscope.switchRotationMode', () => switchRotationMode(services, context)),
     command('mxscope.setGemmPrecision', () => setGemmPrecision(services)),
+    command('mxscope.setScaleRule', () => setScaleRule(services)),
     command('mxscope.startNextRun', () => startNextRun(services)),
     command('mxscope.startFromCheckpoint', (target) => startFromCheckpoint(services, target instanceof vscode.Uri ? target : undefined)),
     command('mxscope.stopRun', () => stopRun(services)),
@@ -63,7 +71,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     command('mxscope.quickActions', () => showQuickActions(services)),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration('mxscope.emulation')) {
-        link.setLocalBase(emulationBaseConfig(readSettings()));
+        link.setLocalBase(emulationConfig(readSettings()));
       }
       if (event.affectsConfiguration('mxscope.history')) log('history limits apply to runs after the window reloads');
     }),

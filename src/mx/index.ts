@@ -21,7 +21,7 @@ export { fakeQuantBf16 } from './bf16.js';
 export { hadamardInPlace, HadamardRotation, TE_WGRAD_SIGNS_16, type HadamardSize, type HadamardRotationOptions, type HadamardMode } from './hadamard.js';
 export { gemm } from './gemm.js';
 export { gemmTs } from './gemm-ts.js';
-export { setMxBackend, type MxBackend } from './backend.js';
-
-import { setMxBackend } from './backend.js';
-setMxBackend('auto');
+// Importing src/mx installs nothing: the TypeScript kernels run until the process selects its
+// kernels with setMxBackend('auto') once at start-up (mxscope-train's and mxscope-inspect's main,
+// the extension's activate, the unit-test runner's test/start-up.ts). Both give the same bits.
+export { mxBackendInUse, setMxBackend, type MxBackend } from './backend.js';

@@ -62,11 +62,11 @@ function roundUnsaturated(a: number, field: number, shared: number, spec: Format
   return Math.fround(Math.fround(a + magic) - magic);
 }
 
-interface Job {
+/** One call's work, as the TypeScript loop below and an accelerated kernel (src/mx/mxfp8-wasm.ts) take it. */
+export interface Mxfp8Job {
   values: Float32Array;
   rowLength: number;
   format: Fp8Format;
-  spec: Format;
   rule: ScaleRule;
   scales?: Uint8Array;
   codes?: Uint8Array;
@@ -74,9 +74,24 @@ interface Job {
   stats?: MxStats;
 }
 
-function run(job: Job, caller: string): void {
-  const { values, rowLength, spec, rule, scales, codes, writeBack, stats } = job;
-  const rows = checkRows(values.length, rowLength, caller);
+/** A kernel that handles a job, or returns false to leave it to the TypeScript path. */
+export type Mxfp8Kernel = (job: Mxfp8Job) => boolean;
+let fastKernel: Mxfp8Kernel | undefined;
+
+/** Installs (or with undefined removes) the accelerated kernel; the TS path stays the reference. */
+export function setMxfp8Kernel(kernel: Mxfp8Kernel | undefined): void {
+  fastKernel = kernel;
+}
+
+function run(job: Mxfp8Job, caller: string): void {
+  const rows = checkRows(job.values.length, job.rowLength, caller);
+  const spec = formatOf(job.format, caller);
+  if (fastKernel && fastKernel(job)) return;
+  runTs(job, spec, rows);
+}
+
+function runTs(job: Mxfp8Job, spec: Format, rows: number): void {
+  const { values, rowLength, rule, scales, codes, writeBack, stats } = job;
   const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
   let block = 0;
   for (let row = 0; row < rows; row++) {
@@ -116,19 +131,19 @@ function run(job: Job, caller: string): void {
 
 export function quantizeMxfp8(values: Float32Array, rowLength: number, format: Fp8Format, options?: Mxfp8Options): Mxfp8Quantized {
   const caller = 'quantizeMxfp8';
-  const spec = formatOf(format, caller);
+  formatOf(format, caller);
   const rule = checkScaleRule(options?.scaleRule ?? 'floor', caller);
   const rows = checkRows(values.length, rowLength, caller);
   const scales = new Uint8Array(rows * blocksPerRow(rowLength));
   const codes = new Uint8Array(values.length);
-  run({ values, rowLength, format, spec, rule, scales, codes, writeBack: false }, caller);
+  run({ values, rowLength, format, rule, scales, codes, writeBack: false }, caller);
   return { scales, codes };
 }
 
 /** In place: values := dequantize(quantize(values)), adding to `stats` when given. */
 export function fakeQuantMxfp8(values: Float32Array, rowLength: number, format: Fp8Format, options?: Mxfp8Options & { stats?: MxStats }): void {
   const caller = 'fakeQuantMxfp8';
-  const spec = formatOf(format, caller);
+  formatOf(format, caller);
   const rule = checkScaleRule(options?.scaleRule ?? 'floor', caller);
-  run({ values, rowLength, format, spec, rule, writeBack: true, stats: options?.stats }, caller);
+  run({ values, rowLength, format, rule, writeBack: true, stats: options?.stats }, caller);
 }

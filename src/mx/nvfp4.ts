@@ -61,7 +61,8 @@ function e2m1Index(a: number): number {
 let E4M3_VALUES: Float64Array | undefined;
 const E2M1_SIGNED = Float64Array.from({ length: 16 }, (_, code) => decodeE2m1(code));
 
-interface Job {
+/** One call's work, as the TypeScript loop below and an accelerated kernel (src/mx/nvfp4-wasm.ts) take it. */
+export interface Nvfp4Job {
   values: Float32Array;
   rowLength: number;
   tile2d: boolean;
@@ -69,6 +70,15 @@ interface Job {
   codes?: Uint8Array;
   writeBack: boolean;
   stats?: MxStats;
+}
+
+/** A kernel that handles a job and returns its amax and tensor scale, or undefined to leave it to TypeScript. */
+export type Nvfp4Kernel = (job: Nvfp4Job) => { amax: number; tensorScale: number } | undefined;
+let fastKernel: Nvfp4Kernel | undefined;
+
+/** Installs (or with undefined removes) the accelerated kernel; the TS path stays the reference. */
+export function setNvfp4Kernel(kernel: Nvfp4Kernel | undefined): void {
+  fastKernel = kernel;
 }
 
 /** The per-tensor encode and decode scales from the tensor's finite amax. */
@@ -82,9 +92,14 @@ export function nvfp4TensorScales(amax: number): { encode: number; decode: numbe
 /** float32(1/6): the reference folds E2M1's reciprocal into the tensor's encode scale, as the kernel does. */
 const ONE_SIXTH = Math.fround(1 / 6);
 
+/** What a block's amax is multiplied by before its E4M3 rounding: float32(S_enc · ⅙). */
+export function nvfp4BlockFactor(tensorEncode: number): number {
+  return Math.fround(tensorEncode * ONE_SIXTH);
+}
+
 /** The E4M3 code of a block's scale, given its float32 amax and the tensor's encode scale. */
 export function nvfp4BlockScaleCode(blockAmax: number, tensorEncode: number): number {
-  let scale = Math.fround(blockAmax * Math.fround(tensorEncode * ONE_SIXTH));
+  let scale = Math.fround(blockAmax * nvfp4BlockFactor(tensorEncode));
   if (scale > 448) scale = 448; // also catches +Inf (the reference clamps to FLT_MAX first, then to 448)
   return encodeFp8(scale, 'e4m3');
 }
@@ -98,9 +113,13 @@ function finiteAmax(values: Float32Array): number {
   return amax;
 }
 
-function run(job: Job, caller: string): { amax: number; tensorScale: number } {
+function run(job: Nvfp4Job, caller: string): { amax: number; tensorScale: number } {
+  const rows = checkRows(job.values.length, job.rowLength, caller);
+  return fastKernel?.(job) ?? runTs(job, rows);
+}
+
+function runTs(job: Nvfp4Job, rows: number): { amax: number; tensorScale: number } {
   const { values, rowLength, tile2d, scales, codes, writeBack, stats } = job;
-  const rows = checkRows(values.length, rowLength, caller);
   const perRow = Math.ceil(rowLength / NVFP4_BLOCK_SIZE);
   const amax = finiteAmax(values);
   const tensor = nvfp4TensorScales(amax);

@@ -9,6 +9,8 @@ import { fakeQuantFp8 } from './fp8.js';
 import { gemm } from './gemm.js';
 import { hadamardInPlace } from './hadamard.js';
 import { fakeQuantMxfp4, quantizeMxfp4 } from './mxfp4.js';
+import { fakeQuantMxfp8 } from './mxfp8.js';
+import { fakeQuantNvfp4 } from './nvfp4.js';
 import { Rng } from './rng.js';
 import { fastScaleHistogram } from './scale-histogram.js';
 import { createMxStats } from './stats.js';
@@ -38,6 +40,10 @@ export function warmUpMxKernels(): number {
     hadamardInPlace(work, SIZE / 256, 256, 0, 32);
     work.set(source);
     fakeQuantFp8(work, 'e4m3', 'tensor');
+    work.set(source);
+    fakeQuantMxfp8(work, 256, round % 2 === 0 ? 'e4m3' : 'e5m2', { stats: round % 3 === 0 ? stats : undefined });
+    work.set(source);
+    fakeQuantNvfp4(work, 256, { tile2d: round % 2 === 0, stats: round % 3 === 0 ? stats : undefined });
     gemm(64, 64, 64, source, round % 2 === 0, source.subarray(4096), round % 2 === 1, c);
     fastScaleHistogram(bf16, SIZE / 256, 256, counts);
   }

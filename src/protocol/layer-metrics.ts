@@ -1,6 +1,7 @@
-// The layer overview's metrics, one object each: how the host computes it from a layer's newest
-// stats, and how the dashboard labels, formats and ranks it. Their order is the order of
-// LayerRow.values on the wire, so adding a metric here adds it everywhere.
+// The per-layer metrics, one object each: how its value is read off a layer's stats, and how the
+// dashboard labels, formats and ranks it. The same object serves the layer overview (a column; the
+// order of LayerRow.values on the wire is the registry order) and the layer × step heatmap (a grid),
+// so adding a metric here adds it everywhere it is flagged for.
 import type { LayerStatsRecord, OperandStats } from './telemetry.js';
 
 /** A layer's newest stats record of each GEMM that has one, and its Wgrad record among them. */
@@ -10,16 +11,26 @@ export interface LatestLayerStats {
 }
 
 export interface LayerMetricSpec<Name extends string = string> {
-  /** Key in the dashboard's state and the CSV header. */
+  /** Key in the dashboard's state, the wire and the CSV header. */
   name: Name;
-  /** Short label for column headers and menus. */
+  /** Short label for column headers. */
   label: string;
+  /** Long label for the heatmap's menu and notes. */
+  title: string;
   unit: '' | '%' | 'dB';
-  /** Whether larger values are worse (error, saturation) or smaller ones (SQNR): worst-first order and shading. */
-  worse: 'higher' | 'lower';
+  /** Whether larger values are worse (error, saturation), smaller ones (SQNR), or any change from zero (a shift). */
+  worse: 'higher' | 'lower' | 'larger-change';
+  /** Only wgrad records carry it (it comes from the Wgrad error measurement). */
+  wgradOnly: boolean;
   format(value: number | null): string;
-  /** The value for one layer; null where its stats do not say (no Wgrad record yet, SQNR of all-zero operands). */
+  /** The value on one stats record; `previous` is the same layer and GEMM one stats step before (a change needs it). Null where the record does not say. */
+  ofRecord(record: LayerStatsRecord, previous?: LayerStatsRecord): number | null;
+  /** The layer overview's value: the worst over the layer's newest records (its Wgrad record for wgrad-only metrics). */
   of(latest: LatestLayerStats): number | null;
+  /** A column of the layer overview. */
+  overview: boolean;
+  /** A metric of the layer × step heatmap. */
+  grid: boolean;
 }
 
 /** A number in `digits` significant digits, exponent form when very large or small; '—' when absent. */
@@ -30,37 +41,94 @@ export function formatNumber(value: number | null, digits = 3): string {
   return Number(value.toPrecision(digits)).toString();
 }
 
-const operandsOf = (latest: LatestLayerStats): OperandStats[] => latest.records.flatMap((record) => record.operands);
-/** The worst operand over all GEMMs: the largest fraction, as a percentage. */
-const worstPercent = (latest: LatestLayerStats, fraction: (operand: OperandStats) => number): number | null => {
-  const operands = operandsOf(latest);
-  return operands.length === 0 ? null : Math.max(0, ...operands.map((operand) => fraction(operand) * 100));
-};
-const metric = <const Name extends string>(spec: LayerMetricSpec<Name>): LayerMetricSpec<Name> => spec;
-const format = (value: number | null): string => formatNumber(value);
+/** Mean unbiased block exponent over the record's operands (NaN blocks left out); null without blocks. */
+export function meanExponent(record: LayerStatsRecord): number | null {
+  let sum = 0;
+  let count = 0;
+  for (const { histogram } of record.operands) {
+    histogram.counts.forEach((n, i) => {
+      sum += n * (histogram.minExp + i);
+      count += n;
+    });
+  }
+  return count > 0 ? sum / count : null;
+}
 
-export const LAYER_METRIC_SPECS = [
-  metric({ name: 'wgradRelErr', label: 'Wgrad rel. error', unit: '', worse: 'higher', format, of: (l) => l.wgrad?.wgradError?.relErr ?? null }),
-  metric({ name: 'alignment', label: 'Alignment', unit: '', worse: 'lower', format, of: (l) => l.wgrad?.wgradError?.alignment ?? null }),
-  metric({ name: 'saturatedPct', label: 'Saturated', unit: '%', worse: 'higher', format, of: (l) => worstPercent(l, (o) => o.saturatedFrac) }),
-  metric({ name: 'flushedPct', label: 'Flushed', unit: '%', worse: 'higher', format, of: (l) => worstPercent(l, (o) => o.flushedFrac) }),
+/** The worst operand of the record: the largest fraction, as a percentage; null without operands. */
+const worstPercent = (record: LayerStatsRecord, fraction: (operand: OperandStats) => number): number | null =>
+  record.operands.length === 0 ? null : Math.max(...record.operands.map((operand) => fraction(operand) * 100));
+
+/** How bad a value of a metric that is `worse` is: larger is worse (worst-first order, shading). */
+export const badness = (value: number, worse: LayerMetricSpec['worse']): number => (worse === 'higher' ? value : worse === 'lower' ? -value : Math.abs(value));
+
+/** The worst of the values that are known (largest, smallest, or farthest from zero); null if none is. */
+function worstOf(values: readonly (number | null)[], worse: LayerMetricSpec['worse']): number | null {
+  let worst: number | null = null;
+  for (const value of values) {
+    if (value !== null && (worst === null || badness(value, worse) > badness(worst, worse))) worst = value;
+  }
+  return worst;
+}
+
+type MetricInput<Name extends string, Overview extends boolean, Grid extends boolean> = Omit<LayerMetricSpec<Name>, 'of' | 'format' | 'overview' | 'grid'> & {
+  overview: Overview;
+  grid: Grid;
+};
+
+const metric = <const Name extends string, const Overview extends boolean, const Grid extends boolean>(
+  spec: MetricInput<Name, Overview, Grid>,
+): LayerMetricSpec<Name> & { overview: Overview; grid: Grid } => ({
+  ...spec,
+  format: (value) => formatNumber(value),
+  of: (latest) => worstOf((spec.wgradOnly ? (latest.wgrad ? [latest.wgrad] : []) : latest.records).map((record) => spec.ofRecord(record)), spec.worse),
+});
+
+export const METRIC_SPECS = [
+  metric({ name: 'wgradRelErr', label: 'Wgrad rel. error', title: 'Wgrad relative error', unit: '', worse: 'higher', wgradOnly: true, overview: true, grid: true, ofRecord: (r) => r.wgradError?.relErr ?? null }),
+  metric({ name: 'alignment', label: 'Alignment', title: 'Wgrad alignment', unit: '', worse: 'lower', wgradOnly: true, overview: true, grid: false, ofRecord: (r) => r.wgradError?.alignment ?? null }),
+  metric({ name: 'saturatedPct', label: 'Saturated', title: 'Saturated %', unit: '%', worse: 'higher', wgradOnly: false, overview: true, grid: true, ofRecord: (r) => worstPercent(r, (o) => o.saturatedFrac) }),
+  metric({ name: 'flushedPct', label: 'Flushed', title: 'Flushed %', unit: '%', worse: 'higher', wgradOnly: false, overview: true, grid: true, ofRecord: (r) => worstPercent(r, (o) => o.flushedFrac) }),
   metric({
     name: 'sqnrDb',
     label: 'SQNR',
+    title: 'SQNR (dB)',
     unit: 'dB',
     worse: 'lower',
-    format,
-    of: (l) => {
-      const known = operandsOf(l).flatMap((operand) => (operand.sqnrDb === null ? [] : [operand.sqnrDb]));
-      return known.length === 0 ? null : Math.min(...known);
+    wgradOnly: false,
+    overview: true,
+    grid: true,
+    ofRecord: (r) => worstOf(r.operands.map((operand) => operand.sqnrDb), 'lower'),
+  }),
+  metric({ name: 'lag1Cos', label: 'Lag-1 error corr.', title: 'Lag-1 error correlation', unit: '', worse: 'higher', wgradOnly: true, overview: true, grid: true, ofRecord: (r) => r.wgradError?.lag1Cos ?? null }),
+  metric({
+    name: 'scaleShift',
+    label: 'Scale shift',
+    title: 'Scale shift (Δ mean exponent)',
+    unit: '',
+    worse: 'larger-change',
+    wgradOnly: false,
+    overview: false,
+    grid: true,
+    ofRecord: (record, previous) => {
+      const now = meanExponent(record);
+      const before = previous ? meanExponent(previous) : null;
+      return now === null || before === null ? null : now - before;
     },
   }),
-  metric({ name: 'lag1Cos', label: 'Lag-1 error corr.', unit: '', worse: 'higher', format, of: (l) => l.wgrad?.wgradError?.lag1Cos ?? null }),
 ] as const;
 
-export type LayerMetric = (typeof LAYER_METRIC_SPECS)[number]['name'];
-export const LAYER_METRICS: readonly LayerMetric[] = LAYER_METRIC_SPECS.map((spec) => spec.name);
+type Spec = (typeof METRIC_SPECS)[number];
+export type MetricName = Spec['name'];
+/** The layer overview's columns, in LayerRow.values order. */
+export type LayerMetric = Extract<Spec, { overview: true }>['name'];
+/** The layer × step heatmap's metrics. */
+export type GridMetric = Extract<Spec, { grid: true }>['name'];
 
-export function layerMetric(name: LayerMetric): LayerMetricSpec<LayerMetric> {
-  return LAYER_METRIC_SPECS.find((spec) => spec.name === name)!;
+export const LAYER_METRIC_SPECS: readonly LayerMetricSpec<LayerMetric>[] = METRIC_SPECS.filter((spec): spec is Extract<Spec, { overview: true }> => spec.overview);
+export const LAYER_METRICS: readonly LayerMetric[] = LAYER_METRIC_SPECS.map((spec) => spec.name);
+export const GRID_METRICS: readonly GridMetric[] = METRIC_SPECS.filter((spec): spec is Extract<Spec, { grid: true }> => spec.grid).map((spec) => spec.name);
+
+/** The registry's object for a metric name (overview or heatmap). */
+export function layerMetric<Name extends MetricName>(name: Name): LayerMetricSpec<Name> {
+  return METRIC_SPECS.find((spec) => spec.name === name)! as LayerMetricSpec<Name>;
 }

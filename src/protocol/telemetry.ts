@@ -187,8 +187,9 @@ export interface LayerStatsRecord {
   wgradError?: WgradError;
   /**
    * true (protocol 1.1, optional): the GEMM ran at `precision` and was only observed; the operand
-   * stats (except `kernel` ones) and `wgradError` are what MXFP4 with this GEMM's configured rotation
-   * and rounding would do to these operands, simulated by the publisher.
+   * stats (except `kernel` ones) and `wgradError` are what this GEMM's configured block format (MXFP4
+   * when its configured precision is not one) with its configured rotation and rounding would do to
+   * these operands, simulated by the publisher.
    */
   simulated?: boolean;
 }

@@ -3,7 +3,7 @@
 // 10,000-step run is a few arrays, not 10,000 objects.
 import { GEMM_KINDS, type GemmKind } from './config.js';
 import { OPERANDS, RUN_STATUSES, SCALE_KINDS, type Operand, type RunStatus, type ScaleKind } from './telemetry.js';
-import { LAYER_METRICS } from './layer-metrics.js';
+import { GRID_METRICS, LAYER_METRICS, type GridMetric } from './layer-metrics.js';
 import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
 
 /** What the dashboard needs to know about a run besides its series. */
@@ -40,12 +40,9 @@ export interface LossSeries {
   lr?: number[];
 }
 
-// The overview's metrics are defined once, in layer-metrics.ts; a LayerRow carries them in that order.
-export { LAYER_METRICS, type LayerMetric } from './layer-metrics.js';
-
-/** Per-layer metrics the layer × step heatmap draws (any stats step, not just the newest). */
-export const GRID_METRICS = ['wgradRelErr', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos', 'scaleShift'] as const;
-export type GridMetric = (typeof GRID_METRICS)[number];
+// The per-layer metrics are defined once, in layer-metrics.ts: the overview's columns (a LayerRow carries
+// them in that order) and the metrics the layer × step heatmap draws (any stats step, not just the newest).
+export { GRID_METRICS, LAYER_METRICS, type GridMetric, type LayerMetric } from './layer-metrics.js';
 
 /** One row of the layer overview: the layer's latest stats-step metrics (null where unknown). */
 export interface LayerRow {
@@ -75,6 +72,8 @@ export interface Alert {
   /** The metric that moved, when it is one the layer heatmap draws. */
   metric?: GridMetric;
   message: string;
+  /** Divergence: the checkpoint the trainer kept from before the event (its path on the trainer's machine). */
+  checkpoint?: string;
 }
 
 /** Everything the dashboard shows before a layer is picked. */
@@ -235,7 +234,7 @@ const layerOverviewSchema = object<LayerOverview>({
   step: intIn(-1, Number.MAX_SAFE_INTEGER),
   rows: arrayOf(object<LayerRow>({ layer: layerName, values: arrayOf(nullable(num), LAYER_METRICS.length) }), 100_000),
 });
-const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(WEBVIEW_LIMITS.alertMessage) });
+const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(WEBVIEW_LIMITS.alertMessage), checkpoint: optional(str(4096)) });
 
 const dataFields = {
   runs: arrayOf(runInfoSchema, WEBVIEW_LIMITS.runs),

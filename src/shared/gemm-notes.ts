@@ -1,8 +1,9 @@
 // What a run's GEMM labels add beyond the config: how the rotation fitted each layer's reduction
 // dimension (runStarted.layers[].rotationFit: padded / skipped layers) and whether the stats are the
-// publisher's MXFP4 simulation of GEMMs that ran at another precision (layerStats.simulated).
+// publisher's simulation (in the configured block format, MXFP4 by default) of GEMMs that ran at
+// another precision (layerStats.simulated).
 import type { GemmKind } from '../protocol/config.js';
-import type { LayerInfo, LayerStatsRecord } from '../protocol/telemetry.js';
+import type { LayerInfo, LayerStatsRecord, StatsFormat } from '../protocol/telemetry.js';
 
 /** "padded in 2 of 9 layers", "skipped in 1 of 9 layers" (both when both), or "" when every layer fits. */
 export function rotationFitNote(layers: readonly LayerInfo[], gemm: GemmKind): string {
@@ -14,12 +15,19 @@ export function rotationFitNote(layers: readonly LayerInfo[], gemm: GemmKind): s
     .join(', ');
 }
 
-/** "MXFP4 simulated (GEMM ran bf16)" when the newest records of this GEMM say so, else "". */
+/** "MXFP4 simulated (GEMM ran bf16)" ("NVFP4 …", "MXFP8 …": the format the stats declare) when the newest records of this GEMM say so, else "". */
 export function simulatedNote(latest: readonly (LayerStatsRecord | undefined)[]): string {
   const simulated = latest.filter((record): record is LayerStatsRecord => record?.simulated === true);
   if (simulated.length === 0) return '';
   const ran = [...new Set(simulated.map((record) => record.precision))].join('/');
-  return `MXFP4 simulated (GEMM ran ${ran})`;
+  const formats = [...new Set(simulated.map((record) => formatName(record.operands[0]?.format)))].join('/');
+  return `${formats} simulated (GEMM ran ${ran})`;
+}
+
+/** The block format family a stats record declares: MXFP4 (also when absent), NVFP4 or MXFP8. */
+function formatName(format: StatsFormat | undefined): string {
+  if (format === 'nvfp4') return 'NVFP4';
+  return format === 'mxfp8-e4m3' || format === 'mxfp8-e5m2' ? 'MXFP8' : 'MXFP4';
 }
 
 /** `base` with the notes that apply, joined by " · ". */

@@ -65,9 +65,10 @@ export class Trainer {
   /** Layer stats at every step through this step (after a spike). */
   private denseUntil = -1;
   /**
-   * Called on a suspicious step (its loss or gradient norm spiked) before the optimizer applies it,
-   * so the weights are still those from before the suspicious update (the run saves a checkpoint);
-   * once per dense-stats window.
+   * Called on a suspicious step (its loss or gradient norm spiked, or it diverged) before the
+   * optimizer applies it, so the weights are still those from before the suspicious update (the run
+   * saves a checkpoint); once per dense-stats window, and always for the diverging step (a jump
+   * straight to divergence has no spike before it).
    */
   onSuspicious: ((step: number, reason: string) => void) | undefined;
 
@@ -118,7 +119,8 @@ export class Trainer {
     const lossSpike = diverged === undefined && this.lossSpikes.observe(loss);
     const normSpike = diverged === undefined && Number.isFinite(gradNorm) && this.normSpikes.observe(gradNorm);
     let denseStats: StepRecord['denseStats'];
-    if ((lossSpike || normSpike) && step + 1 < config.steps) {
+    if (diverged !== undefined) this.onSuspicious?.(step, `divergence at step ${step}: ${diverged}`);
+    else if ((lossSpike || normSpike) && step + 1 < config.steps) {
       const reason = lossSpike ? `loss spike at step ${step}: ${loss.toFixed(3)}` : `gradient-norm spike at step ${step}: ${gradNorm.toPrecision(3)}`;
       if (step > this.denseUntil) this.onSuspicious?.(step, reason);
       this.denseUntil = Math.min(config.steps - 1, step + DENSE_STATS_WINDOW);

@@ -1,8 +1,8 @@
-// The metric registry: one object per layer-overview metric. Each getter is checked on records
+// The metric registry: one object per metric, for the layer overview and the heatmap. Each getter is checked on records
 // written by hand, and the overview the host sends carries exactly the registry's metrics in order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatNumber, LAYER_METRIC_SPECS, LAYER_METRICS, layerMetric, type LatestLayerStats } from '../../src/protocol/layer-metrics.js';
+import { badness, formatNumber, GRID_METRICS, LAYER_METRIC_SPECS, LAYER_METRICS, layerMetric, meanExponent, METRIC_SPECS, type LatestLayerStats } from '../../src/protocol/layer-metrics.js';
 import type { LayerStatsRecord, OperandStats } from '../../src/protocol/telemetry.js';
 import { worstFirst } from '../../webview/dashboard/model/ui-state.js';
 
@@ -42,4 +42,24 @@ test('format and worse drive what the overview shows: SQNR ranks lowest first, e
   const rows = [{ layer: 'a', values: [0.1, 0, 0, 0, 20, 0] }, { layer: 'b', values: [0.3, 0, 0, 0, 10, 0] }, { layer: 'c', values: [null, 0, 0, 0, null, 0] }];
   assert.deepEqual(worstFirst(rows, 'wgradRelErr').map((row) => row.layer), ['b', 'a', 'c']);
   assert.deepEqual(worstFirst(rows, 'sqnrDb').map((row) => row.layer), ['b', 'a', 'c']);
+});
+
+test('the heatmap reads the same objects per record: one GEMM at a time, scale shift against the stats step before', () => {
+  const grid = (record: LayerStatsRecord, previous?: LayerStatsRecord) => Object.fromEntries(GRID_METRICS.map((name) => [name, layerMetric(name).ofRecord(record, previous)]));
+  assert.deepEqual(grid(fprop), { wgradRelErr: null, saturatedPct: 0.3, flushedPct: 5, sqnrDb: 12.5, lag1Cos: null, scaleShift: null });
+  const shifted = record('fprop', [{ ...operand(0, 0, 1), histogram: { minExp: -3, counts: [1, 0, 3], nanBlocks: 0 } as OperandStats['histogram'] }]);
+  // fprop's mean exponent is 0 (one block at 0 per operand); `shifted` has (−3 + 3·−1) / 4 = −1.5.
+  assert.equal(layerMetric('scaleShift').ofRecord(shifted, fprop), -1.5);
+  assert.equal(layerMetric('scaleShift').ofRecord(shifted), null);
+  assert.equal(meanExponent(record('fprop', [])), null);
+});
+
+test('flags place each metric: the overview has alignment but no scale shift, the heatmap the reverse, wgrad-only metrics say so', () => {
+  assert.deepEqual(GRID_METRICS, ['wgradRelErr', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos', 'scaleShift']);
+  assert.deepEqual(LAYER_METRICS, ['wgradRelErr', 'alignment', 'saturatedPct', 'flushedPct', 'sqnrDb', 'lag1Cos']);
+  assert.deepEqual(METRIC_SPECS.filter((spec) => spec.wgradOnly).map((spec) => spec.name), ['wgradRelErr', 'alignment', 'lag1Cos']);
+  for (const spec of METRIC_SPECS) assert.ok(spec.title.length >= spec.label.length, spec.name);
+  assert.equal(layerMetric('scaleShift').title, 'Scale shift (Δ mean exponent)');
+  assert.deepEqual([-2, 1, 0.5].map((v) => badness(v, 'larger-change')), [2, 1, 0.5]);
+  assert.deepEqual([-2, 1].map((v) => badness(v, 'lower')), [2, -1]);
 });

@@ -9,7 +9,8 @@ import { userMessage } from '../../src/host/model/user-message.js';
 import { distinctNames } from '../../src/host/model/distinct-names.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { runInfo } from '../../src/dashboard/views.js';
-import type { GemmRotationFit, LayerInfo } from '../../src/protocol/telemetry.js';
+import type { GemmRotationFit, LayerInfo, LayerStatsRecord } from '../../src/protocol/telemetry.js';
+import { simulatedNote } from '../../src/shared/gemm-notes.js';
 import { baseConfig } from '../link/fake-run.js';
 
 test('every rotation mode round-trips through modeOf on the GEMMs it was applied to, and only those', () => {
@@ -87,6 +88,18 @@ test('runs view GEMM rows say where the rotation was padded or skipped and when 
   assert.deepEqual(rows.find((r) => r.label === 'dgrad'), { label: 'dgrad', value: 'mxfp4 · hadamard 32 · nearest-even · padded in 1 of 3 layers, skipped in 1 of 3 layers · MXFP4 simulated (GEMM ran bf16)' });
   assert.deepEqual(rows.find((r) => r.label === 'fprop'), { label: 'fprop', value: 'mxfp4 · no rotation · nearest-even' }, 'nothing to add where every layer fits and the GEMM was emulated');
   assert.match(runInfo(store.get('r')!, null).gemms.dgrad, / · padded in 1 of 3 layers, skipped in 1 of 3 layers · MXFP4 simulated \(GEMM ran bf16\)$/, 'the dashboard run chip says the same');
+});
+
+test('a simulated GEMM is labelled with the block format its stats declare (NVFP4, MXFP8), MXFP4 when absent', () => {
+  const operand = { blocks: 0, elements: 0, histogram: { minExp: 0, counts: [], nanBlocks: 0 }, saturatedFrac: 0, flushedFrac: 0, sqnrDb: null };
+  const record = (format: 'nvfp4' | 'mxfp8-e5m2' | undefined): LayerStatsRecord => ({
+    type: 'layerStats', runId: 'r', step: 0, layer: 'mix', gemm: 'dgrad', precision: 'bf16', simulated: true,
+    operands: [{ operand: 'dy', ...operand, ...(format && { format }) }, { operand: 'w', ...operand }],
+  });
+  assert.equal(simulatedNote([record('nvfp4')]), 'NVFP4 simulated (GEMM ran bf16)');
+  assert.equal(simulatedNote([record('mxfp8-e5m2')]), 'MXFP8 simulated (GEMM ran bf16)');
+  assert.equal(simulatedNote([record(undefined)]), 'MXFP4 simulated (GEMM ran bf16)');
+  assert.equal(simulatedNote([{ ...record('nvfp4'), simulated: false }]), '', 'an emulated GEMM gets no note');
 });
 
 test('status bar text and quick actions follow the connection state', () => {

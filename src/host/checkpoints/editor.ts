@@ -22,7 +22,7 @@ export class CheckpointEditorProvider implements vscode.CustomReadonlyEditorProv
   resolveCustomEditor(document: vscode.CustomDocument, panel: vscode.WebviewPanel): void {
     const { uri } = document;
     // Checkpoints are read through Node file handles: a remote or virtual file has no local path.
-    const target = uri.scheme === 'file' ? { kind: 'analyse' as const, path: uri.fsPath } : { kind: 'unavailable' as const, reason: `${uri.toString()} is not a local file: MX Scope reads checkpoints from disk` };
+    const target = uri.scheme === 'file' ? { kind: 'analyse' as const, path: uri.fsPath } : { kind: 'unavailable' as const, reason: vscode.l10n.t('{0} is not a local file: MX Scope reads checkpoints from disk', uri.toString()) };
     const attached = attachCheckpointWebview(panel.webview, this.extensionUri, basename(uri.path), target, this.log);
     panel.onDidDispose(() => attached.dispose());
   }

@@ -15,7 +15,7 @@ export function registerCheckpoints(context: vscode.ExtensionContext, services: 
         await compareCheckpointsCommand(context.extensionUri, log, clicked, selected);
       } catch (error) {
         log(`Compare Checkpoints failed: ${(error as Error).message}`);
-        void vscode.window.showErrorMessage(`MX Scope: ${(error as Error).message}`);
+        void vscode.window.showErrorMessage(vscode.l10n.t('MX Scope: {0}', (error as Error).message));
       }
     }),
   );

@@ -1,6 +1,7 @@
 // Commands that start, connect to and leave trainers, and the status bar's quick actions.
 import * as vscode from 'vscode';
 import { splitTokenUrl } from '../../link/auth.js';
+import { emulationSettingsChange } from '../../trainer/emulation-config.js';
 import type { EmulationTrainer } from '../emulation.js';
 import { quickActions } from '../model/status-text.js';
 import type { HostServices } from '../services.js';
@@ -34,7 +35,7 @@ export async function startEmulatedRun(services: HostServices, emulation: Emulat
   const { info, started } = await emulation.ensureRunning(settings);
   if (started || services.link.activeUrl !== info.url) services.link.connect(info.url, info.token);
   await whenConnected(services);
-  await services.link.changeNextRun({ statsEvery: settings.statsEvery });
+  await services.link.changeNextRun(emulationSettingsChange(settings));
   const ack = await services.link.request({ type: 'startRun' });
   void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: started emulated run {0} ({1}).', ack.detail ?? '', settings.preset));
 }

@@ -35,7 +35,7 @@ export class DashboardConnection implements vscode.Disposable {
       exportFile: (message) =>
         void exportFile(message, services).catch((error: Error) => {
           services.log(`dashboard: export of ${message.fileName} failed: ${error.message}`);
-          void vscode.window.showErrorMessage(`MX Scope: could not save ${message.fileName}: ${error.message}`);
+          void vscode.window.showErrorMessage(vscode.l10n.t('MX Scope: could not save {0}: {1}', message.fileName, error.message));
         }),
       openDashboard,
     });
@@ -60,17 +60,17 @@ async function exportFile(message: ExportMessage, services: HostServices): Promi
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
   const target = await vscode.window.showSaveDialog({
     defaultUri: folder ? vscode.Uri.joinPath(folder, message.fileName) : undefined,
-    filters: message.format === 'png' ? { 'PNG image': ['png'] } : { CSV: ['csv'] },
-    saveLabel: 'Export',
+    filters: message.format === 'png' ? { [vscode.l10n.t('PNG image')]: ['png'] } : { [vscode.l10n.t('CSV')]: ['csv'] },
+    saveLabel: vscode.l10n.t('Export'),
   });
   if (!target) return;
   const bytes = message.format === 'png' ? Buffer.from(message.data.replace(/^data:image\/png;base64,/, ''), 'base64') : Buffer.from(message.data, 'utf8');
   await vscode.workspace.fs.writeFile(target, bytes);
   services.log(`dashboard: exported ${message.fileName} to ${target.fsPath}`);
   // Say where it went, with a way there.
-  const open = 'Open';
-  const reveal = 'Reveal in File Explorer';
-  const choice = await vscode.window.showInformationMessage(`MX Scope: saved ${message.format.toUpperCase()} to ${target.fsPath}`, open, reveal);
+  const open = vscode.l10n.t('Open');
+  const reveal = vscode.l10n.t('Reveal in File Explorer');
+  const choice = await vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: saved {0} to {1}', message.format.toUpperCase(), target.fsPath), open, reveal);
   if (choice === open) await vscode.commands.executeCommand('vscode.open', target);
   else if (choice === reveal) await vscode.commands.executeCommand('revealFileInOS', target);
 }

@@ -4,7 +4,8 @@
 import * as vscode from 'vscode';
 import { AlertTracker } from '../../dashboard/alerts.js';
 import { DashboardFeed } from '../../dashboard/feed.js';
-import { NOTICE_BUTTON, NoticeFilter, type Notice } from '../../dashboard/notice.js';
+import { NoticeFilter, type Notice } from '../../dashboard/notice.js';
+import { statusText } from '../model/run-tree.js';
 import { runIdOf } from '../runs-view.js';
 import type { HostServices } from '../services.js';
 import { DASHBOARD_VIEW_TYPE, DashboardPanels } from './panel.js';
@@ -39,8 +40,14 @@ export function registerDashboard(context: vscode.ExtensionContext, services: Ho
 function notify(notice: Notice | null, panels: DashboardPanels): void {
   if (!notice) return;
   const show = notice.severity === 'error' ? vscode.window.showErrorMessage : vscode.window.showWarningMessage;
-  void show(notice.message, NOTICE_BUTTON).then((choice) => {
-    if (choice === NOTICE_BUTTON) panels.open(notice.focus);
+  const showButton = vscode.l10n.t('Show in Dashboard');
+  const checkpointButton = vscode.l10n.t('Start Next Run from Checkpoint…');
+  const buttons = notice.checkpoint === undefined ? [showButton] : [showButton, checkpointButton];
+  void show(notice.message, ...buttons).then((choice) => {
+    if (choice === showButton) panels.open(notice.focus);
+    if (choice === checkpointButton && notice.checkpoint !== undefined) {
+      void vscode.commands.executeCommand('mxscope.startFromCheckpoint', vscode.Uri.file(notice.checkpoint));
+    }
   });
 }
 
@@ -51,16 +58,16 @@ async function compareRuns(services: HostServices, panels: DashboardPanels, node
   if (runIds.length < 2) {
     const runs = services.store.list();
     if (runs.length < 2) {
-      void vscode.window.showInformationMessage('MX Scope: Compare Runs needs at least two runs. Start one or open a run log first.');
+      void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: Compare Runs needs at least two runs. Start one or open a run log first.'));
       return;
     }
     const picked = await vscode.window.showQuickPick(
-      runs.slice().reverse().map((run) => ({ label: run.name, description: run.status, detail: run.runId, runId: run.runId, picked: fromView.includes(run.runId) })),
-      { canPickMany: true, title: 'Compare Runs: pick two or more', placeHolder: 'Runs to show side by side' },
+      runs.slice().reverse().map((run) => ({ label: run.name, description: statusText(run.status), detail: run.runId, runId: run.runId, picked: fromView.includes(run.runId) })),
+      { canPickMany: true, title: vscode.l10n.t('Compare Runs: pick two or more'), placeHolder: vscode.l10n.t('Runs to show side by side') },
     );
     if (!picked) return;
     if (picked.length < 2) {
-      void vscode.window.showWarningMessage('MX Scope: pick at least two runs to compare.');
+      void vscode.window.showWarningMessage(vscode.l10n.t('MX Scope: pick at least two runs to compare.'));
       return;
     }
     runIds = picked.map((item) => item.runId);

@@ -1,5 +1,6 @@
 // The quick-pick model behind "Switch Rotation Mode" and "Set GEMM Precision": what the user can
 // choose, and the next-run config change each choice means. No vscode here, so it is unit tested.
+import { t } from './localize.js';
 import { describeGemm, GEMM_KINDS, HADAMARD_BLOCKS, isBlockPrecision, PRECISIONS, type GemmConfig, type GemmConfigs, type GemmKind, type HadamardBlock, type NextRunConfig, type Precision, type RunConfig } from '../../protocol/index.js';
 
 export const ROTATION_MODE_IDS = ['none', 'hadamard', 'fixed-sign-hadamard', 'random-hadamard', 'stochastic', 'random-hadamard-sr'] as const;
@@ -15,16 +16,21 @@ export interface RotationMode {
   settings(block: HadamardBlock): Partial<GemmConfig>;
 }
 
+// Labels and details are getters: they are read after activate() has installed the translator.
 export const ROTATION_MODES: readonly RotationMode[] = [
-  { id: 'none', label: 'No rotation', detail: 'Plain MXFP4 with round-to-nearest-even', needsBlock: false, settings: () => ({ rotation: 'none', rounding: 'nearest-even', srPrescale: false }) },
-  { id: 'hadamard', label: 'Deterministic Hadamard', detail: 'The same block Hadamard every step, round-to-nearest-even', needsBlock: true, settings: (block) => ({ rotation: 'hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
-  { id: 'fixed-sign-hadamard', label: 'Fixed-sign Hadamard', detail: "Random ±1 signs drawn once per run, the same every step (block 16: TransformerEngine's NVFP4 Wgrad signs)", needsBlock: true, settings: (block) => ({ rotation: 'fixed-sign-hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
-  { id: 'random-hadamard', label: 'Random Hadamard', detail: 'Fresh random signs every step, round-to-nearest-even', needsBlock: true, settings: (block) => ({ rotation: 'random-hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
-  { id: 'stochastic', label: 'Stochastic rounding', detail: 'No rotation, unbiased stochastic rounding', needsBlock: false, settings: () => ({ rotation: 'none', rounding: 'stochastic', srPrescale: false }) },
-  { id: 'random-hadamard-sr', label: 'Random Hadamard + stochastic rounding', detail: 'Random Hadamard, SR with the ¾ prescale so it never clips', needsBlock: true, settings: (block) => ({ rotation: 'random-hadamard', hadamardBlock: block, rounding: 'stochastic', srPrescale: true }) },
+  { id: 'none', get label() { return t('No rotation'); }, get detail() { return t('Plain MXFP4 with round-to-nearest-even'); }, needsBlock: false, settings: () => ({ rotation: 'none', rounding: 'nearest-even', srPrescale: false }) },
+  { id: 'hadamard', get label() { return t('Deterministic Hadamard'); }, get detail() { return t('The same block Hadamard every step, round-to-nearest-even'); }, needsBlock: true, settings: (block) => ({ rotation: 'hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
+  { id: 'fixed-sign-hadamard', get label() { return t('Fixed-sign Hadamard'); }, get detail() { return t("Random ±1 signs drawn once per run, the same every step (block 16: TransformerEngine's NVFP4 Wgrad signs)"); }, needsBlock: true, settings: (block) => ({ rotation: 'fixed-sign-hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
+  { id: 'random-hadamard', get label() { return t('Random Hadamard'); }, get detail() { return t('Fresh random signs every step, round-to-nearest-even'); }, needsBlock: true, settings: (block) => ({ rotation: 'random-hadamard', hadamardBlock: block, rounding: 'nearest-even', srPrescale: false }) },
+  { id: 'stochastic', get label() { return t('Stochastic rounding'); }, get detail() { return t('No rotation, unbiased stochastic rounding'); }, needsBlock: false, settings: () => ({ rotation: 'none', rounding: 'stochastic', srPrescale: false }) },
+  { id: 'random-hadamard-sr', get label() { return t('Random Hadamard + stochastic rounding'); }, get detail() { return t('Random Hadamard, SR with the ¾ prescale so it never clips'); }, needsBlock: true, settings: (block) => ({ rotation: 'random-hadamard', hadamardBlock: block, rounding: 'stochastic', srPrescale: true }) },
 ];
 
-export const GEMM_LABELS: Record<GemmKind, string> = { fprop: 'Fprop (Y = X·Wᵀ)', dgrad: 'Dgrad (∇X = ∇Y·W)', wgrad: 'Wgrad (∇W = ∇Yᵀ·X)' };
+export const GEMM_LABELS: Readonly<Record<GemmKind, string>> = {
+  get fprop() { return t('Fprop (Y = X·Wᵀ)'); },
+  get dgrad() { return t('Dgrad (∇X = ∇Y·W)'); },
+  get wgrad() { return t('Wgrad (∇W = ∇Yᵀ·X)'); },
+};
 export const BLOCK_CHOICES: readonly HadamardBlock[] = HADAMARD_BLOCKS;
 export const PRECISION_CHOICES: readonly Precision[] = PRECISIONS;
 export const GEMM_CHOICES: readonly GemmKind[] = GEMM_KINDS;
@@ -64,7 +70,7 @@ const SHORT: Record<GemmKind, string> = { fprop: 'F', dgrad: 'D', wgrad: 'W' };
 /** e.g. "F mxfp4 · D bf16 · W mxfp4 · RHT16+SR¾", or "all mxfp4 · H16" when the three agree. */
 export function describeGemms(config: Pick<RunConfig, 'gemms'>): string {
   const labels = GEMM_KINDS.map((kind) => describeGemm(config.gemms[kind]));
-  if (labels.every((label) => label === labels[0])) return `all ${labels[0]}`;
+  if (labels.every((label) => label === labels[0])) return t('all {0}', labels[0]!);
   return GEMM_KINDS.map((kind, i) => `${SHORT[kind]} ${labels[i]}`).join(' · ');
 }
 

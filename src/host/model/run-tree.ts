@@ -4,6 +4,7 @@ import { GEMM_KINDS, isBlockPrecision, scaleRuleOf } from '../../protocol/index.
 import type { RunStatus } from '../../protocol/index.js';
 import { withGemmNotes } from '../../shared/gemm-notes.js';
 import type { RunSummary, RunView } from '../../store/run-store.js';
+import { t } from './localize.js';
 import { recipeSummary } from './rotation-modes.js';
 
 export interface RunRow {
@@ -31,7 +32,15 @@ const STATUS_ICONS: Record<RunStatus, string> = {
 
 /** How a status reads in the Runs view. */
 export function statusText(status: RunStatus): string {
-  return status === 'interrupted' ? 'ended without runEnded' : status;
+  switch (status) {
+    case 'running': return t('running');
+    case 'completed': return t('completed');
+    case 'diverged': return t('diverged');
+    case 'stopped': return t('stopped');
+    case 'failed': return t('failed');
+    case 'interrupted': return t('ended without runEnded');
+    case 'unknown': return t('unknown');
+  }
 }
 
 export function formatLoss(loss: number | null | undefined): string {
@@ -49,14 +58,14 @@ export function runLabel(summary: RunSummary, withRecipe = true): string {
 }
 
 export function runRow(summary: RunSummary): RunRow {
-  const step = summary.lastStep >= 0 ? `step ${summary.lastStep}` : 'no steps yet';
-  const loss = summary.finalLoss !== undefined ? `final loss ${formatLoss(summary.finalLoss)}` : `loss ${formatLoss(summary.lastLoss)}`;
-  const origin = summary.source === 'loaded' ? ' · from log' : '';
+  const step = summary.lastStep >= 0 ? t('step {0}', summary.lastStep) : t('no steps yet');
+  const loss = summary.finalLoss !== undefined ? t('final loss {0}', formatLoss(summary.finalLoss)) : t('loss {0}', formatLoss(summary.lastLoss));
+  const origin = summary.source === 'loaded' ? ` · ${t('from log')}` : '';
   const tooltip = [
     `${summary.name} (${summary.runId})`,
-    `status: ${statusText(summary.status)}${summary.ended ? ` — ${summary.ended.reason}` : ''}`,
-    summary.startedAt ? `started ${summary.startedAt}` : undefined,
-    summary.dir ? `run log: ${summary.dir}` : undefined,
+    t('status: {0}', statusText(summary.status)) + (summary.ended ? ` — ${summary.ended.reason}` : ''),
+    summary.startedAt ? t('started {0}', summary.startedAt) : undefined,
+    summary.dir ? t('run log: {0}', summary.dir) : undefined,
   ].filter((line): line is string => line !== undefined).join('\n');
   return { label: runLabel(summary), description: `${statusText(summary.status)} · ${step} · ${loss}${origin}`, tooltip, icon: STATUS_ICONS[summary.status] };
 }
@@ -65,27 +74,27 @@ export function runRow(summary: RunSummary): RunRow {
  * padded or skipped and whether the stats are simulated MXFP4 (see dashboard/gemm-notes.ts). */
 export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
   const config = summary.config;
-  if (!config) return [{ label: 'config', value: 'not known (runStarted not received)' }];
+  if (!config) return [{ label: t('config'), value: t('not known (runStarted not received)') }];
   return [
-    { label: 'preset', value: config.preset },
+    { label: t('preset'), value: config.preset },
     ...GEMM_KINDS.map((kind) => {
       const gemm = config.gemms[kind];
-      const rotation = gemm.rotation === 'none' ? 'no rotation' : `${gemm.rotation} ${gemm.hadamardBlock}`;
+      const rotation = gemm.rotation === 'none' ? t('no rotation') : `${gemm.rotation} ${gemm.hadamardBlock}`;
       const details = [
         gemm.precision,
         rotation,
-        `${gemm.rounding}${gemm.srPrescale ? ' (¾ prescale)' : ''}`,
+        gemm.rounding + (gemm.srPrescale ? ` ${t('(¾ prescale)')}` : ''),
         // The default (floor, 1×16) goes unsaid, as in describeGemm.
-        gemm.precision === 'nvfp4' ? (gemm.nvfp4Weight2d ? 'weights in 16×16 tiles' : undefined) : scaleRuleOf(gemm) === 'floor' ? undefined : `scale rule ${scaleRuleOf(gemm)}`,
+        gemm.precision === 'nvfp4' ? (gemm.nvfp4Weight2d ? t('weights in 16×16 tiles') : undefined) : scaleRuleOf(gemm) === 'floor' ? undefined : t('scale rule {0}', scaleRuleOf(gemm)),
       ];
       const value = isBlockPrecision(gemm.precision) ? details.filter((part) => part !== undefined).join(' · ') : gemm.precision;
       const latest = run ? run.layers.map(({ name }) => run.latestLayerStats(name, kind)) : [];
       return { label: kind, value: withGemmNotes(value, run?.layers ?? [], kind, latest) };
     }),
-    { label: 'steps', value: config.steps === 0 ? 'open-ended' : String(config.steps) },
-    { label: 'tokens/step', value: String(config.tokensPerStep) },
-    { label: 'stats every', value: `${config.statsEvery} steps` },
-    { label: 'seed', value: String(config.seed) },
-    { label: 'data', value: config.data },
+    { label: t('steps'), value: config.steps === 0 ? t('open-ended') : String(config.steps) },
+    { label: t('tokens/step'), value: String(config.tokensPerStep) },
+    { label: t('stats every'), value: t('{0} steps', config.statsEvery) },
+    { label: t('seed'), value: String(config.seed) },
+    { label: t('data'), value: config.data },
   ];
 }

@@ -3,9 +3,9 @@
 // stats steps, brighter is worse. It answers "which layer moved first?" before a divergence.
 // Hover names the cell's layer, step and value; a click (or Enter) opens that layer's block scales
 // at that step; the chosen step (e.g. a divergence) is marked.
-import { GRID_METRIC_INFO, WGRAD_ONLY } from '../model/grid-metrics.js';
 import { GEMM_KINDS, type GemmKind } from '../../../src/protocol/config.js';
 import { GEMM_OPERANDS } from '../../../src/protocol/telemetry.js';
+import { badness, layerMetric, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
 import { GRID_METRICS, type GridMetric, type LayerGridMessage } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { element, formatNumber, type Context, type View } from '../context.js';
@@ -27,9 +27,9 @@ export class LayerHeatmapView implements View {
     if (!panelRunsOrNote(ctx, this.root)) return;
     const bar = controlsWithRunPicker(ctx);
     bar.append(
-      dropdown(GRID_METRICS.map((m) => ({ value: m, label: GRID_METRIC_INFO[m].label })), ctx.state.gridMetric, (m) => {
+      dropdown(GRID_METRICS.map((m) => ({ value: m, label: layerMetric(m).title })), ctx.state.gridMetric, (m) => {
         const metric = m as GridMetric;
-        ctx.update({ gridMetric: metric, ...(WGRAD_ONLY.has(metric) ? { gridGemm: 'wgrad' as const } : {}) }, true);
+        ctx.update({ gridMetric: metric, ...(layerMetric(metric).wgradOnly ? { gridGemm: 'wgrad' as const } : {}) }, true);
       }, 'heatmap metric'),
       dropdown(this.gemms().map((g) => ({ value: g, label: g })), this.gemm(), (g) => ctx.update({ gridGemm: g as GemmKind }), 'heatmap GEMM'),
     );
@@ -47,11 +47,11 @@ export class LayerHeatmapView implements View {
   }
 
   private gemms(): readonly GemmKind[] {
-    return WGRAD_ONLY.has(this.ctx.state.gridMetric) ? ['wgrad'] : GEMM_KINDS;
+    return layerMetric(this.ctx.state.gridMetric).wgradOnly ? ['wgrad'] : GEMM_KINDS;
   }
 
   private gemm(): GemmKind {
-    return WGRAD_ONLY.has(this.ctx.state.gridMetric) ? 'wgrad' : this.ctx.state.gridGemm;
+    return layerMetric(this.ctx.state.gridMetric).wgradOnly ? 'wgrad' : this.ctx.state.gridGemm;
   }
 
   update(): void {
@@ -66,23 +66,23 @@ export class LayerHeatmapView implements View {
     }
     const rows = grid.layers.length;
     const columns = grid.steps.length;
-    const info = GRID_METRIC_INFO[gridMetric];
+    const info = layerMetric(gridMetric);
     this.note.textContent =
       columns === 0
         ? `${run.name}: no ${grid.gemm} layer stats yet.`
-        : `${run.name} · ${grid.gemm} · ${info.label}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.`;
+        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.`;
     this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
     const { shade } = shades(grid, info.worse);
     const marker = this.ctx.state.step === null || columns === 0 ? null : stepIndex(grid.steps, this.ctx.state.step);
     this.geometry = paintGrid(this.heat, { columns, rows, shade, rowLabels: grid.layers, columnStep: grid.steps, labelWidth: 120 }, this.ctx.theme, marker);
-    this.heat.setAttribute('aria-label', `${info.label} of ${rows} layers over ${columns} stats steps, ${run.name}, ${grid.gemm}`);
+    this.heat.setAttribute('aria-label', `${info.title} of ${rows} layers over ${columns} stats steps, ${run.name}, ${grid.gemm}`);
   }
 
   private describe(column: number, row: number): string | null {
     const grid = this.grid;
     if (!grid) return null;
     const value = grid.values[row * grid.steps.length + column];
-    const label = GRID_METRIC_INFO[grid.metric].label;
+    const label = layerMetric(grid.metric).title;
     return `${grid.layers[row]} · ${grid.gemm} · step ${grid.steps[column]} · ${label} ${value === null || value === undefined ? 'no stats' : formatNumber(value)}`;
   }
 
@@ -108,15 +108,14 @@ export class LayerHeatmapView implements View {
 }
 
 /** Cell shades in [0, 1], 1 the worst value on the grid (NaN where there are no stats). */
-function shades(grid: LayerGridMessage, worse: 'higher' | 'lower' | 'larger-change'): { shade: Float32Array } {
+function shades(grid: LayerGridMessage, worse: LayerMetricSpec['worse']): { shade: Float32Array } {
   const rows = grid.layers.length;
   const columns = grid.steps.length;
-  const badness = (v: number) => (worse === 'higher' ? v : worse === 'lower' ? -v : Math.abs(v));
   let lo = Infinity;
   let hi = -Infinity;
   for (const v of grid.values) {
     if (v === null) continue;
-    const b = badness(v);
+    const b = badness(v, worse);
     if (b < lo) lo = b;
     if (b > hi) hi = b;
   }
@@ -124,7 +123,7 @@ function shades(grid: LayerGridMessage, worse: 'higher' | 'lower' | 'larger-chan
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < columns; c++) {
       const v = grid.values[r * columns + c];
-      shade[c * rows + r] = v === null || v === undefined ? NaN : hi > lo ? (badness(v) - lo) / (hi - lo) : 0;
+      shade[c * rows + r] = v === null || v === undefined ? NaN : hi > lo ? (badness(v, worse) - lo) / (hi - lo) : 0;
     }
   }
   return { shade };

@@ -2,23 +2,24 @@
 // every shown run, optionally as the gap to a baseline run, with divergence points marked; an
 // outlier-robust y range, wheel zoom (x; shift: y) and a reset button; below it, the gradient norm
 // and learning rate of the same runs on the same x range.
-import { ema } from '../model/smoothing.js';
-import { decimateMinMax, sliceToRange } from '../model/decimate.js';
+import { sliceToRange } from '../model/decimate.js';
+import { KeptByKey } from '../model/kept-by-key.js';
+import { decimateMinMax, LiveLine } from '../model/live-line.js';
 import { MAX_EMA, zoomAround, type UiState } from '../model/ui-state.js';
 import { gapTo } from '../model/interpolate.js';
 import type { LossSeries, RunInfo } from '../../../src/protocol/webview.js';
 import { button, checkbox, dropdown } from '../../ui/toolkit.js';
 import { robustRange, zoomRange } from '../model/robust-range.js';
 import { groupName, meanBand, seedGroups } from '../model/seed-groups.js';
-import { lineChart, setAxes, type Chart, type LineDataset, type XY } from '../charts.js';
+import { DENSE_LINE_WIDTH, lineChart, setAxes, type Chart, type LineDataset, type XY } from '../charts.js';
 import { chartBox, element, setLegend, type Context, type View } from '../context.js';
 import { withAlpha } from '../theme.js';
 
 interface Curve {
   run: RunInfo;
   kind: 'train' | 'validation';
-  xs: number[];
-  ys: (number | null)[];
+  xs: readonly number[];
+  ys: readonly (number | null)[];
 }
 
 export class LossView implements View {
@@ -30,6 +31,14 @@ export class LossView implements View {
   private readonly gradNorm: Chart<'line', XY[]> | undefined;
   private readonly lr: Chart<'line', XY[]> | undefined;
   private curves: Curve[] = [];
+  /** Smoothed and decimated lines, and the three charts' datasets, kept across updates (see LiveLine). */
+  private readonly lines = new KeptByKey<LiveLine>();
+  private readonly datasets = new KeptByKey<LineDataset>();
+  private readonly normSets = new KeptByKey<LineDataset>();
+  private readonly rateSets = new KeptByKey<LineDataset>();
+  private readonly optimizerLines = new KeptByKey<LiveLine>();
+  private optimizerFrame = 0;
+  private legendKey = '';
 
   constructor(
     private readonly ctx: Context,
@@ -75,10 +84,8 @@ export class LossView implements View {
     if (!this.compact && s.yZoom) return [s.yZoom.min, s.yZoom.max];
     if (!s.robustY) return undefined;
     const zoom = this.compact ? null : s.zoom;
-    const visible = function* (curves: Curve[]) {
-      for (const curve of curves) for (let i = 0; i < curve.xs.length; i++) if (!zoom || (curve.xs[i]! >= zoom.min && curve.xs[i]! <= zoom.max)) yield curve.ys[i] ?? null;
-    };
-    return robustRange(visible(this.curves), s.logScale && !s.relative) ?? undefined;
+    const visible = this.curves.map((curve) => (zoom ? sliceToRange(curve.xs, curve.ys, zoom.min, zoom.max).ys : curve.ys));
+    return robustRange(visible, s.logScale && !s.relative) ?? undefined;
   }
 
   /** Wheel over the chart zooms the x axis around the pointer (the data's full range bounds it); shift+wheel the y axis. */
@@ -147,24 +154,28 @@ export class LossView implements View {
     const { state, data, theme } = this.ctx;
     this.emaLabel.textContent = state.ema.toFixed(2);
     const xOf = (series: LossSeries) => (state.xAxis === 'tokens' ? series.tokens : series.step);
-    const smooth = (ys: (number | null)[]) => (state.ema > 0 ? ema(ys, state.ema) : ys);
-    const baseline = this.baselineId();
-    const baseTrain = baseline ? data.loss.get(baseline) : undefined;
-    const baseSmoothed = baseTrain ? { xs: xOf(baseTrain), ys: smooth(baseTrain.loss) } : undefined;
-    const baseVal = baseline ? data.validation.get(baseline) : undefined;
-    const relative = (xs: number[], ys: (number | null)[], base: { xs: number[]; ys: (number | null)[] } | undefined) =>
-      state.relative ? (base ? gapTo(base.xs, base.ys, xs, ys) : ys.map(() => null)) : ys;
-
-    this.curves = [];
-    const datasets: LineDataset[] = [];
-    const legend: { label: string; color: string; dashed?: boolean }[] = [];
     // ~1 bucket per 2 px: up to 4 points each, so min/max detail stays at pixel resolution.
     const buckets = Math.max(100, (this.chart.width || 800) / 2);
     const zoom = this.compact ? null : state.zoom;
-    const draw = (xs: number[], ys: (number | null)[]) => {
-      const visible = zoom ? sliceToRange(xs, ys, zoom.min, zoom.max) : { xs, ys };
-      return decimateMinMax(visible.xs, visible.ys, buckets);
+    /** A series' smoothed values and drawn points; unzoomed, a live run's new steps cost only the newest bucket. */
+    const line = (key: string, xs: number[], ys: readonly (number | null)[], weight = 0) => {
+      const live = this.lines.take(`${key}|${state.xAxis}`, () => new LiveLine(buckets, weight), (kept) => kept.buckets === buckets && kept.weight === weight).sync(xs, ys);
+      if (!zoom) return { points: live.points, values: live.values };
+      const visible = sliceToRange(xs, live.values, zoom.min, zoom.max);
+      return { points: decimateMinMax(visible.xs, visible.ys, buckets), values: live.values };
     };
+    const baseline = this.baselineId();
+    const baseTrain = baseline ? data.loss.get(baseline) : undefined;
+    const baseSmoothed = baseTrain ? { xs: xOf(baseTrain), ys: line(`${baseline}|train`, xOf(baseTrain), baseTrain.loss, state.ema).values } : undefined;
+    const baseVal = baseline ? data.validation.get(baseline) : undefined;
+    const relative = (xs: number[], ys: readonly (number | null)[], base: { xs: number[]; ys: readonly (number | null)[] } | undefined) =>
+      state.relative ? (base ? gapTo(base.xs, base.ys, xs, ys) : ys.map(() => null)) : ys;
+    const dataset = (key: string, fields: LineDataset): void => {
+      Object.assign(this.datasets.take(key, () => ({ data: [] })), fields);
+    };
+
+    this.curves = [];
+    const legend: { label: string; color: string; dashed?: boolean }[] = [];
     const shown = this.ctx.shownRuns();
     // Groups come from every run held (so names match the toggles), drawn with their shown members.
     const shownIds = new Set(shown.map((run) => run.runId));
@@ -181,18 +192,19 @@ export class LossView implements View {
       const train = data.loss.get(run.runId);
       if (train) {
         const xs = xOf(train);
-        const smoothed = relative(xs, smooth(train.loss), baseSmoothed);
+        let smoothed = line(`${run.runId}|train`, xs, train.loss, state.ema);
+        if (state.relative) smoothed = line(`${run.runId}|gap`, xs, relative(xs, smoothed.values, baseSmoothed));
         if (state.ema > 0 && !state.relative && !this.compact) {
-          datasets.push({ label: `${run.name} (raw)`, data: draw(xs, train.loss), borderColor: withAlpha(color, 0.25), borderWidth: 1 });
+          dataset(`${run.runId}|raw`, { label: `${run.name} (raw)`, data: line(`${run.runId}|raw`, xs, train.loss).points, borderColor: withAlpha(color, 0.25), borderWidth: DENSE_LINE_WIDTH });
         }
-        datasets.push({ label: `${run.name} · train`, data: draw(xs, smoothed), borderColor: color });
+        dataset(`${run.runId}|train`, { label: `${run.name} · train`, data: smoothed.points, borderColor: color, borderWidth: DENSE_LINE_WIDTH });
         legend.push({ label: `${run.name} · train`, color });
-        this.curves.push({ run, kind: 'train', xs, ys: smoothed });
+        this.curves.push({ run, kind: 'train', xs, ys: smoothed.values });
         const diverged = run.divergedAt;
         if (diverged !== null) {
-          const marker = divergenceMarker(train, diverged, xs, smoothed);
+          const marker = divergenceMarker(train, diverged, xs, smoothed.values);
           if (marker) {
-            datasets.push({ label: `${run.name} · diverged`, data: [marker], borderColor: theme.error, backgroundColor: theme.error, pointStyle: 'crossRot', pointRadius: 8, pointBorderWidth: 2, showLine: false });
+            dataset(`${run.runId}|diverged`, { label: `${run.name} · diverged`, data: [marker], borderColor: theme.error, backgroundColor: theme.error, pointStyle: 'crossRot', pointRadius: 8, pointBorderWidth: 2, showLine: false });
             legend.push({ label: `${run.name} diverged @ ${diverged}`, color: theme.error });
           }
         }
@@ -202,7 +214,7 @@ export class LossView implements View {
         const xs = xOf(validation);
         const baseValCurve = baseVal ? { xs: xOf(baseVal), ys: baseVal.loss } : undefined;
         const ys = relative(xs, validation.loss, baseValCurve);
-        datasets.push({ label: `${run.name} · validation`, data: toPoints(xs, ys), borderColor: color, borderDash: [5, 4], pointRadius: 2, pointBackgroundColor: color });
+        dataset(`${run.runId}|validation`, { label: `${run.name} · validation`, data: toPoints(xs, ys), borderColor: color, borderDash: [5, 4], pointRadius: 2, pointBackgroundColor: color });
         legend.push({ label: `${run.name} · validation`, color, dashed: true });
         this.curves.push({ run, kind: 'validation', xs, ys });
       }
@@ -210,55 +222,76 @@ export class LossView implements View {
     for (const group of groups) {
       const members = group.runs.map((run) => data.loss.get(run.runId)).filter((train): train is LossSeries => train !== undefined);
       if (members.length < 2) continue;
-      const band = meanBand(members.map((train) => ({ xs: xOf(train), ys: relative(xOf(train), smooth(train.loss), baseSmoothed) })));
+      const band = meanBand(members.map((train, i) => ({ xs: xOf(train), ys: relative(xOf(train), line(`${group.runs[i]!.runId}|train`, xOf(train), train.loss, state.ema).values, baseSmoothed) })));
       const color = this.ctx.color(group.runs[0]!.runId);
       const label = `${group.name} · mean ± sd of ${members.length} seeds`;
       const every = Math.max(1, Math.ceil(band.xs.length / buckets));
       const thin = (ys: number[]) => toPoints(band.xs.filter((_, i) => i % every === 0), ys.filter((_, i) => i % every === 0));
-      datasets.push(
-        { label: '', data: thin(band.hi), borderColor: 'transparent', backgroundColor: withAlpha(color, 0.22), fill: '+1', pointRadius: 0 },
-        { label: '', data: thin(band.lo), borderColor: 'transparent', pointRadius: 0 },
-        { label, data: thin(band.mean), borderColor: color, borderWidth: 2 },
-      );
+      dataset(`${group.name}|hi`, { label: '', data: thin(band.hi), borderColor: 'transparent', backgroundColor: withAlpha(color, 0.22), fill: '+1', pointRadius: 0 });
+      dataset(`${group.name}|lo`, { label: '', data: thin(band.lo), borderColor: 'transparent', pointRadius: 0 });
+      dataset(`${group.name}|mean`, { label, data: thin(band.mean), borderColor: color, borderWidth: 2 });
       legend.push({ label, color });
       this.curves.push({ run: group.runs[0]!, kind: 'train', xs: band.xs, ys: band.mean });
     }
     setAxes(this.chart, theme, { ...this.axisOptions(), yRange: this.yRange() });
-    this.chart.data.datasets = datasets;
+    this.chart.data.datasets = this.datasets.sweep();
     this.chart.update('none');
-    setLegend(this.legend, legend);
+    this.showLegend(legend);
     this.resetZoom.toggleAttribute('disabled', state.zoom === null && state.yZoom === null);
-    this.updateOptimizerCharts(xOf);
+    this.lines.sweep();
+    this.scheduleOptimizerCharts();
+  }
+
+  /** The legend under the chart, rebuilt only when it changed (a live run's steps leave it as it is). */
+  private showLegend(entries: { label: string; color: string; dashed?: boolean }[]): void {
+    const key = JSON.stringify(entries);
+    if (key === this.legendKey) return;
+    this.legendKey = key;
+    setLegend(this.legend, entries);
+  }
+
+  /**
+   * The gradient-norm and learning-rate charts draw in the frame after the loss chart: a live run's
+   * step then costs two frames of about half the work each, not one frame over budget.
+   */
+  private scheduleOptimizerCharts(): void {
+    if (!this.gradNorm || this.optimizerFrame !== 0) return;
+    this.optimizerFrame = requestAnimationFrame(() => {
+      this.optimizerFrame = 0;
+      this.updateOptimizerCharts();
+    });
   }
 
   /** Gradient norm and learning rate of the shown runs, on the loss chart's x range. */
-  private updateOptimizerCharts(xOf: (series: LossSeries) => number[]): void {
+  private updateOptimizerCharts(): void {
     if (!this.gradNorm || !this.lr) return;
     const { state, data, theme } = this.ctx;
+    const xOf = (series: LossSeries) => (state.xAxis === 'tokens' ? series.tokens : series.step);
     const zoom = state.zoom;
     const buckets = Math.max(100, (this.gradNorm.width || 400) / 2);
-    const draw = (xs: number[], ys: readonly (number | null)[]) => {
-      const visible = zoom ? sliceToRange(xs, ys, zoom.min, zoom.max) : { xs, ys: [...ys] };
+    const draw = (key: string, xs: number[], ys: readonly (number | null)[]) => {
+      const live = this.optimizerLines.take(`${key}|${state.xAxis}`, () => new LiveLine(buckets), (kept) => kept.buckets === buckets).sync(xs, ys);
+      if (!zoom) return live.points;
+      const visible = sliceToRange(xs, ys, zoom.min, zoom.max);
       return decimateMinMax(visible.xs, visible.ys, buckets);
     };
-    const norms: LineDataset[] = [];
-    const rates: LineDataset[] = [];
     for (const run of this.ctx.shownRuns()) {
       const train = data.loss.get(run.runId);
       if (!train?.gradNorm || !train.lr) continue;
       const color = this.ctx.color(run.runId);
       const xs = xOf(train);
-      norms.push({ label: `${run.name} · grad norm`, data: draw(xs, train.gradNorm), borderColor: color });
-      rates.push({ label: `${run.name} · lr`, data: draw(xs, train.lr), borderColor: color });
+      Object.assign(this.normSets.take(run.runId, () => ({ data: [] })), { label: `${run.name} · grad norm`, data: draw(`${run.runId}|gradNorm`, xs, train.gradNorm), borderColor: color, borderWidth: DENSE_LINE_WIDTH });
+      Object.assign(this.rateSets.take(run.runId, () => ({ data: [] })), { label: `${run.name} · lr`, data: draw(`${run.runId}|lr`, xs, train.lr), borderColor: color, borderWidth: DENSE_LINE_WIDTH });
     }
     const xTitle = state.xAxis === 'tokens' ? 'tokens' : 'step';
     const xRange = zoom ? ([zoom.min, zoom.max] as [number, number]) : undefined;
     setAxes(this.gradNorm, theme, { xTitle, yTitle: 'grad norm', logY: true, xRange, integerX: state.xAxis === 'step' });
     setAxes(this.lr, theme, { xTitle, yTitle: 'learning rate', xRange, integerX: state.xAxis === 'step' });
-    this.gradNorm.data.datasets = norms;
-    this.lr.data.datasets = rates;
+    this.gradNorm.data.datasets = this.normSets.sweep();
+    this.lr.data.datasets = this.rateSets.sweep();
     this.gradNorm.update('none');
     this.lr.update('none');
+    this.optimizerLines.sweep();
   }
 
   csv() {
@@ -271,6 +304,7 @@ export class LossView implements View {
   }
 
   destroy(): void {
+    cancelAnimationFrame(this.optimizerFrame);
     this.chart.destroy();
     this.gradNorm?.destroy();
     this.lr?.destroy();
@@ -284,7 +318,7 @@ function toPoints(xs: readonly number[], ys: readonly (number | null)[]): XY[] {
 }
 
 /** Mark divergence at its step, on the curve's last finite value at or before it. */
-function divergenceMarker(train: LossSeries, step: number, xs: number[], ys: (number | null)[]): XY | null {
+function divergenceMarker(train: LossSeries, step: number, xs: readonly number[], ys: readonly (number | null)[]): XY | null {
   let at = train.step.findIndex((s) => s >= step);
   if (at < 0) at = train.step.length - 1;
   for (let i = at; i >= 0; i--) if (ys[i] !== null) return { x: xs[at]!, y: ys[i]! };
