@@ -5,10 +5,11 @@ import type { Page } from 'playwright-core';
 interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
-  hitCount?: number;
+  children?: number[];
 }
 
-export async function profilePage<T>(page: Page, run: () => Promise<T>): Promise<{ value: T; top: string[] }> {
+/** `focus`: only samples with a function of that name on the stack. */
+export async function profilePage<T>(page: Page, run: () => Promise<T>, focus?: string): Promise<{ value: T; top: string[] }> {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Profiler.enable');
   await cdp.send('Profiler.setSamplingInterval', { interval: 100 });
@@ -16,14 +17,26 @@ export async function profilePage<T>(page: Page, run: () => Promise<T>): Promise
   const value = await run();
   const { profile } = (await cdp.send('Profiler.stop')) as unknown as { profile: { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] } };
   await cdp.detach();
-  const selfMs = new Map<string, number>();
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const nameOf = (node: ProfileNode) => `${node.callFrame.functionName || '(anonymous)'} ${node.callFrame.url.split('/').pop()}:${node.callFrame.lineNumber + 1}`;
+  // Self time per function, and total time (the function anywhere on the stack, counted once per sample).
+  const selfMs = new Map<string, number>();
+  const totalMs = new Map<string, number>();
   profile.samples.forEach((id, i) => {
-    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
-    const name = `${functionName || '(anonymous)'} ${url.split('/').pop()}:${lineNumber + 1}`;
-    selfMs.set(name, (selfMs.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000);
+    const ms = (profile.timeDeltas[i] ?? 0) / 1000;
+    const self = nameOf(byId.get(id)!);
+    const onStack = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) onStack.add(nameOf(byId.get(at)!));
+    if (focus && ![...onStack].some((name) => name.startsWith(focus))) return;
+    selfMs.set(self, (selfMs.get(self) ?? 0) + ms);
+    for (const name of onStack) totalMs.set(name, (totalMs.get(name) ?? 0) + ms);
   });
-  const total = [...selfMs.values()].reduce((a, b) => a + b, 0);
-  const top = [...selfMs].filter(([name]) => !name.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, 25).map(([name, ms]) => `${ms.toFixed(1).padStart(8)} ms ${((100 * ms) / total).toFixed(1).padStart(5)} %  ${name}`);
-  return { value, top };
+  const skip = (name: string) => /^\((idle|root|program)\)/.test(name);
+  const table = (times: Map<string, number>, title: string) => [
+    `  ${title}`,
+    ...[...times].filter(([name]) => !skip(name)).sort((a, b) => b[1] - a[1]).slice(0, 20).map(([name, ms]) => `${ms.toFixed(1).padStart(9)} ms  ${name}`),
+  ];
+  return { value, top: [...table(totalMs, 'total time (function on the stack)'), ...table(selfMs, 'self time')] };
 }

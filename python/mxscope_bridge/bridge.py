@@ -113,7 +113,9 @@ class Bridge:
         self.generators = DeviceGenerators(self.config["seed"] + 7919 * self.rank)
         self.layers = observed_modules(model, include, exclude, adapters, modules)
         self._names = {name for name, _, _ in self.layers}
-        self._check_fits(self.config)  # refuse at attach time what no layer can honour
+        for kind in GEMM_KINDS:  # refuse at attach time a recipe that cannot run, and what no layer can honour
+            check_gemm(self.config["gemms"][kind], f"config.gemms.{kind}")
+        self._check_fits(self.config)
         self.run_id: Optional[str] = None
         self.run_dir: Optional[str] = None
         self.stop_requested = False

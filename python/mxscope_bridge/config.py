@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from .precision import PRECISIONS
 from .rotation import HADAMARD_BLOCKS, ROTATIONS
@@ -66,10 +66,48 @@ def _check_fields(value, fields, path, what):
 
 
 def check_gemm(gemm: dict, path: str) -> None:
+    """Refuses, naming the field and what to change, a GEMM config protocol v1 does not allow or whose
+    recipe cannot run (`recipe_problems`)."""
     _check_fields(gemm, GEMM_FIELDS, path, "a GEMM config")
     missing = [key for key in GEMM_FIELDS if key not in gemm and key not in OPTIONAL_GEMM_FIELDS]
     if missing:
         raise ConfigError(f"{path}: missing {', '.join(missing)}")
+    problems = recipe_problems(gemm)
+    if problems:
+        raise ConfigError(f"{path}: {'; '.join(problems)}")
+
+
+def recipe_problems(gemm: dict) -> List[str]:
+    """Combinations of a GEMM's fields that cannot run, each naming what to change: those
+    src/protocol/config.ts gemmRecipeProblems refuses, and the bridge's own limit (its MXFP4 under a
+    scale rule other than floor rounds to nearest-even only). Reduction dimensions are not checked:
+    the bridge zero-pads a partial last block."""
+    precision, rule = gemm["precision"], gemm.get("scaleRule", "floor")
+    problems = []
+    if precision == "nvfp4" and rule != "floor":
+        problems.append(f"scale rule '{rule}' is for MX formats (E8M0 scales); NVFP4's E4M3 block scales follow NVIDIA's definition — "
+                        "set scaleRule to floor or precision to mxfp4/mxfp8")
+    if gemm.get("nvfp4Weight2d") and precision != "nvfp4":
+        problems.append(f"nvfp4Weight2d needs precision nvfp4 (it is {precision}); turn it off or set precision to nvfp4")
+    if precision in ("nvfp4", "mxfp8") and gemm["rounding"] == "stochastic":
+        problems.append("stochastic rounding is implemented for mxfp4 only; set rounding to nearest-even or precision to mxfp4")
+    if precision in ("nvfp4", "mxfp8") and gemm["srPrescale"]:
+        problems.append("srPrescale (the 3/4 prescale of stochastic rounding) is implemented for mxfp4 only; turn it off or set precision to mxfp4")
+    if precision not in ("nvfp4", "mxfp8") and rule != "floor" and (gemm["rounding"] != "nearest-even" or gemm["srPrescale"]):
+        problems.append(f"scale rule '{rule}' is implemented with nearest-even rounding and no prescale only in the bridge; "
+                        "set scaleRule to floor, or rounding to nearest-even and srPrescale to false")
+    return problems
+
+
+def next_run_problems(config: dict) -> str:
+    """Why a next-run config cannot run (every GEMM's problem, joined), or "" when it can."""
+    problems = []
+    for kind in GEMM_KINDS:
+        try:
+            check_gemm(config["gemms"][kind], f"gemms.{kind}")
+        except ConfigError as error:
+            problems.append(str(error))
+    return "; ".join(problems)
 
 
 def merge_run_config(base: dict, change: dict) -> dict:

@@ -178,7 +178,7 @@ _E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 def _e2m1_index(v: torch.Tensor) -> torch.Tensor:
     """Index of an E2M1 grid magnitude."""
-    return torch.bucketize(v, _E2M1_VALUES.to(v.device)).to(torch.int32)
+    return torch.bucketize(v.contiguous(), _E2M1_VALUES.to(v.device)).to(torch.int32)
 
 
 def _nvfp4_index(a: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ import uuid
 from collections import deque
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import merge_run_config
+from .config import merge_run_config, next_run_problems
 from .messages import read_frame
 from .runlog import compact
 from .wsconnection import Connection, text_frame
@@ -319,7 +319,7 @@ class TrainerServer:
         if kind == "hello":
             theirs = message["protocol"]
             if theirs["major"] != PROTOCOL_VERSION["major"]:
-                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's 1.1: use a client for protocol major version 1")
+                raise RequestError("incompatible-version", f"protocol {theirs['major']}.{theirs['minor']} is not compatible with this server's {PROTOCOL_VERSION['major']}.{PROTOCOL_VERSION['minor']}: use a client for protocol major version {PROTOCOL_VERSION['major']}")
             return f"{self.trainer['name']} {self.trainer['version']}"
         if kind == "subscribe":
             with self._lock:
@@ -340,7 +340,11 @@ class TrainerServer:
             return _REPLIED
         if kind == "setNextRunConfig":
             with self._lock:
-                self.set_next_run_config(merge_run_config(self._next_run_config, message["change"]))
+                merged = merge_run_config(self._next_run_config, message["change"])
+                refusal = next_run_problems(merged)
+                if refusal:  # refused when configured, naming what to change, not when the run starts
+                    raise RequestError("invalid-message", refusal)
+                self.set_next_run_config(merged)
             return "applies at the next run start"
         handler = self._handlers.get(kind)
         if handler is None:

@@ -16,7 +16,7 @@ const NO_GEMMS: Record<GemmKind, string> = { fprop: '?', dgrad: '?', wgrad: '?' 
 export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
   const { summary } = run;
   const config = summary.config;
-  const latest = (kind: GemmKind) => run.layers.map(({ name }) => run.layerStats(name, kind).at(-1));
+  const latest = (kind: GemmKind) => run.layers.map(({ name }) => run.latestLayerStats(name, kind));
   const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, withGemmNotes(describeGemm(config.gemms[kind]), run.layers, kind, latest(kind))])) as Record<GemmKind, string>) : NO_GEMMS;
   const endedDiverged = summary.ended?.status === 'diverged' ? summary.ended.step : null;
   return {
@@ -99,8 +99,7 @@ export function layerOverview(run: RunView): { overview: LayerOverview; version:
     const records: LayerStatsRecord[] = [];
     let wgrad: LayerStatsRecord | undefined;
     for (const gemm of GEMM_KINDS) {
-      const history = run.layerStats(name, gemm);
-      const latest = history[history.length - 1];
+      const latest = run.latestLayerStats(name, gemm);
       if (!latest) continue;
       version += latest.step + 1;
       if (latest.step > step) step = latest.step;

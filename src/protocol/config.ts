@@ -88,6 +88,9 @@ export function gemmRecipeProblems(kind: GemmKind, config: GemmConfig, reduction
   if ((precision === 'nvfp4' || precision === 'mxfp8') && config.rounding === 'stochastic') {
     problems.push(`${kind}: stochastic rounding is implemented for mxfp4 only; set rounding to nearest-even or precision to mxfp4`);
   }
+  if ((precision === 'nvfp4' || precision === 'mxfp8') && config.srPrescale) {
+    problems.push(`${kind}: srPrescale (the ¾ prescale of stochastic rounding) is implemented for mxfp4 only; turn it off or set precision to mxfp4`);
+  }
   const formatBlock = isBlockPrecision(precision) ? FORMAT_BLOCK[precision] : FORMAT_BLOCK.mxfp4;
   for (const [name, length] of Object.entries(reductions)) {
     if (length % formatBlock !== 0) {

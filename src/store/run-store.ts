@@ -15,6 +15,7 @@ import type {
   ValidationRecord,
 } from '../protocol/index.js';
 import { WEBVIEW_LIMITS } from '../protocol/webview.js';
+import { LayerStatsSeries } from './layer-stats-series.js';
 import { ThinningSeries } from './thinning-series.js';
 
 export interface StoreLimits {
@@ -76,8 +77,10 @@ export interface RunView {
   checkpoints(): readonly CheckpointSavedRecord[];
   /** Every stats step seen (thinned like the series once over `stepsPerRun`). */
   statsSteps(): readonly number[];
-  /** The kept history of one (layer, GEMM), oldest first, always ending with the newest. */
+  /** The kept history of one (layer, GEMM), oldest first, always ending with the newest (decoded on first read after a change: use latestLayerStats for the newest alone). */
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[];
+  /** The newest record of one (layer, GEMM), as it was ingested. */
+  latestLayerStats(layer: string, gemm: GemmKind): LayerStatsRecord | undefined;
   /** The kept record of each (layer, GEMM) at the newest kept step ≤ `step` (all series). */
   layerStatsAt(step: number): LayerStatsRecord[];
   /** The (layer, GEMM) pairs that have stats. */
@@ -101,7 +104,7 @@ class StoredRun implements RunView {
   private readonly stepSeries: ThinningSeries<StepRecord>;
   private readonly validationSeries: ThinningSeries<ValidationRecord>;
   private readonly statsStepSeries: ThinningSeries<number>;
-  private readonly stats = new Map<SeriesKey, ThinningSeries<LayerStatsRecord>>();
+  private readonly stats = new Map<SeriesKey, LayerStatsSeries>();
   private readonly saved: CheckpointSavedRecord[] = [];
 
   constructor(
@@ -148,7 +151,7 @@ class StoredRun implements RunView {
         }
         const key = seriesKey(record.layer, record.gemm);
         let series = this.stats.get(key);
-        if (!series) this.stats.set(key, (series = new ThinningSeries(this.limits.statsPerSeries)));
+        if (!series) this.stats.set(key, (series = new LayerStatsSeries(this.limits.statsPerSeries, { runId: record.runId, layer: record.layer, gemm: record.gemm })));
         series.push(record);
         if (this.statsStepSeries.latest !== record.step) this.statsStepSeries.push(record.step);
         break;
@@ -182,6 +185,9 @@ class StoredRun implements RunView {
   }
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[] {
     return this.stats.get(seriesKey(layer, gemm))?.values() ?? [];
+  }
+  latestLayerStats(layer: string, gemm: GemmKind): LayerStatsRecord | undefined {
+    return this.stats.get(seriesKey(layer, gemm))?.latest;
   }
   layerStatsAt(step: number): LayerStatsRecord[] {
     const found: LayerStatsRecord[] = [];

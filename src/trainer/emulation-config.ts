@@ -5,6 +5,7 @@
 // config), tells a trainer it reuses the settings that may have changed since it started, and the
 // child applies next-run changes to it with applyEmulationChange.
 import { mergeRunConfig, type NextRunConfig, type RunConfig } from '../protocol/config.js';
+import { modelShape } from './model.js';
 import { PRESET_NAMES, presetConfig, type PresetName } from './presets.js';
 
 /**
@@ -44,6 +45,14 @@ export function emulationSettingsChange(settings: EmulationSettings): NextRunCon
  * interval chosen so far, then applies the rest of the change.
  */
 export function applyEmulationChange(base: RunConfig, change: NextRunConfig): RunConfig {
+  const merged = mergedChange(base, change);
+  // Refused now, naming what to change (a recipe that cannot run, a shape a format block does not
+  // divide), rather than when the run starts.
+  modelShape(merged);
+  return merged;
+}
+
+function mergedChange(base: RunConfig, change: NextRunConfig): RunConfig {
   if (change.preset === undefined || change.preset === base.preset) return mergeRunConfig(base, change);
   if (!(PRESET_NAMES as readonly string[]).includes(change.preset)) {
     throw new Error(`unknown preset "${change.preset}": this trainer has ${PRESET_NAMES.join(', ')}`);

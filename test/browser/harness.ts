@@ -43,6 +43,12 @@ export const VSCODE_API_STUB = `
   document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' at ' + e.sourceFile + ':' + e.lineNumber + ':' + e.columnNumber + ' ' + e.sample));
 `;
 
+/** One frame, timed inside the page (see FakeHost.timedSend). */
+export interface FrameTiming {
+  latency: number;
+  work: number;
+}
+
 export class FakeHost {
   readonly store: RunStore;
   readonly alerts = new AlertTracker();
@@ -91,28 +97,36 @@ export class FakeHost {
 
   /**
    * Post a message and time it inside the page. `latency`: from dispatch until the frame after the
-   * dashboard handled it (our listener runs after the dashboard's, our rAF after its rAF). `work`:
-   * the main-thread time the dashboard spent, i.e. its message handler plus its part of that frame
-   * (from the frame's start to our rAF), without the wait for the next vsync.
+   * dashboard handled it (our listener runs after the dashboard's, our rAF after its rAF) was
+   * painted. `work`: the main-thread time the dashboard spent, i.e. its message handler plus its
+   * part of that frame (from the frame's start to our rAF), without the wait for the next vsync.
+   * `next`: the same for the frame after (work a view deferred to it, e.g. secondary charts).
    */
-  async timedSend(message: HostToWebview): Promise<{ latency: number; work: number }> {
+  async timedSend(message: HostToWebview): Promise<FrameTiming & { next: FrameTiming }> {
     return this.page.evaluate(
       `new Promise((resolve) => {
         const message = ${JSON.stringify(message)};
         let t0 = 0;
+        const frame = (then) => requestAnimationFrame((frameStart) => {
+          const work = performance.now() - frameStart;
+          setTimeout(() => then({ latency: performance.now() - t0, work }), 0);
+        });
         const after = () => {
           window.removeEventListener('message', after);
           const handled = performance.now() - t0;
           requestAnimationFrame((frameStart) => {
             const inFrame = performance.now() - Math.max(frameStart, t0 + handled);
-            setTimeout(() => resolve({ latency: performance.now() - t0, work: handled + inFrame }), 0);
+            setTimeout(() => {
+              const first = { latency: performance.now() - t0, work: handled + inFrame };
+              frame((next) => resolve({ ...first, next }));
+            }, 0);
           });
         };
         window.addEventListener('message', after);
         t0 = performance.now();
         window.postMessage(message, '*');
       })`,
-    ) as Promise<{ latency: number; work: number }>;
+    ) as Promise<FrameTiming & { next: FrameTiming }>;
   }
 
   /** The pending delta since the last snapshot (null: none or a resync is due). */

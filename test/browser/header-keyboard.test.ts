@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
 import { recordedRuns } from './fixtures.js';
 import { launchChromium, openDashboard } from './harness.js';
-import { chartLabel, clickTab, isChecked, settle, toggle, uiState, waitCount, waitText } from './page-helpers.js';
+import { canvasHash, chartLabel, clickTab, isChecked, settle, toggle, uiState, waitCount, waitText } from './page-helpers.js';
 
 let browser: Browser;
 before(async () => {
@@ -106,6 +106,30 @@ test('keyboard only: chips, tabs, table rows and the heatmap are reachable with 
   await tabTo(page, '.alerts-view li.nan-scales');
   await page.keyboard.press('Enter');
   await waitText(page, '.scales-view .stats', 'step 400');
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('sidebar: a run chip hides its run from the compact loss chart and shows it again', async () => {
+  const host = await openDashboard(browser, 'dark', { layout: 'sidebar', width: 320, height: 600, before: (h) => h.ingest(recordedRuns()) });
+  const { page } = host;
+  const chart = '.loss-view canvas';
+  await page.waitForSelector(chart);
+  await settle(page);
+  assert.match(await chartLabel(page, chart), /3 series: .*mxfp4 · H16 · train/);
+  const drawn = await canvasHash(page, chart);
+  const chip = page.locator('.run-chip:has-text("mxfp4 · H16")');
+  await chip.click();
+  await settle(page);
+  assert.match(await chartLabel(page, chart), /2 series: /);
+  assert.doesNotMatch(await chartLabel(page, chart), /H16/, 'the hidden run leaves the chart');
+  assert.notEqual(await canvasHash(page, chart), drawn, 'the chart redrew');
+  assert.equal(await chip.getAttribute('aria-pressed'), 'false');
+  assert.match((await chip.getAttribute('title')) ?? '', /Click to show/);
+  await chip.click();
+  await settle(page);
+  assert.match(await chartLabel(page, chart), /3 series: .*mxfp4 · H16 · train/, 'shown again');
+  assert.equal(await page.locator('.run-chip:has-text("mxfp4 · H16")').getAttribute('aria-pressed'), 'true');
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -122,3 +122,40 @@ test('Loss tab: a spike does not set the y range (Clip outliers), shift+wheel zo
   assert.deepEqual(host.errors, []);
   await page.close();
 });
+
+test('Loss tab: zoomed in, the step ticks stay whole numbers; the tooltip is titled "step N"', async () => {
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
+  const { page } = host;
+  await page.waitForSelector(CHART);
+  await settle(page);
+  const box = (await page.locator(CHART).boundingBox())!;
+  await page.mouse.move(box.x + box.width * 0.52, box.y + box.height / 2);
+  // Zoom until only a few steps show: a fractional zoom range must not make fractional ticks (31.5).
+  for (let i = 0; i < 20; i++) await page.mouse.wheel(0, -200);
+  await settle(page);
+  const zoom = (await uiState(page)).zoom!;
+  assert.ok(zoom.max - zoom.min < 12, `zoomed to a few steps: ${JSON.stringify(zoom)}`);
+  const ticks = (await chartLabel(page, CHART)).match(/x ticks (.*)$/)?.[1]?.split(', ').map(Number) ?? [];
+  assert.ok(ticks.length >= 2, `the x axis has ticks: ${ticks}`);
+  for (const tick of ticks) assert.ok(Number.isInteger(tick), `tick ${tick} is a whole step (${ticks.join(', ')})`);
+
+  // Hover: the tooltip's title names the axis ("step 312", not a bare "312") and it is drawn.
+  await page.dblclick(CHART);
+  await page.mouse.move(box.x - 5, box.y - 40);
+  await settle(page);
+  const plain = await canvasHash(page, CHART);
+  assert.equal(await page.getAttribute(CHART, 'aria-description'), null, 'no tooltip before hovering');
+  await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
+  await settle(page);
+  const tip = (await page.getAttribute(CHART, 'aria-description')) ?? '';
+  assert.match(tip, /^step \d+; .*· train: /, `tooltip text: ${tip}`);
+  assert.notEqual(await canvasHash(page, CHART), plain, 'the tooltip is drawn on the chart');
+  // On the tokens axis the title says tokens.
+  await choose(page, 'x axis', 'vs tokens');
+  await page.mouse.move(box.x + box.width * 0.45, box.y + box.height * 0.5);
+  await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
+  await settle(page);
+  assert.match((await page.getAttribute(CHART, 'aria-description')) ?? '', /^tokens \d+; /);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});

@@ -106,7 +106,26 @@ function clientCases(): MessageCase[] {
     cases.push(invalid(`change.gemms.wgrad.${key}`, withField(change, `.change.gemms.wgrad.${key}`, 'x'), 'change.unknown-field', `.change.gemms.wgrad.${key}`));
   }
   cases.push(invalid('change.gemms.__proto__ holding a GEMM config', withField(change, '.change.gemms.__proto__', { precision: 'fp32' }), 'change.unknown-field', '.change.gemms.__proto__'));
+  cases.push(...recipeClientCases(change));
   return cases;
+}
+
+/** Protocol 1.2's recipe fields in a next-run change: precisions, the fixed-sign rotation, scale rules, NVFP4 tiles. */
+function recipeClientCases(change: Json): MessageCase[] {
+  const wgrad = (fields: Json) => withField(change, '.change', { gemms: { wgrad: fields } });
+  return [
+    valid('change: nvfp4 with 16×16 weight tiles', wgrad({ precision: 'nvfp4', nvfp4Weight2d: true })),
+    valid('change: mxfp8 with scale rule rceil', wgrad({ precision: 'mxfp8', scaleRule: 'rceil' })),
+    valid('change: scale rule even alone (per GEMM)', withField(change, '.change', { gemms: { fprop: { scaleRule: 'even' }, dgrad: { scaleRule: 'floor' } } })),
+    valid('change: rotation fixed-sign-hadamard, block 16', wgrad({ rotation: 'fixed-sign-hadamard', hadamardBlock: 16 })),
+    invalid('change: scale rule ceil (not a rule)', wgrad({ scaleRule: 'ceil' }), 'field.enum', '.change.gemms.wgrad.scaleRule'),
+    invalid('change: scale rule in capitals', wgrad({ scaleRule: 'RCEIL' }), 'field.enum', '.change.gemms.wgrad.scaleRule'),
+    invalid('change: rotation fixed-random-hadamard (the wire name is fixed-sign-hadamard)', wgrad({ rotation: 'fixed-random-hadamard' }), 'field.enum', '.change.gemms.wgrad.rotation'),
+    invalid('change: precision nvfp8', wgrad({ precision: 'nvfp8' }), 'field.enum', '.change.gemms.wgrad.precision'),
+    invalid('change: precision mxfp8-e4m3 (a stats format, not a precision)', wgrad({ precision: 'mxfp8-e4m3' }), 'field.enum', '.change.gemms.wgrad.precision'),
+    invalid('change: nvfp4Weight2d as a string', wgrad({ nvfp4Weight2d: 'yes' }), 'field.type', '.change.gemms.wgrad.nvfp4Weight2d'),
+    invalid('change: scaleRule null', wgrad({ scaleRule: null }), 'field.type', '.change.gemms.wgrad.scaleRule'),
+  ];
 }
 
 // ---------------------------------------------------------------- server → client
@@ -205,7 +224,55 @@ function serverCases(): MessageCase[] {
     invalid('checkpointSaved path missing', withField(example(serverExamples, 'checkpointSaved'), '.path', DELETE), 'field.required', '.path'),
     invalid('validation tokens fractional', withField(example(serverExamples, 'validation'), '.tokens', 1.5), 'field.range', '.tokens'),
   );
+  cases.push(...recipeServerCases(stats, started, nextRun));
   return cases;
+}
+
+/**
+ * Protocol 1.2 on the server side: run configs with the recipes, and operand stats that declare their
+ * format, block size and histogram kind (which must agree), with E4M3 histograms in code units.
+ */
+function recipeServerCases(stats: Json, started: Json, nextRun: Json): MessageCase[] {
+  const recipeGemms = {
+    fprop: { precision: 'nvfp4', rotation: 'none', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false, nvfp4Weight2d: true },
+    dgrad: { precision: 'mxfp8', rotation: 'hadamard', hadamardBlock: 32, rounding: 'nearest-even', srPrescale: false, scaleRule: 'rceil' },
+    wgrad: { precision: 'mxfp4', rotation: 'fixed-sign-hadamard', hadamardBlock: 16, rounding: 'nearest-even', srPrescale: false, scaleRule: 'even' },
+  };
+  const e4m3 = (minExp: number, counts: number[], nanBlocks = 0) => ({ kind: 'e4m3', minExp, counts, nanBlocks });
+  /** The wgrad example with its first operand (dy) replaced by `fields` (blocks follow the histogram unless given). */
+  const dy = (fields: Json) => {
+    const histogram = (fields.histogram ?? ((stats.operands as Json[])[0]!.histogram as Json)) as { counts: number[]; nanBlocks: number };
+    const blocks = histogram.counts.reduce((a, b) => a + b, 0) + histogram.nanBlocks;
+    return withField(stats, '.operands[0]', { ...(stats.operands as Json[])[0], blocks, ...fields });
+  };
+  const nvfp4 = { format: 'nvfp4', blockSize: 16, histogram: e4m3(40, [3, 0, 5], 1) };
+  return [
+    valid('runStarted with NVFP4 tiles, MXFP8 rceil and a fixed-sign Hadamard MXFP4 Wgrad (even)', withField(started, '.config.gemms', recipeGemms)),
+    valid('nextRunConfig with the recipes', withField(nextRun, '.config.gemms', recipeGemms)),
+    invalid('runStarted scale rule ceil', withField(started, '.config.gemms', { ...recipeGemms, wgrad: { ...recipeGemms.wgrad, scaleRule: 'ceil' } }), 'field.enum', '.config.gemms.wgrad.scaleRule'),
+    invalid('runStarted rotation fixed-random-hadamard', withField(started, '.config.gemms', { ...recipeGemms, wgrad: { ...recipeGemms.wgrad, rotation: 'fixed-random-hadamard' } }), 'field.enum', '.config.gemms.wgrad.rotation'),
+    valid('NVFP4 operand: format nvfp4, block 16, E4M3 codes with a NaN block', dy(nvfp4)),
+    valid('NVFP4 weight tiles: block 256', withField(dy(nvfp4), '.operands[0].blockSize', 256)),
+    valid('NVFP4 histogram reaching code 126 (448)', dy({ ...nvfp4, histogram: e4m3(125, [2, 1]) })),
+    valid('NVFP4 histogram from code 0 (a scale that rounded to 0)', dy({ ...nvfp4, histogram: e4m3(0, [4]) })),
+    valid('MXFP8 E5M2 operand, kind e8m0 spelled out', dy({ format: 'mxfp8-e5m2', blockSize: 32, histogram: { kind: 'e8m0', minExp: -24, counts: [1, 2], nanBlocks: 0 } })),
+    valid('MXFP8 E4M3 operand, kind and blockSize absent (their defaults agree)', dy({ format: 'mxfp8-e4m3' })),
+    valid('MXFP4 operand with format and blockSize spelled out', dy({ format: 'mxfp4', blockSize: 32 })),
+    invalid('format nvfp8', dy({ ...nvfp4, format: 'nvfp8' }), 'field.enum', '.operands[0].format'),
+    invalid('blockSize 64', dy({ ...nvfp4, blockSize: 64 }), 'field.enum', '.operands[0].blockSize'),
+    invalid('histogram kind ue8m0', dy({ format: 'mxfp4', histogram: { kind: 'ue8m0', minExp: 0, counts: [1], nanBlocks: 0 } }), 'field.enum', '.operands[0].histogram.kind'),
+    invalid('NVFP4 with an E8M0 histogram', dy({ ...nvfp4, histogram: { ...nvfp4.histogram, kind: 'e8m0' } }), 'layerStats.format-agreement', '.operands[0].histogram.kind'),
+    invalid('NVFP4 without a histogram kind (absent means e8m0)', dy({ ...nvfp4, histogram: { minExp: 40, counts: [3], nanBlocks: 0 } }), 'layerStats.format-agreement', '.operands[0].histogram.kind'),
+    invalid('MXFP8 with an E4M3 histogram', dy({ format: 'mxfp8-e4m3', histogram: e4m3(40, [3]) }), 'layerStats.format-agreement', '.operands[0].histogram.kind'),
+    invalid('MXFP4 (format absent) with an E4M3 histogram', dy({ histogram: e4m3(40, [3]) }), 'layerStats.format-agreement', '.operands[0].histogram.kind'),
+    invalid('NVFP4 in blocks of 32', dy({ ...nvfp4, blockSize: 32 }), 'layerStats.format-agreement', '.operands[0].blockSize'),
+    invalid('NVFP4 with blockSize absent (absent means 32)', withField(dy(nvfp4), '.operands[0].blockSize', DELETE), 'layerStats.format-agreement', '.operands[0].blockSize'),
+    invalid('MXFP8 in blocks of 16', dy({ format: 'mxfp8-e5m2', blockSize: 16 }), 'layerStats.format-agreement', '.operands[0].blockSize'),
+    invalid('MXFP4 in 16×16 tiles', dy({ format: 'mxfp4', blockSize: 256 }), 'layerStats.format-agreement', '.operands[0].blockSize'),
+    invalid('E4M3 histogram from code −1', dy({ ...nvfp4, histogram: e4m3(-1, [1]) }), 'layerStats.e4m3-code-range', '.operands[0].histogram.minExp'),
+    invalid('E4M3 histogram past code 126 (0x7F is NaN: nanBlocks)', dy({ ...nvfp4, histogram: e4m3(125, [1, 1, 1]) }), 'layerStats.e4m3-code-range', '.operands[0].histogram.counts'),
+    invalid('NVFP4 blocks ≠ sum(counts) + nanBlocks', withField(dy(nvfp4), '.operands[0].blocks', 8), 'layerStats.blocks-sum', '.operands[0].blocks'),
+  ];
 }
 
 // ---------------------------------------------------------------- raw frames

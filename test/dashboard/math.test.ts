@@ -1,6 +1,5 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ema } from '../../webview/dashboard/model/smoothing.js';
 import { firstCrossingBelow, gapTo, valuesAt } from '../../webview/dashboard/model/interpolate.js';
 import { defaultTargetLoss, overheadTable } from '../../webview/dashboard/model/overhead.js';
 import { autocorrelation, cosine, lagCosines } from '../../src/dashboard/correlation.js';
@@ -9,17 +8,6 @@ import { decimateMinMax } from '../../webview/dashboard/model/live-line.js';
 import { zoomAround } from '../../webview/dashboard/model/ui-state.js';
 import { binHeatmap } from '../../webview/dashboard/model/heatmap.js';
 import { toCsv } from '../../webview/dashboard/model/csv.js';
-
-test('EMA: weight 0 is the identity, debiased from the first point, nulls pass through', () => {
-  assert.deepEqual(ema([1, 2, 3], 0), [1, 2, 3]);
-  const smoothed = ema([4, null, 4, 4], 0.9);
-  assert.equal(smoothed[0], 4); // debiasing: a constant stays constant from the start
-  assert.equal(smoothed[1], null);
-  assert.ok(Math.abs(smoothed[3]! - 4) < 1e-12);
-  const step = ema([0, 0, 10], 0.5);
-  assert.ok(step[2]! > 0 && step[2]! < 10);
-  assert.throws(() => ema([1], 1), /\[0, 1\)/);
-});
 
 test('crossing and interpolation read between points', () => {
   assert.equal(firstCrossingBelow([0, 10, 20], [5, 3, 1], 4), 5);

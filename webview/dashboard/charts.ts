@@ -25,8 +25,9 @@ export type XY = { x: number; y: number };
 
 /**
  * A canvas is opaque to screen readers (and to tests): after every update the chart describes its
- * axes and series in the canvas's aria-label, e.g. "loss (logarithmic) 2.9 to 7.1 against step 0 to
- * 599; 3 series: a · train, …".
+ * axes, series and x tick labels in the canvas's aria-label, e.g. "loss (logarithmic) 2.9 to 7.1
+ * against step 0 to 599; 3 series: a · train, …; x ticks 0, 100, …, 599"; while a tooltip shows,
+ * its text is the canvas's aria-description ("step 102; a · train: 3.1").
  */
 const describeAxes: Plugin = {
   id: 'mxscopeDescribe',
@@ -39,8 +40,14 @@ const describeAxes: Plugin = {
       return scale.type === 'category' ? `${title} ${chart.data.labels?.length ?? 0} categories` : `${title}${kind} ${tidyTick(scale.min)} to ${tidyTick(scale.max)}`;
     };
     const names = chart.data.datasets.map((dataset) => dataset.label ?? '').filter((label) => label !== '');
+    const ticks = chart.scales.x?.type === 'category' ? [] : (chart.scales.x?.ticks ?? []).map((tick) => tick.label);
     chart.canvas.setAttribute('role', 'img');
-    chart.canvas.setAttribute('aria-label', `${axis('y')} against ${axis('x')}; ${names.length} series: ${names.join(', ')}`);
+    chart.canvas.setAttribute('aria-label', `${axis('y')} against ${axis('x')}; ${names.length} series: ${names.join(', ')}${ticks.length > 0 ? `; x ticks ${ticks.join(', ')}` : ''}`);
+  },
+  afterDraw(chart) {
+    const tooltip = (chart as Chart & { tooltip?: { opacity: number; title: string[]; body: { lines: string[] }[] } }).tooltip;
+    if (tooltip && tooltip.opacity > 0 && tooltip.title.length > 0) chart.canvas.setAttribute('aria-description', [...tooltip.title, ...tooltip.body.flatMap((body) => body.lines)].join('; '));
+    else chart.canvas.removeAttribute('aria-description');
   },
 };
 
@@ -73,7 +80,7 @@ export interface AxisOptions {
   xRange?: [number, number];
   /** Fixed y range (e.g. [-1, 1] for cosines), so side-by-side charts read on the same scale. */
   yRange?: [number, number];
-  /** x values are whole numbers (steps): no 31.5 ticks when zoomed in. */
+  /** x values are whole numbers (steps): no 31.5 ticks when zoomed in (nor a zoom's fractional ends as ticks). */
   integerX?: boolean;
 }
 
@@ -83,7 +90,7 @@ function axes(theme: Theme, options: AxisOptions) {
   const title = (text: string) => ({ display: true, text, color: theme.muted });
   return {
     // bounds 'data': the x axis ends where the data end (not at the next round tick: 154k tokens, not 200k).
-    x: { type: 'linear' as const, bounds: 'data' as const, grid, ticks: options.integerX ? { ...ticks, precision: 0 } : ticks, title: title(options.xTitle), border: { color: theme.grid }, min: options.xRange?.[0], max: options.xRange?.[1] },
+    x: { type: 'linear' as const, bounds: 'data' as const, grid, ticks: options.integerX ? { ...ticks, precision: 0, includeBounds: false } : ticks, title: title(options.xTitle), border: { color: theme.grid }, min: options.xRange?.[0], max: options.xRange?.[1] },
     y: {
       type: options.logY ? ('logarithmic' as const) : ('linear' as const),
       grid,

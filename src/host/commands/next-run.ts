@@ -1,4 +1,4 @@
-// Commands that steer the trainer: next-run rotation/precision, start, stop, save a checkpoint.
+// Commands that steer the trainer: next-run rotation/precision/scale rule, start, stop, save a checkpoint.
 import * as vscode from 'vscode';
 import type { GemmKind, HadamardBlock, Precision } from '../../protocol/index.js';
 import {
@@ -12,6 +12,7 @@ import {
   ROTATION_MODES,
   type RotationMode,
 } from '../model/rotation-modes.js';
+import { defaultRuleGemms, ruleGemms, scaleRuleChange, scaleRulesNow, SCALE_RULE_CHOICES } from '../model/scale-rules.js';
 import type { HostServices } from '../services.js';
 
 const LAST_GEMMS_KEY = 'mxscope.rotationGemms';
@@ -63,6 +64,40 @@ export async function setGemmPrecision(services: HostServices): Promise<void> {
   if (!precision) return;
   const outcome = await services.link.changeNextRun(precisionChange(gemm.gemm, precision.precision));
   void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: {0} → {1} — {2}.', gemm.gemm, precision.label, outcome));
+}
+
+/** The MX scale rule (floor, rceil, even) of the next run: for the whole run or per GEMM. */
+export async function setScaleRule(services: HostServices): Promise<void> {
+  const current = services.link.nextRunConfig()?.gemms;
+  const now = current ? scaleRulesNow(current) : undefined;
+  const choice = await vscode.window.showQuickPick(
+    SCALE_RULE_CHOICES.map((c) => ({ label: c.label, detail: c.detail, description: now === c.rule ? vscode.l10n.t('(now)') : '', choice: c })),
+    { title: vscode.l10n.t('MX Scope: MX scale rule for the next run (1/2)'), placeHolder: now ? vscode.l10n.t('How E8M0 block scales are picked; now: {0}', now) : vscode.l10n.t('How E8M0 block scales are picked'), ignoreFocusOut: true },
+  );
+  if (!choice) return;
+  const rule = choice.choice.rule;
+  const picked = defaultRuleGemms(rule, current);
+  const leftOut = GEMM_CHOICES.filter((kind) => !ruleGemms(rule, current).includes(kind));
+  const gemms = await vscode.window.showQuickPick(
+    ruleGemms(rule, current).map((kind) => ({
+      label: GEMM_LABELS[kind],
+      description: current ? vscode.l10n.t('now {0}', `${current[kind].precision} · ${current[kind].scaleRule ?? 'floor'}`) : '',
+      picked: picked.includes(kind),
+      gemm: kind,
+    })),
+    {
+      title: vscode.l10n.t('MX Scope: use {0} on which GEMMs? (2/2)', rule),
+      canPickMany: true,
+      placeHolder: leftOut.length > 0
+        ? vscode.l10n.t('{0} run NVFP4 (E4M3 scales, no rule) and are not listed', leftOut.join(', '))
+        : vscode.l10n.t('MXFP4 and MXFP8 GEMMs quantize with it; fp32, bf16 and fp8 GEMMs measure their MXFP4 stats with it'),
+      ignoreFocusOut: true,
+    },
+  );
+  if (!gemms || gemms.length === 0) return;
+  const kinds = gemms.map((g) => g.gemm);
+  const outcome = await services.link.changeNextRun(scaleRuleChange(rule, kinds, current));
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: scale rule {0} on {1} — {2}.', rule, kinds.join(', '), outcome));
 }
 
 export async function startNextRun(services: HostServices): Promise<void> {

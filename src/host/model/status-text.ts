@@ -70,7 +70,11 @@ export function quickActions(state: ConnectionState | undefined, runActive: bool
   if (!connected) actions.push({ command: 'mxscope.startEmulatedRun', label: t('$(play) Start Emulated Run') }, { command: 'mxscope.connect', label: t('$(plug) Connect to Trainer…') });
   if (connected && !runActive) actions.push({ command: 'mxscope.startNextRun', label: t('$(play) Start Next Run') });
   if (connected && runActive) actions.push({ command: 'mxscope.stopRun', label: t('$(debug-stop) Stop Run') }, { command: 'mxscope.saveCheckpoint', label: t('$(save) Save Checkpoint') });
-  actions.push({ command: 'mxscope.switchRotationMode', label: t('$(symbol-misc) Switch Rotation Mode…') }, { command: 'mxscope.setGemmPrecision', label: t('$(settings) Set GEMM Precision…') });
+  actions.push(
+    { command: 'mxscope.switchRotationMode', label: t('$(symbol-misc) Switch Rotation Mode…') },
+    { command: 'mxscope.setGemmPrecision', label: t('$(settings) Set GEMM Precision…') },
+    { command: 'mxscope.setScaleRule', label: t('$(symbol-ruler) Set MX Scale Rule…') },
+  );
   actions.push({ command: 'mxscope.openRunLog', label: t('$(folder-opened) Open Run Log…') });
   if (state !== undefined && state !== 'closed') actions.push({ command: 'mxscope.disconnect', label: t('$(debug-disconnect) Disconnect') });
   return actions;

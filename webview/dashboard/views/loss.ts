@@ -36,6 +36,8 @@ export class LossView implements View {
   private readonly datasets = new KeptByKey<LineDataset>();
   private readonly normSets = new KeptByKey<LineDataset>();
   private readonly rateSets = new KeptByKey<LineDataset>();
+  private readonly optimizerLines = new KeptByKey<LiveLine>();
+  private optimizerFrame = 0;
   private legendKey = '';
 
   constructor(
@@ -236,8 +238,8 @@ export class LossView implements View {
     this.chart.update('none');
     this.showLegend(legend);
     this.resetZoom.toggleAttribute('disabled', state.zoom === null && state.yZoom === null);
-    this.updateOptimizerCharts(xOf);
     this.lines.sweep();
+    this.scheduleOptimizerCharts();
   }
 
   /** The legend under the chart, rebuilt only when it changed (a live run's steps leave it as it is). */
@@ -248,14 +250,27 @@ export class LossView implements View {
     setLegend(this.legend, entries);
   }
 
+  /**
+   * The gradient-norm and learning-rate charts draw in the frame after the loss chart: a live run's
+   * step then costs two frames of about half the work each, not one frame over budget.
+   */
+  private scheduleOptimizerCharts(): void {
+    if (!this.gradNorm || this.optimizerFrame !== 0) return;
+    this.optimizerFrame = requestAnimationFrame(() => {
+      this.optimizerFrame = 0;
+      this.updateOptimizerCharts();
+    });
+  }
+
   /** Gradient norm and learning rate of the shown runs, on the loss chart's x range. */
-  private updateOptimizerCharts(xOf: (series: LossSeries) => number[]): void {
+  private updateOptimizerCharts(): void {
     if (!this.gradNorm || !this.lr) return;
     const { state, data, theme } = this.ctx;
+    const xOf = (series: LossSeries) => (state.xAxis === 'tokens' ? series.tokens : series.step);
     const zoom = state.zoom;
     const buckets = Math.max(100, (this.gradNorm.width || 400) / 2);
     const draw = (key: string, xs: number[], ys: readonly (number | null)[]) => {
-      const live = this.lines.take(`${key}|${state.xAxis}`, () => new LiveLine(buckets), (kept) => kept.buckets === buckets).sync(xs, ys);
+      const live = this.optimizerLines.take(`${key}|${state.xAxis}`, () => new LiveLine(buckets), (kept) => kept.buckets === buckets).sync(xs, ys);
       if (!zoom) return live.points;
       const visible = sliceToRange(xs, ys, zoom.min, zoom.max);
       return decimateMinMax(visible.xs, visible.ys, buckets);
@@ -276,6 +291,7 @@ export class LossView implements View {
     this.lr.data.datasets = this.rateSets.sweep();
     this.gradNorm.update('none');
     this.lr.update('none');
+    this.optimizerLines.sweep();
   }
 
   csv() {
@@ -288,6 +304,7 @@ export class LossView implements View {
   }
 
   destroy(): void {
+    cancelAnimationFrame(this.optimizerFrame);
     this.chart.destroy();
     this.gradNorm?.destroy();
     this.lr?.destroy();

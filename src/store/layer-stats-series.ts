@@ -1,0 +1,114 @@
+// One (layer, GEMM)'s layerStats history with ThinningSeries' keep-every-2^k rule, held as rows of
+// one Float64Array (layer-stats-row.ts) rather than as parsed records. A record is encoded as it
+// arrives and no longer referenced: it dies young, where a record kept as an object (even just the
+// newest of each series until the next stats step) outlived a scavenge and was copied into the old
+// generation, ~1 KB per record at 20,000 records/s. The slab is reused for the whole run. Reading
+// decodes, once until the next record arrives.
+import type { GemmKind } from '../protocol/config.js';
+import type { LayerStatsRecord } from '../protocol/telemetry.js';
+import { decodeLayerStats, encodeLayerStats } from './layer-stats-row.js';
+
+interface Identity {
+  runId: string;
+  layer: string;
+  gemm: GemmKind;
+}
+
+/** A row's offset in the slab, or a record no row could hold, kept as it came. */
+type Entry = number | LayerStatsRecord;
+
+export class LayerStatsSeries {
+  private slab = new Float64Array(0);
+  private used = 0;
+  /** Kept entries, oldest first. */
+  private entries: Entry[] = [];
+  private stride = 1;
+  private arrivals = 0;
+  /** The newest record's row (a copy, as it may not be kept) or the record itself. */
+  private newestRow = new Float64Array(0);
+  private newest: LayerStatsRecord | 'row' | undefined;
+  /** Whether the last entry is the newest record. */
+  private newestKept = false;
+  private decodedLatest: LayerStatsRecord | undefined;
+  private decoded: readonly LayerStatsRecord[] | undefined;
+
+  constructor(
+    readonly capacity: number,
+    private readonly identity: Identity,
+  ) {
+    if (!Number.isInteger(capacity) || capacity < 2) throw new RangeError(`LayerStatsSeries capacity must be an integer ≥ 2, got ${capacity}`);
+  }
+
+  push(record: LayerStatsRecord): void {
+    this.decoded = undefined;
+    this.decodedLatest = undefined;
+    const row = encodeLayerStats(record);
+    if (row) {
+      if (this.newestRow.length < row.length) this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
+      this.newestRow.set(row);
+      this.newest = 'row';
+    } else {
+      this.newest = record;
+    }
+    if (this.arrivals++ % this.stride !== 0) {
+      this.newestKept = false;
+      return;
+    }
+    this.entries.push(row ? this.append(row) : record);
+    this.newestKept = true;
+    if (this.entries.length > this.capacity) this.thin();
+  }
+
+  /** The kept records, oldest first, always ending with the newest one pushed. */
+  values(): readonly LayerStatsRecord[] {
+    if (this.decoded) return this.decoded;
+    const kept = this.newestKept ? this.entries.slice(0, -1) : this.entries;
+    const records = kept.map((entry) => (typeof entry === 'number' ? this.decode(this.slab, entry) : entry));
+    const latest = this.latest;
+    if (latest) records.push(latest);
+    return (this.decoded = records);
+  }
+
+  get latest(): LayerStatsRecord | undefined {
+    if (this.newest !== 'row') return this.newest;
+    return (this.decodedLatest ??= this.decode(this.newestRow, 0));
+  }
+
+  private decode(rows: Float64Array, at: number): LayerStatsRecord {
+    return decodeLayerStats(rows.subarray(at, at + rows[at]!), this.identity);
+  }
+
+  private append(row: Float64Array): number {
+    if (this.used + row.length > this.slab.length) {
+      // By half again (not double): the slab is most of the store's memory, and a full series
+      // thins back to half its rows, so the slab stops growing near (capacity + 1) rows.
+      const grown = new Float64Array(Math.max(Math.ceil(1.5 * this.slab.length), this.used + row.length, 16 * row.length));
+      grown.set(this.slab.subarray(0, this.used));
+      this.slab = grown;
+    }
+    this.slab.set(row, this.used);
+    this.used += row.length;
+    return this.used - row.length;
+  }
+
+  /** Keeps every other entry (the even ones) and packs their rows to the front of the slab. */
+  private thin(): void {
+    this.newestKept = (this.entries.length - 1) % 2 === 0;
+    const kept: Entry[] = [];
+    let used = 0;
+    for (let i = 0; i < this.entries.length; i += 2) {
+      const entry = this.entries[i]!;
+      if (typeof entry !== 'number') {
+        kept.push(entry);
+        continue;
+      }
+      const length = this.slab[entry]!;
+      this.slab.copyWithin(used, entry, entry + length);
+      kept.push(used);
+      used += length;
+    }
+    this.entries = kept;
+    this.used = used;
+    this.stride *= 2;
+  }
+}

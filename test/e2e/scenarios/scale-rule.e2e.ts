@@ -1,0 +1,50 @@
+import * as assert from 'node:assert/strict';
+import { requireCommands, type Scenario } from '../harness/scenario.js';
+import type { Workbench } from '../harness/workbench.js';
+import { STATUS_STEP } from './live-run.js';
+
+/** What the status bar says once Fprop and Dgrad (and Wgrad) pick their E8M0 scales with rceil. */
+const RCEIL = /F,D mxfp4 · rceil\b/;
+const IDLE = /^MX Scope: idle\b/;
+
+/** Goes through the two quick picks of "Set MX Scale Rule…": rceil, then every MX GEMM (picked by default). */
+async function switchToRceil(wb: Workbench): Promise<void> {
+  // A quick pick closes when it loses focus; start from the side bar, not from the dashboard webview.
+  await wb.focusSideBar();
+  await wb.runCommand('MX Scope: Set MX Scale Rule…');
+  await wb.pick('rceil (round the scale up)');
+  // Step 2 is a multi-select of the GEMMs, the three MXFP4 ones picked by default: accept it.
+  await wb.page.locator('.quick-input-widget').getByText('use rceil on which GEMMs?').waitFor({ timeout: 10_000 });
+  await wb.screenshot('scale-rule-gemms');
+  await wb.acceptPicks(3);
+  await wb.page.locator('.notification-list-item', { hasText: 'scale rule rceil on fprop, dgrad, wgrad' }).first().waitFor({ timeout: 5_000 });
+}
+
+export const scaleRule: Scenario = {
+  slug: 'scale-rule',
+  title: '"Set MX Scale Rule" changes the next run\'s scale rule, and the next run reports it',
+  unsupported: ({ manifest }) =>
+    requireCommands(manifest, 'MX Scope: Set MX Scale Rule…', 'MX Scope: Stop Run', 'MX Scope: Start Next Run'),
+  async run({ wb, log }) {
+    if (await wb.waitForStatusBarText(STATUS_STEP, 1_000).catch(() => undefined)) await wb.runCommand('MX Scope: Stop Run');
+    const before = (await wb.waitForStatusBarText(IDLE, 30_000)).input ?? '';
+    assert.doesNotMatch(before, RCEIL, 'the run before already uses the rule this scenario switches to');
+
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await switchToRceil(wb);
+        break;
+      } catch (error) {
+        if (attempt === 3) throw error;
+        log(`Set MX Scale Rule, attempt ${attempt}: the picks were dismissed, not accepted (${(error as Error).message.split('\n')[0]}); trying again`);
+        await wb.closePalette();
+      }
+    }
+    const idle = await wb.waitForStatusBarText(RCEIL, 30_000, (match) => IDLE.test(match.input ?? ''));
+    log(`next run will use: ${idle.input}`);
+
+    await wb.runCommand('MX Scope: Start Next Run');
+    const first = await wb.waitForStatusBarText(STATUS_STEP, 60_000, (match) => RCEIL.test(match.input ?? ''));
+    log(`next run: ${first.input}`);
+  },
+};

@@ -1,0 +1,103 @@
+// The store keeps each (layer, GEMM) history as rows of numbers: what it gives back must be
+// deep-equal to what it was given, field for field, and it must not hold on to the records.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { LayerStatsRecord, OperandStats } from '../../src/protocol/index.js';
+import { decodeLayerStats, encodeLayerStats } from '../../src/store/layer-stats-row.js';
+import { LayerStatsSeries } from '../../src/store/layer-stats-series.js';
+import { ThinningSeries } from '../../src/store/thinning-series.js';
+
+const IDENTITY = { runId: 'r', layer: 'blocks.0.q', gemm: 'wgrad' as const };
+
+function operand(name: 'dy' | 'x', variant: number): OperandStats {
+  const stats: OperandStats = {
+    operand: name,
+    blocks: 7 + variant,
+    elements: 224,
+    histogram: { minExp: -3 - variant, counts: [1, 0, 5 + variant, 1], nanBlocks: variant },
+    saturatedFrac: variant === 1 ? -0 : 0.25,
+    flushedFrac: 1 / 3,
+    sqnrDb: variant === 2 ? null : 17.5 + variant,
+  };
+  if (variant === 1) Object.assign(stats, { format: 'nvfp4', blockSize: 16, kernel: false, histogram: { ...stats.histogram, kind: 'e4m3' } });
+  if (variant === 2) Object.assign(stats, { format: 'mxfp8-e4m3', kernel: true, histogram: { ...stats.histogram, kind: 'e8m0' } });
+  return stats;
+}
+
+/** Every optional field present and absent, nulls, -0 and a seq. */
+function records(): LayerStatsRecord[] {
+  const out: LayerStatsRecord[] = [];
+  for (let variant = 0; variant < 3; variant++) {
+    const record: LayerStatsRecord = { type: 'layerStats', runId: 'r', step: 10 * variant, layer: IDENTITY.layer, gemm: 'wgrad', precision: variant === 1 ? 'nvfp4' : 'mxfp4', operands: [operand('dy', variant), operand('x', 2 - variant)] };
+    if (variant > 0) {
+      record.wgradError = { gradNorm: 2, errNorm: 0.5, relErr: 0.25, cosErrGrad: variant === 2 ? null : -0.1, alignment: 1, gradToErr: 4, lag1Cos: null, sketch: [0.5, -0, 1e-30], sketchPrev: variant === 2 ? null : [1, 2, 3] };
+    }
+    if (variant === 2) record.simulated = true;
+    if (variant === 1) record.simulated = false;
+    out.push(variant === 0 ? ({ seq: 41, ...record } as LayerStatsRecord) : record);
+  }
+  return out;
+}
+
+test('a row gives back the record it was made from, optional fields, nulls, -0 and seq included', () => {
+  for (const record of records()) {
+    const row = encodeLayerStats(record);
+    assert.ok(row, `step ${record.step} fits a row`);
+    assert.deepStrictEqual(decodeLayerStats(Float64Array.from(row), IDENTITY), record);
+  }
+});
+
+test('records a row cannot give back exactly are refused: unknown fields at any level, NaN where null goes, operands out of order', () => {
+  const [base] = records();
+  const odd: [string, LayerStatsRecord][] = [
+    ['extra record field', { ...base!, note: 'newer publisher' } as LayerStatsRecord],
+    ['extra operand field', { ...base!, operands: [{ ...base!.operands[0]!, extra: 1 } as OperandStats, base!.operands[1]!] }],
+    ['extra histogram field', { ...base!, operands: [{ ...base!.operands[0]!, histogram: { ...base!.operands[0]!.histogram, extra: 1 } as never }, base!.operands[1]!] }],
+    ['NaN sqnrDb', { ...base!, operands: [{ ...base!.operands[0]!, sqnrDb: NaN }, base!.operands[1]!] }],
+    ['operands swapped', { ...base!, operands: [base!.operands[1]!, base!.operands[0]!] }],
+    ['a string count', { ...base!, operands: [{ ...base!.operands[0]!, histogram: { ...base!.operands[0]!.histogram, counts: ['1'] as never } }, base!.operands[1]!] }],
+  ];
+  for (const [name, record] of odd) assert.equal(encodeLayerStats(record), undefined, name);
+});
+
+test('the series keeps the steps ThinningSeries keeps, returns refused records as they came, and ends with the newest', () => {
+  const series = new LayerStatsSeries(4, IDENTITY);
+  const reference = new ThinningSeries<LayerStatsRecord>(4);
+  const [plain] = records();
+  const pushed: LayerStatsRecord[] = [];
+  for (let step = 0; step < 37; step++) {
+    const record = step % 5 === 3 ? ({ ...plain!, step, note: 'kept as an object' } as LayerStatsRecord) : { ...plain!, step };
+    pushed.push(record);
+    series.push(record);
+    reference.push(record);
+    const values = series.values();
+    assert.deepStrictEqual(values, reference.values(), `after step ${step}`);
+    assert.deepStrictEqual(series.latest, record);
+    assert.equal(values.at(-1), series.latest, 'the history ends with the same object latest gives');
+    for (const value of values) if ((value as { note?: string }).note) assert.equal(value, pushed[value.step], 'a refused record is the very object pushed');
+  }
+});
+
+test('the series does not hold on to the records it was given', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const series = new LayerStatsSeries(64, IDENTITY);
+  const steps = new ThinningSeries<number>(64);
+  const refs: WeakRef<LayerStatsRecord>[] = [];
+  // In a function of its own, so no frame of the test's keeps the last record.
+  const fill = () => {
+    for (let step = 0; step < 100; step++) {
+      const record = { ...records()[1]!, step };
+      refs.push(new WeakRef(record));
+      series.push(record);
+      steps.push(step);
+    }
+  };
+  fill();
+  await new Promise((resolve) => setImmediate(resolve)); // a WeakRef keeps its target alive until the job that made it ends
+  gc();
+  assert.equal(refs.filter((ref) => ref.deref() !== undefined).length, 0, 'every pushed record can be collected');
+  assert.deepEqual(series.values().map((record) => record.step), steps.values(), 'and the history is still there');
+});
