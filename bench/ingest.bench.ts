@@ -3,6 +3,7 @@
 // host CPU at a paced 20,000 records/s (goal: under 50% of a core); and the store's retained memory
 // for 10,000 and 20,000 steps of an 8B-sized run. Baselines in the same run: JSON.parse alone, and
 // JSON.parse + protocol validation, of the same frames.
+import { spawnSync } from 'node:child_process';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { TrainerClient } from '../src/link/trainer-client.js';
@@ -151,9 +152,13 @@ async function main(): Promise<void> {
   const pacedUs = perRecordUs(paced);
   console.log(`ws → client → store, paced at 20,000/s:  ${fmt(paced.records / paced.seconds)} records/s achieved, host CPU ${(paced.cpuFraction * 100).toFixed(0)}% of a core (goal < 50%), ${pacedUs.toFixed(1)} µs CPU/record = ${(pacedUs / base.parse).toFixed(2)}× JSON.parse alone (goal ≤ 2×)`);
   for (const steps of [10_000, 20_000]) {
-    console.log(`store memory, 8B-sized run, ${fmt(steps)} steps (stats every 10 → ${fmt((steps / 10) * RECORDS_PER_STATS_STEP)} layer-stat records): ${retainedMiB(steps).toFixed(1)} MiB retained`);
+    // In a child process of its own: ArrayBuffers the ws runs above freed are swept lazily and would blur the figure.
+    const child = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, '--retained', String(steps)], { encoding: 'utf8' });
+    if (child.status !== 0) throw new Error(`memory child failed: ${child.stderr}`);
+    console.log(`store memory, 8B-sized run, ${fmt(steps)} steps (stats every 10 → ${fmt((steps / 10) * RECORDS_PER_STATS_STEP)} layer-stat records): ${Number(child.stdout).toFixed(1)} MiB retained (JS heap and ArrayBuffers)`);
   }
 }
 
 if (process.argv[2] === '--publisher') void publisher(Number(process.argv[3]), Number(process.argv[4]));
+else if (process.argv[2] === '--retained') process.stdout.write(String(retainedMiB(Number(process.argv[3]))));
 else void main();

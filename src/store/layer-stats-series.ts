@@ -80,9 +80,12 @@ export class LayerStatsSeries {
 
   private append(row: Float64Array): number {
     if (this.used + row.length > this.slab.length) {
-      // By half again (not double): the slab is most of the store's memory, and a full series
-      // thins back to half its rows, so the slab stops growing near (capacity + 1) rows.
-      const grown = new Float64Array(Math.max(Math.ceil(1.5 * this.slab.length), this.used + row.length, 16 * row.length));
+      // Sized at first for the whole series (a series' rows are about the same length, and it
+      // thins back to half once over capacity): every page of the slab is touched once, not again
+      // on each copy into a larger one (first touches cost more than the copies here). Up to 128
+      // rows at once; beyond that (a larger statsPerSeries) by half again.
+      const first = Math.ceil(1.1 * row.length) * Math.min(this.capacity + 1, 128);
+      const grown = new Float64Array(Math.max(this.slab.length === 0 ? first : Math.ceil(1.5 * this.slab.length), this.used + row.length));
       grown.set(this.slab.subarray(0, this.used));
       this.slab = grown;
     }

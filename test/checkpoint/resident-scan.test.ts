@@ -29,6 +29,7 @@ function mixedF32Bits(seed: number, count: number, slowShare: number): Uint32Arr
 const counts = ({ expCounts, blocks, elements, saturated, flushed, nonZero }: MxStats) => ({ expCounts: [...expCounts], blocks, elements, saturated, flushed, nonZero });
 
 test('words in the resident buffers are scanned in place with the TypeScript counts, full and exponent-only, bf16 and float32', () => {
+  assert.equal(setMxBackend('auto'), true, 'WebAssembly loads here'); // src/mx installs no kernels on import
   const kernels = acquireResidentScaleKernels();
   assert.ok(kernels, 'WebAssembly resident kernels load here');
   try {
@@ -62,6 +63,7 @@ test('words in the resident buffers are scanned in place with the TypeScript cou
 });
 
 test('resident kernels are pooled: a released set is handed out again with its buffers, two at once are distinct, and none on the TypeScript backend', () => {
+  assert.equal(setMxBackend('auto'), true);
   const first = acquireResidentScaleKernels()!;
   const second = acquireResidentScaleKernels()!;
   assert.notEqual(first, second, 'a set in use is not handed out twice');
