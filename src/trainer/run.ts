@@ -79,8 +79,11 @@ export function startRun(options: RunOptions): RunHandle {
   };
 
   // A spike keeps a checkpoint from before the suspicious update ("Start Next Run from Checkpoint…"
-  // offers it). Written in the background; a run that ends first simply has none.
-  trainer.onSuspicious = (step, reason) => void checkpoint({ step, reason }).catch(() => undefined);
+  // offers it). Written in the background; a diverging step waits for its own (below).
+  let suspicious: Promise<unknown> | undefined;
+  trainer.onSuspicious = (step, reason) => {
+    suspicious = checkpoint({ step, reason }).catch(() => undefined);
+  };
 
   const done = (async (): Promise<RunEndedRecord> => {
     const started: RunStartedRecord = {
@@ -108,7 +111,12 @@ export function startRun(options: RunOptions): RunHandle {
       while (trainer.nextStep < config.steps) {
         await nextTick();
         if (options.signal?.aborted) return await end('stopped', Math.max(0, trainer.nextStep - 1), 'stopped on request');
-        const outcome = trainer.step(emit);
+        const records: TelemetryRecord[] = [];
+        const outcome = trainer.step((record) => records.push(record));
+        // A diverging step's checkpoint is logged before the step: whoever reads its loss (the
+        // dashboard's divergence alert) already knows where the weights from before it are.
+        if (outcome.diverged !== undefined) await suspicious;
+        records.forEach(emit);
         writer.flush();
         if (outcome.diverged !== undefined) return await end('diverged', outcome.step, outcome.diverged);
         if (options.checkpointEvery && (outcome.step + 1) % options.checkpointEvery === 0) await checkpoint();

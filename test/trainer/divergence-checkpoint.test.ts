@@ -32,7 +32,8 @@ test('a direct divergence keeps a checkpoint from before the diverging update, n
   assert.equal(kept.step, ended.step - 1, 'its weights are those after the step before the divergence');
   assert.match(kept.reason ?? '', new RegExp(`before the suspicious update at step ${ended.step} \\(divergence at step ${ended.step}: loss`));
   assert.ok(existsSync(kept.path), `the file exists: ${kept.path}`);
-  assert.ok(records.indexOf(kept) < records.findIndex((r) => r.type === 'runEnded'), 'logged before runEnded');
+  const divergingStep = records.findIndex((r) => r.type === 'step' && r.step === ended.step);
+  assert.ok(records.indexOf(kept) < divergingStep, 'logged before the diverging step, so its alert can name it');
 
   const alerts = new AlertTracker();
   const raised = records.flatMap((r: TelemetryRecord) => alerts.ingest(r));
@@ -60,4 +61,16 @@ test('a spike-free run that never diverges keeps no checkpoint of its own (only 
   const saved = (await readRunLog(run.dir)).records.flatMap((r) => (r.type === 'checkpointSaved' ? [r] : []));
   assert.deepEqual(saved.map((r) => [r.step, r.reason]), [[5, undefined]]);
   rmSync(outDir, { recursive: true, force: true });
+});
+
+test('a non-finite loss: the alert raised on the step record names the checkpoint logged before it', () => {
+  const alerts = new AlertTracker();
+  alerts.ingest({ type: 'checkpointSaved', runId: 'r', step: 6, path: '/runs/r/checkpoints/step-00000006.safetensors', reason: 'before the suspicious update at step 7 (divergence at step 7: loss is NaN)' });
+  const [divergence] = alerts.ingest({ type: 'step', runId: 'r', step: 7, tokens: 8, loss: null, lr: 1, gradNorm: null, stepMs: 1 });
+  assert.equal(divergence?.kind, 'divergence');
+  assert.equal(divergence?.checkpoint, '/runs/r/checkpoints/step-00000006.safetensors');
+  // A checkpoint on request (no reason) is not one kept before an event: it is not named.
+  const other = new AlertTracker();
+  other.ingest({ type: 'checkpointSaved', runId: 'r', step: 6, path: '/p.safetensors' });
+  assert.equal(other.ingest({ type: 'step', runId: 'r', step: 7, tokens: 8, loss: null, lr: 1, gradNorm: null, stepMs: 1 })[0]?.checkpoint, undefined);
 });

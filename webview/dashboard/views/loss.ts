@@ -220,16 +220,21 @@ export class LossView implements View {
       }
     }
     for (const group of groups) {
-      const members = group.runs.map((run) => data.loss.get(run.runId)).filter((train): train is LossSeries => train !== undefined);
+      const members = group.runs.flatMap((run) => {
+        const train = data.loss.get(run.runId);
+        return train ? [{ runId: run.runId, train }] : [];
+      });
       if (members.length < 2) continue;
-      const band = meanBand(members.map((train, i) => ({ xs: xOf(train), ys: relative(xOf(train), line(`${group.runs[i]!.runId}|train`, xOf(train), train.loss, state.ema).values, baseSmoothed) })));
+      const band = meanBand(members.map(({ runId, train }) => ({ xs: xOf(train), ys: relative(xOf(train), line(`${runId}|train`, xOf(train), train.loss, state.ema).values, baseSmoothed) })));
       const color = this.ctx.color(group.runs[0]!.runId);
       const label = `${group.name} · mean ± sd of ${members.length} seeds`;
       const every = Math.max(1, Math.ceil(band.xs.length / buckets));
       const thin = (ys: number[]) => toPoints(band.xs.filter((_, i) => i % every === 0), ys.filter((_, i) => i % every === 0));
-      dataset(`${group.name}|hi`, { label: '', data: thin(band.hi), borderColor: 'transparent', backgroundColor: withAlpha(color, 0.22), fill: '+1', pointRadius: 0 });
-      dataset(`${group.name}|lo`, { label: '', data: thin(band.lo), borderColor: 'transparent', pointRadius: 0 });
-      dataset(`${group.name}|mean`, { label, data: thin(band.mean), borderColor: color, borderWidth: 2 });
+      // Keyed by the group's first run: names need not be unique, dataset keys must.
+      const key = `group|${group.runs[0]!.runId}`;
+      dataset(`${key}|hi`, { label: '', data: thin(band.hi), borderColor: 'transparent', backgroundColor: withAlpha(color, 0.22), fill: '+1', pointRadius: 0 });
+      dataset(`${key}|lo`, { label: '', data: thin(band.lo), borderColor: 'transparent', pointRadius: 0 });
+      dataset(`${key}|mean`, { label, data: thin(band.mean), borderColor: color, borderWidth: 2 });
       legend.push({ label, color });
       this.curves.push({ run: group.runs[0]!, kind: 'train', xs: band.xs, ys: band.mean });
     }
