@@ -76,7 +76,7 @@ class Trainer:
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         if bridge is not None:
-            bridge.end_step(loss=loss.item(), lr=3e-4, grad_norm=grad_norm.item())
+            bridge.end_step(loss=loss, lr=3e-4, grad_norm=grad_norm)  # tensors: the bridge reads them without a sync
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         loss.item()
@@ -105,12 +105,23 @@ class Samples:
 
 
 PROFILE_DIR = None
+#: Python garbage-collection time inside timed steps, per step kind (an outlier's usual suspect).
+GC_MS = {}
+_gc = {"kind": None, "started": 0.0}
+
+
+def _on_gc(phase, info):
+    if phase == "start":
+        _gc["started"] = time.perf_counter()
+    elif _gc["kind"] is not None:
+        GC_MS[_gc["kind"]] = GC_MS.get(_gc["kind"], 0.0) + (time.perf_counter() - _gc["started"]) * 1000
 
 
 def run_step(trainer, samples, kind, **bridge):
+    _gc["kind"] = kind
     if kind in samples.oom:
         return
-    profiling = PROFILE_DIR and kind not in samples.ms and kind in ("plain", "stats", "pre")
+    profiling = PROFILE_DIR and kind not in samples.ms and kind in ("plain", "stats", "pre", "off")
     try:
         if profiling:
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as profiler:
@@ -138,17 +149,17 @@ HOOK_SECONDS = {}
 
 
 def _time_hooks():
-    """Wall time the training thread spends inside the bridge's backward-time work, per step kind
-    (host time: launches and Python; the GPU runs behind it)."""
+    """Wall time spent inside the bridge's backward-time work, per step kind (host time: launches
+    and Python, on the bridge's backward worker thread beside autograd's; the GPU runs behind it)."""
     from mxscope_bridge import observe
     inner = observe._observe
 
-    def timed(bridge, *args, **kwargs):
+    def timed(config, capture, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return inner(bridge, *args, **kwargs)
+            return inner(config, capture, *args, **kwargs)
         finally:
-            kind = "stats" if bridge.capture.with_stats else "pre"
+            kind = "stats" if capture.with_stats else "pre"
             HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
     observe._observe = timed
 
@@ -211,11 +222,13 @@ def main():
     parser.add_argument("--skip-observe", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
-    parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, stats and pre-stats step here (those steps are not timed)")
+    parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir
     _time_hooks()
+    import gc
+    gc.callbacks.append(_on_gc)
 
     device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"device {device_name}, torch {torch.__version__}", flush=True)
@@ -239,12 +252,21 @@ def main():
             for n in (int(v) for v in args.derive.split(",") if v):
                 derived = (per_kind["stats"] + per_kind["pre"] + (n - 2) * per_kind["off"]) / n
                 rows.append((tokens, n, "observe (hooks), derived", "plain bf16", plain, derived, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
+            # Medians per step kind: one garbage collection or stray stall moves a mean of five.
+            median = {k: statistics.median(samples.ms[k]) if samples.ms.get(k) else float("nan") for k in ("plain", "off", "pre", "stats")}
+            for n in [args.stats_every] + [int(v) for v in args.derive.split(",") if v]:
+                derived = (median["stats"] + median["pre"] + (n - 2) * median["off"]) / n
+                rows.append((tokens, n, "observe (hooks), per-kind medians", "plain bf16 median", median["plain"], derived,
+                             samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every,
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print("  per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
+            print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
+            print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
+            GC_MS.clear()
             hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
-            print("  host ms inside the bridge's backward work per step " + json.dumps(hook_ms), flush=True)
+            print("  host ms of the bridge's backward work per step (its worker thread) " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)

@@ -100,6 +100,25 @@ def main():
             both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
             print(f"| {tile} | {warps} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
     mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = 2048, 4
+    print("| whole-tile stats tile | warps | hadamard stats, last axis ms | first axis ms | hadamard values+stats, first axis ms |")
+    print("|---|---|---|---|---|")
+    for tile in (2048, 4096, 8192):
+        for warps in (4, 8):
+            mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = tile, warps
+            last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
+            first = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", None, True))
+            both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
+            print(f"| {tile} | {warps} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
+    mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = 2048, 4
+    chunk = x[:, :2048].t()  # a ∇Yᵀ chunk of an observed Wgrad: the quantized values and the exact product's row-major copy
+    apart = timed(lambda: (mx_ops.quantize_operand(chunk, gemm, rt, generator, "b", torch.bfloat16, out_row_major=True), chunk.contiguous()))
+    fused = timed(lambda: mx_ops.quantize_operand_and_copy(chunk, gemm, rt, generator, "b", torch.bfloat16))
+    print(f"∇Yᵀ chunk {tuple(chunk.shape)}: values then .contiguous() {apart:.3f} ms, values and copy in one pass {fused:.3f} ms")
+    xs = x[:, :2048]
+    ms_view = timed(lambda: torch.mm(chunk, xs, out_dtype=torch.float32))
+    ms_copy = timed(lambda: torch.mm(chunk.contiguous(), xs, out_dtype=torch.float32))
+    same = torch.equal(torch.mm(chunk, xs, out_dtype=torch.float32), torch.mm(chunk.contiguous(), xs, out_dtype=torch.float32))
+    print(f"float32-output mm of a transposed view: {ms_view:.3f} ms; of its contiguous copy (copy included): {ms_copy:.3f} ms; equal {same}")
     a, b, c = (torch.randn(5632, 2048, device="cuda") for _ in range(3))
     vector = torch.zeros(5 + 128, dtype=torch.float64, device="cuda")
     sketch = torch.arange(0, a.numel(), a.numel() // 64, device="cuda")[:64]

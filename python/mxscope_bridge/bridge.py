@@ -5,7 +5,7 @@
             reset(model, run.seed); optimizer = make_optimizer(model)
             for step in run.steps():
                 loss = model(...); loss.backward()
-                run.end_step(loss=loss.item(), lr=lr)
+                run.end_step(loss=loss, lr=lr)    # a tensor: read later, the step never waits for the GPU
                 optimizer.step(); optimizer.zero_grad()
 
 or by hand: start_run(), begin_step(step) / end_step(...) per step, end_run(), close().
@@ -30,6 +30,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Union
 import torch
 
 from . import __version__, emulate as emulation_module, stats
+from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, run_config
 from .kernel import from_mx_tensor, kernel_quantized
@@ -41,8 +42,10 @@ from .protocol import describe_gemm
 from .rotation import MISFITS, DeviceGenerators
 from .remembered import remembered_token
 from .runloop import Run, serve_runs
+from .step_stats import StepStats
 from .wgrad_error import WgradErrors
 from .runlog import RunLogWriter, checkpoint_path, compact
+from .deferred import finite as _finite, resolved, step_record
 
 TRAINER = {"name": "mxscope-bridge", "version": __version__}
 REQUEST_TIMEOUT_S = 60.0
@@ -56,13 +59,6 @@ def _now() -> str:
 
 def _new_run_id() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def _finite(value) -> Optional[float]:
-    if value is None:
-        return None
-    value = float(value)
-    return value if value == value and abs(value) != float("inf") else None
 
 
 class _TrainingThreadRequest:
@@ -137,8 +133,11 @@ class Bridge:
         self._emulations: set = set()
         self._emulation_generation = -1
         self._own_emulation: Optional[emulation_module.Emulation] = None
-        self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
-        self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in self.layers]
+        #: the observing hooks, present only between begin_step and end_step of a capturing step: a
+        #: module with hooks takes nn.Module's slower call path, which idle steps need not pay
+        self._hooks: list = []
+        #: where the hooks' backward-time work runs (None: in the hooks, under torch.distributed)
+        self.backward_worker: Optional[BackwardWorker] = BackwardWorker() if self.world == 1 else None
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -303,6 +302,9 @@ class Bridge:
         self.observing = ObserveState()
         if self.capture is not None:
             self._errors.begin(step, is_stats, keep=before_stats)
+            self._attach_hooks()
+        else:
+            self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = self.capture
 
@@ -336,22 +338,25 @@ class Bridge:
         Every rank must call it (stats are reduced collectively)."""
         if self.run_id is None:
             raise RuntimeError("end_step with no active run: start a run first")
+        if self.backward_worker is not None:
+            self.backward_worker.drain()
         capture, step = self.capture, self.step
         self.capture = None
+        self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = None
         self.observing = ObserveState()
-        records = []
+        step_stats = None
         if capture is not None:
             self._errors.finish_micro_batches()
-            records = self._stats_records(capture, step) if capture.with_stats else []
+            step_stats = self._step_stats(capture, step) if capture.with_stats else None
             self._errors.finish()
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
         tokens = tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]
-        self._publish({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": _finite(loss),
-                       "lr": float(lr), "gradNorm": _finite(grad_norm), "stepMs": max(0.0, float(elapsed))})
-        for record in records:
-            self._publish(record)
+        self._publish(step_record({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": loss,
+                                   "lr": float(lr), "gradNorm": grad_norm, "stepMs": max(0.0, float(elapsed))}))
+        if step_stats is not None:
+            self._publish_stats(step_stats)
         self._serve_requests()
 
     def validation(self, loss, tokens: Optional[int] = None) -> None:
@@ -376,7 +381,13 @@ class Bridge:
     def _end(self, record: dict) -> None:
         # The run is over before its runEnded leaves: a client that sends startRun the moment it
         # reads runEnded must not get run-active.
+        if self.backward_worker is not None:
+            try:
+                self.backward_worker.drain()
+            except Exception as error:  # the run ends anyway; say what its last step's telemetry hit
+                self.log(f"the last step's telemetry failed: {error}")
         self.run_id, self.step, self.capture = None, None, None
+        self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = None
         self._publish(record)
@@ -398,8 +409,7 @@ class Bridge:
         if self.run_id is not None:
             self.end_run(*self._leaving_status(self.step, "stopped", "bridge closed"))
         self._closed = True
-        for hook in self._hooks:
-            hook.remove()
+        self._detach_hooks()
         if self.server:
             self.server.close()
 
@@ -441,6 +451,16 @@ class Bridge:
         self._end_by(exc)
         self.close()
 
+    def _attach_hooks(self) -> None:
+        if not self._hooks:
+            self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
+            self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in self.layers]
+
+    def _detach_hooks(self) -> None:
+        hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook.remove()
+
     # ------------------------------------------------------------------ emulation and rotation plan
 
     def _check_fits(self, config: dict) -> List[dict]:
@@ -473,7 +493,8 @@ class Bridge:
             return kernel
         return capture.operands.get((layer, gemm), (None, {}))[1].get(operand)
 
-    def _stats_records(self, capture: StepCapture, step: int) -> List[dict]:
+    def _step_stats(self, capture: StepCapture, step: int) -> Optional[StepStats]:
+        """The step's sums, reduced over ranks, on their way to rank 0's publisher (None elsewhere)."""
         keys = [(info["name"], gemm) for info in self._layer_infos for gemm in GEMM_KINDS
                 if all(self._operand_sums(capture, info["name"], gemm, op) is not None for op in GEMM_OPERANDS[gemm])]
         rows = [(layer, gemm, op) for layer, gemm in keys for op in GEMM_OPERANDS[gemm]]
@@ -484,29 +505,12 @@ class Bridge:
         if self.world > 1:
             torch.distributed.all_reduce(operand_part, group=self.group)
         if self.rank != 0:
-            return []
-        wgrad_rows = self._wgrad_rows()
-        operands = iter(stats.operand_records([op for _, _, op in rows], operand_part, [(s.format, s.block_size) for s in sums]))
-        records = []
-        for layer, gemm in keys:
-            precision = capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"
-            record = {"type": "layerStats", "runId": self.run_id, "step": step, "layer": layer, "gemm": gemm, "precision": precision,
-                      "operands": [_mark_kernel(next(operands), (layer, gemm, op) in capture.kernel) for op in GEMM_OPERANDS[gemm]]}
-            if (layer, gemm) in capture.simulated:
-                record["simulated"] = True
-            if gemm == "wgrad" and layer in wgrad_rows:
-                record["wgradError"] = wgrad_rows[layer]
-            records.append(record)
-        return records
-
-    def _wgrad_rows(self) -> Dict[str, dict]:
-        """Each layer's WgradError, from one concatenated vector that reaches the host in one transfer."""
-        layers, vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
-        if vector is None:
-            return {}
-        flat = vector.cpu().tolist()
-        length = len(flat) // len(layers)
-        return {n: self._errors.record(flat[i * length:(i + 1) * length]) for i, n in enumerate(layers)}
+            return None
+        wgrad_layers, wgrad_vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
+        precisions = {(layer, gemm): capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"
+                      for layer, gemm in keys}
+        return StepStats(self.run_id, step, keys, precisions, set(capture.simulated), set(capture.kernel), operand_part,
+                         [(s.format, s.block_size) for s in sums], wgrad_layers, wgrad_vector, self._errors.sketch_size, self._errors.has_prev)
 
     # ------------------------------------------------------------------ publishing
 
@@ -516,7 +520,15 @@ class Bridge:
         if self.server:
             self.server.publish(record)
         elif self._writer and not logged:
-            self._write_record(record, compact(record))
+            self._write_record(record, compact(resolved(record)))
+
+    def _publish_stats(self, step_stats: StepStats) -> None:
+        """The step's layerStats: built by the publisher thread, or here when there is none."""
+        if self.server:
+            self.server.publish(step_stats)
+        elif self._writer:
+            for record in step_stats.records():
+                self._write_record(record, compact(record))
 
     def _write_record(self, record: dict, line: str) -> None:
         # Called by the server's pump thread (or directly without a server), in seq order.
@@ -569,12 +581,6 @@ class Bridge:
                 request.finish(path)
             else:
                 request.finish(error=RequestError("run-active", f"run {self.run_id} is still active: send stopRun first"))
-
-
-def _mark_kernel(record: dict, kernel: bool) -> dict:
-    if kernel:
-        record["kernel"] = True
-    return record
 
 
 def _describe(config: dict) -> str:

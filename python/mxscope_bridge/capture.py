@@ -153,11 +153,32 @@ def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, g
     return dwq
 
 
-def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, capture: StepCapture, precision: Optional[str] = None) -> None:
+#: Rotations that give the same bits every call (no draw): an operand's MXFP4 can then be reused.
+DETERMINISTIC_ROTATIONS = ("none", "hadamard", "fixed-sign-hadamard")
+
+
+def deterministic(gemm: dict) -> bool:
+    """Whether `gemm` is MXFP4 through mx_ops (floor scale rule) and a function of the operand alone
+    (no random signs or uniforms): then an operand's MXFP4 can be reused."""
+    return (gemm["precision"] == "mxfp4" and not uses_formats(gemm) and gemm["rotation"] in DETERMINISTIC_ROTATIONS
+            and gemm["rounding"] != "stochastic")
+
+
+def operand_sums(capture: StepCapture, layer: str, gemm_name: str, gemm: dict, operand: str, x: torch.Tensor) -> stats.OperandSums:
+    """One operand's stats under a deterministic `gemm` (its rotation is the one its partner would share)."""
+    generator = capture.generators(x.device)
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator, capture.misfit)
+    return mx_ops.quantize_operand(x, gemm, r, generator, f"{layer} {gemm_name} {operand}", with_stats=True)[1]
+
+
+def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, capture: StepCapture, precision: Optional[str] = None,
+                   shared: Optional[dict] = None) -> None:
     """E = ∇Ŵ − ∇W of an observed layer (dy: [tokens, out], x: [tokens, in]) and, on stats steps, the
     Wgrad operand stats. ∇Ŵ and ∇W are made in row chunks of E, so that neither they nor the
     quantized ∇Yᵀ ever take more than a chunk's memory. A chunk's ∇Yᵀ draws its own stochastic
-    rounding uniforms (the values differ from one whole-tensor draw; the distribution does not)."""
+    rounding uniforms (the values differ from one whole-tensor draw; the distribution does not).
+    `shared`: a dict kept for the layers whose X is the same tensor (q, k and v of one attention):
+    Xᵀ's MXFP4 values and stats are made by the first and reused (deterministic GEMMs only)."""
     tokens, out_features = dy.shape
     generator = capture.generators(dy.device)
     exact_in = _exact_dtype(gemm, dy.dtype)
@@ -174,7 +195,13 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
         if gemm["precision"] == "nvfp4":  # the tensor scale is ∇Yᵀ's (rotated), not a chunk's: one pass for its amax first
             dy_amax = max((finite_amax(rotate(dy[:, row0:row0 + rows].t(), r, what)) for row0 in range(0, out_features, rows)), key=float)
     elif block:
-        bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, generator, what, operand_dtype, capture.with_stats)
+        reuse = shared is not None and deterministic(gemm)
+        if reuse and "wgrad x" in shared:
+            bq, sx = shared["wgrad x"]
+        else:
+            bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, generator, what, operand_dtype, capture.with_stats)
+            if reuse:
+                shared["wgrad x"] = (bq, sx)
     else:
         bq, _ = quantize_at_precision(x.t(), gemm, False, None, generator, what)
         bq, sx = bq.to(operand_dtype), None
@@ -187,7 +214,7 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
             aq, s = quantize_in_format(a, gemm, True, r, what, with_stats=capture.with_stats, tensor_amax=dy_amax)
             aq = aq.to(operand_dtype)
         elif block:
-            aq, s = mx_ops.quantize_operand(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row, out_row_major=True)
+            aq, s, a = mx_ops.quantize_operand_and_copy(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row)
         else:
             aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
             aq = aq.to(operand_dtype)

@@ -19,12 +19,14 @@ import queue
 import re
 import secrets
 import threading
+import time
 import uuid
 from collections import deque
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .config import merge_run_config, next_run_problems
 from .messages import read_frame
+from .deferred import resolved
 from .runlog import compact
 from .wsconnection import Connection, text_frame
 from .wsserver import RateLimitedLog, Refusal, Request, WebSocketServer
@@ -192,15 +194,17 @@ class TrainerServer:
         info = {"url": self.connect_url, **({"token": self.token} if self.token else {}), "protocol": "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])}
         return LISTENING_PREFIX + json.dumps(info, separators=(",", ":"))
 
-    def publish(self, record: dict) -> bool:
-        """Queue a telemetry record (never blocks); False when a layerStats record was dropped."""
-        is_stats = record.get("type") == "layerStats"
-        if is_stats:
+    def publish(self, record) -> bool:
+        """Queue a telemetry record, or a batch of layerStats records that the pump builds (an object
+        with `count` and `records()`, e.g. step_stats.StepStats); never blocks. False when layerStats
+        were dropped: all of a batch that does not fit under max_queued_stats."""
+        stats_count = _stats_count(record)
+        if stats_count:
             with self._idle:
-                if self._queued_stats >= self._max_queued_stats:
-                    self.dropped_stats += 1
+                if self._queued_stats + stats_count > self._max_queued_stats:
+                    self.dropped_stats += stats_count
                     return False
-                self._queued_stats += 1
+                self._queued_stats += stats_count
         with self._idle:
             self._pending += 1
         self._queue.put(record)
@@ -227,28 +231,44 @@ class TrainerServer:
             if record is _STOP_PUMP:
                 return
             try:
-                # Encoded once for the socket and the run log: a stats step's records hold the GIL
-                # while they encode, which the training thread waits for.
-                line = compact(record)
-                frame = text_frame(telemetry_frame(line, self.last_seq + 1))
-                with self._lock:
-                    self.last_seq += 1
-                    self._replay.push(frame)
-                    for peer in list(self._peers):
-                        if peer.subscribed and not peer.conn.send_frame(*frame):
-                            if peer.conn.close_code == 1013:
-                                self._connection_log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
-                            self._peers.remove(peer)  # closing, for whatever reason: it gets nothing more
-                if self._on_record_written is not None:
-                    self._on_record_written(record, line)
+                if isinstance(record, dict):
+                    self._number_and_send(record)
+                else:
+                    for built in record.records():
+                        self._number_and_send(built)
+                        self._yield()
             except Exception as error:  # a bad record must not kill the pump
-                self.log(f"could not publish a {record.get('type')} record: {error}")
+                kind = record.get("type") if isinstance(record, dict) else "layerStats"
+                self.log(f"could not publish a {kind} record: {error}")
             finally:
                 with self._idle:
-                    if record.get("type") == "layerStats":
-                        self._queued_stats -= 1
+                    self._queued_stats -= _stats_count(record)
                     self._pending -= 1
                     self._idle.notify_all()
+            self._yield()
+
+    @staticmethod
+    def _yield() -> None:
+        # Hand the GIL back after each record: the training thread releases it around every
+        # kernel launch and would otherwise wait up to the interpreter's switch interval (5 ms)
+        # for it each time while a stats step's few hundred records encode. A zero sleep often
+        # takes the GIL straight back; a short one lets the waiting thread have it.
+        time.sleep(PUMP_YIELD_S)
+
+    def _number_and_send(self, record: dict) -> None:
+        # Encoded once for the socket and the run log.
+        line = compact(resolved(record))
+        frame = text_frame(telemetry_frame(line, self.last_seq + 1))
+        with self._lock:
+            self.last_seq += 1
+            self._replay.push(frame)
+            for peer in list(self._peers):
+                if peer.subscribed and not peer.conn.send_frame(*frame):
+                    if peer.conn.close_code == 1013:
+                        self._connection_log("closed a client that fell too far behind; it can reconnect and subscribe from its last seq")
+                    self._peers.remove(peer)  # closing, for whatever reason: it gets nothing more
+        if self._on_record_written is not None:
+            self._on_record_written(record, line)
 
     # ------------------------------------------------------------------ connections
 
@@ -353,6 +373,15 @@ class TrainerServer:
 
 
 _REPLIED = object()
+def _stats_count(record) -> int:
+    """layerStats records a queued item stands for."""
+    if isinstance(record, dict):
+        return 1 if record.get("type") == "layerStats" else 0
+    return record.count
+
+
+#: The publisher's pause between records (see TrainerServer._yield).
+PUMP_YIELD_S = 1e-4
 _STOP_PUMP = {"type": "the pump thread ends here"}
 
 

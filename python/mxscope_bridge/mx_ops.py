@@ -29,7 +29,7 @@ def sums_of_row(row: torch.Tensor, elements: int, padded: int) -> stats.OperandS
 
 def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generator: Optional[torch.Generator], what: str,
                      out_dtype: Optional[torch.dtype] = None, with_stats: bool = False, row: Optional[torch.Tensor] = None,
-                     out_row_major: bool = False) -> Tuple[Optional[torch.Tensor], Optional[stats.OperandSums]]:
+                     out_row_major: bool = False, copy: Optional[torch.Tensor] = None) -> Tuple[Optional[torch.Tensor], Optional[stats.OperandSums]]:
     """MXFP4 of the 2-D operand x [rows, K] (reduction dim last; a transposed view is fine) with the
     GEMM's rotation `r` and rounding: (dequantized values of x's shape in `out_dtype`, or None when
     out_dtype is None, laid out like x or, with out_row_major, contiguous; OperandSums when with_stats). On CUDA the stats are added into `row` (from
@@ -40,9 +40,23 @@ def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generat
         if with_stats and row is None:
             row = stats_row(x.device)
         values = mxfp4_triton.quantize(x, r.signs if r is not None else None, r.h.shape[0] if r is not None else 1, stochastic, prescale,
-                                       generator, out_dtype, row if with_stats else None, out_row_major)
+                                       generator, out_dtype, row if with_stats else None, out_row_major, copy)
         rows, k = x.shape
         return values, (sums_of_row(row, rows * k, rows * (-(-k // mxfp4.BLOCK) * mxfp4.BLOCK)) if with_stats else None)
     q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], prescale, generator)
     values = q.values.to(out_dtype) if out_dtype is not None else None
     return values, (stats.operand_sums(q) if with_stats else None)
+
+
+def quantize_operand_and_copy(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generator: Optional[torch.Generator], what: str,
+                              out_dtype: torch.dtype, with_stats: bool = False, row: Optional[torch.Tensor] = None
+                              ) -> Tuple[torch.Tensor, Optional[stats.OperandSums], torch.Tensor]:
+    """quantize_operand with contiguous values, and x's exact contiguous copy (what x.contiguous() gives),
+    for an exact product beside the quantized one: on CUDA written by the same pass that reads x (a
+    transposed x would otherwise be read a second time by a slow strided copy)."""
+    if _triton_fits(x, r):
+        copy = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        values, sums = quantize_operand(x, gemm, r, generator, what, out_dtype, with_stats, row, out_row_major=True, copy=copy)
+        return values, sums, copy
+    values, sums = quantize_operand(x, gemm, r, generator, what, out_dtype, with_stats, row, out_row_major=True)
+    return values, sums, x.contiguous()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import StepCapture, observed_wgrad
+from .capture import StepCapture, deterministic, observed_wgrad, operand_sums
 from .config import GEMM_KINDS
 from .layers import DEFAULT_ADAPTER, LinearLike
 from .precision import BLOCK_PRECISIONS, PRECISIONS
@@ -85,6 +85,29 @@ def matmul_node(output: torch.Tensor, in_features: int):
     return None
 
 
+_MATMUL_X_INPUT = {"AddmmBackward0": 1, "MmBackward0": 0}
+
+
+def x_source(node) -> Optional[tuple]:
+    """What X of a matmul node is made from: the autograd node (and output) it comes from through
+    views and casts, with their names. Layers whose X has the same source, chain, shape and dtype
+    (q, k and v reading one normalized input, each through autocast's own bf16 copy) multiply the
+    same values. An in-place change gives the tensor a new node, so it never matches the old one."""
+    fn, output = node.next_functions[_MATMUL_X_INPUT[node.name()]]
+    chain = []
+    while fn is not None and (fn.name() in _VIEW_NODES or fn.name() == "ToCopyBackward0") and len(chain) < 4 and fn.next_functions:
+        chain.append(fn.name())
+        fn, output = fn.next_functions[0]
+    if fn is None or fn.name() == "AccumulateGrad":
+        return None
+    return ("node", fn, output, tuple(chain))
+
+
+def tensor_source(x: torch.Tensor) -> tuple:
+    """The same tensor (storage, view and version) read twice: the module input of a checkpoint recompute."""
+    return ("tensor", x.data_ptr(), tuple(x.shape), x.stride(), x._version, x.dtype)
+
+
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     if x.is_cuda and torch.is_autocast_enabled():
         return torch.get_autocast_gpu_dtype()
@@ -101,6 +124,19 @@ class ObserveState:
         self.waiting: Dict[int, List[torch.Tensor]] = {}
         #: modules whose output got a gradient hook in this step's forward
         self.registered = set()
+        #: the last X source seen in backward, what it holds alive, and the MXFP4 of X reused by
+        #: the layers that share it (they run one after another in backward)
+        self._source: Optional[tuple] = None
+        self._held = None
+        self._shared: dict = {}
+
+    def shared_for(self, source: Optional[tuple], held) -> Optional[dict]:
+        """The reuse slot of layers whose X comes from `source` (None: nothing to share)."""
+        if source is None:
+            return None
+        if source != self._source:
+            self._source, self._held, self._shared = source, held, {}
+        return self._shared
 
 
 def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
@@ -116,7 +152,7 @@ def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         dtype = _compute_dtype(x)
         waiting = state.waiting.pop(id(module), ())
         for dy, ran in waiting:
-            _observe(bridge, name, module, adapter, x, None, dy, dtype, ran)
+            _dispatch(bridge, name, module, adapter, x, None, dy, dtype, ran)
         if not waiting and id(module) in state.registered:
             state.recomputed[id(module)] = (x, dtype)
     return pre_hook
@@ -154,11 +190,12 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
             if found is not None:
                 node, (x_name, w_name) = found
                 w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
-                _observe(bridge, name, module, adapter, getattr(node, x_name), w_t.t() if w_t is not None else None, dy, None, ran)
+                _dispatch(bridge, name, module, adapter, getattr(node, x_name), w_t.t() if w_t is not None else None, dy, None, ran,
+                          x_source(node), node)
             elif recomputed is not None:
-                _observe(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran)
+                _dispatch(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran)
             elif kept is not None:
-                _observe(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran)
+                _dispatch(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran)
             else:  # the checkpoint has not recomputed this layer yet: its pre-hook takes ∇Y then
                 state.waiting.setdefault(id(module), []).append((dy, ran))
             return None
@@ -166,20 +203,38 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
     return hook
 
 
-def _observe(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
-             dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str]) -> None:
-    capture: StepCapture = bridge.capture
-    if weight is None:
+def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
+              dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
+    """A layer's telemetry: on the bridge's backward worker when it has one, else here."""
+    if weight is None:  # read now: the trainer may change the weight once backward is done
         weight = adapter.weight(module).detach()
         if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
             weight = weight.full_tensor()
+    args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
+    worker = bridge.backward_worker
+    if worker is None:
+        _observe(*args)
+    else:
+        worker.submit(dy.device, _observe, *args)
+
+
+def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str, x: torch.Tensor, weight: torch.Tensor,
+             dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
+    if source is None:  # X kept from the forward or recomputed: the module input itself
+        source, held = tensor_source(x), x
     if dtype is not None:
         x = x.to(dtype)
     weight = weight.to(x.dtype)
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
     # What the configured block format (MXFP4 for fp32/bf16/fp8 configs) would do.
-    gemms = {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in bridge.config["gemms"].items()}
-    capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
+    gemms = {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}
+    shared = state.shared_for(source + (tuple(x2.shape), x2.dtype, dy2.dtype), held)
+    sx = None
+    if capture.with_stats and shared is not None and deterministic(gemms["fprop"]):
+        sx = shared.get("fprop x")
+        if sx is None:
+            sx = shared["fprop x"] = operand_sums(capture, name, "fprop", gemms["fprop"], "x", x2)
+    capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, (sx, None), precision=ran["fprop"])
     capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t(), precision=ran["dgrad"])
-    observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture, ran["wgrad"])
+    observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture, ran["wgrad"], shared)

@@ -284,10 +284,12 @@ class WgradErrors:
             return [], None
         return present, torch.cat([self.vectors[layer] for layer in present])
 
-    def record(self, vector: List[float]) -> dict:
-        """A WgradError record from one layer's vector (as stats.wgrad_error lays it out)."""
-        k = self.sketch_size
-        sums = vector[:5]
-        if self.has_prev:
-            return stats.wgrad_error(sums + vector[5:5 + 2 * k], k, True)
-        return stats.wgrad_error(sums[:3] + vector[5:5 + k], k, False)
+
+def wgrad_record(vector: List[float], sketch_size: int, has_prev: bool) -> dict:
+    """A WgradError record from one layer's vector [gg, ee, eg, pp, ep, sketch E_t, sketch E_{t−1}]
+    (as stats.wgrad_error lays it out; pp, ep and E_{t−1} only count with has_prev)."""
+    k = sketch_size
+    sums = vector[:5]
+    if has_prev:
+        return stats.wgrad_error(sums + vector[5:5 + 2 * k], k, True)
+    return stats.wgrad_error(sums[:3] + vector[5:5 + k], k, False)

@@ -120,6 +120,34 @@ class TritonKernels(unittest.TestCase):
         b16, _ = mx_ops.quantize_operand(x, gemm("hadamard"), r, generator, "t", torch.bfloat16)
         self.assertTrue(torch.equal(f32, b16.float()), "MXFP4 values are exact in bf16")
 
+    def test_the_copy_made_in_the_quantizing_pass_is_the_operand_itself(self):
+        # ∇Yᵀ chunks of an observed Wgrad: a transposed view, quantized to contiguous values while the
+        # same pass writes its exact contiguous copy (for the exact ∇W), with stats into a shared row.
+        checked = 0
+        for seed, (tokens, out) in enumerate([(256, 2048), (2048, 256), (37, 96), (300, 64)]):
+            dy = hostile((tokens, out), seed).to(torch.bfloat16).cuda()
+            for g in (gemm(), gemm("hadamard", 32), gemm("hadamard", 32, "stochastic")):
+                if g["rotation"] != "none" and tokens % 32:
+                    continue
+                a = dy[:, 8:].t()
+                results = []
+                for with_copy in (False, True):
+                    generator = torch.Generator(device="cuda").manual_seed(seed)
+                    r = make_rotation(g["rotation"], 32, tokens, a.device, generator)
+                    row = mx_ops.stats_row(a.device)
+                    if with_copy:
+                        values, sums, copy = mx_ops.quantize_operand_and_copy(a, g, r, generator, "t", torch.bfloat16, True, row)
+                        self.assertTrue(copy.is_contiguous())
+                        self.assertTrue(torch.equal(bits(copy), bits(a.contiguous())), f"{g} copy")
+                    else:
+                        values, sums = mx_ops.quantize_operand(a, g, r, generator, "t", torch.bfloat16, True, row, out_row_major=True)
+                    self.assertTrue(values.is_contiguous())
+                    results.append((values, sums))
+                self.inputs = a
+                self.assert_same(results[1], results[0], f"{(tokens, out)} {g}")
+                checked += 1
+        self.assertGreaterEqual(checked, 8)
+
     def test_error_sums_kernel_equals_the_torch_sums(self):
         generator = torch.Generator(device="cuda").manual_seed(3)
         dwq, dw, prev = (torch.randn(1000, 777, device="cuda", generator=generator) for _ in range(3))

@@ -146,5 +146,29 @@ class Overflow(unittest.TestCase):
         self.assertEqual(server.last_seq, len(written))
 
 
+    def test_a_batch_of_stats_is_built_by_the_pump_and_dropped_whole_when_it_does_not_fit(self):
+        class Batch:
+            def __init__(self, first, count):
+                self.first, self.count, self.built_on = first, count, None
+
+            def records(self):
+                self.built_on = threading.current_thread().name
+                return [stats_record(self.first + i) for i in range(self.count)]
+
+        written = []
+        server = TrainerServer(run_config(), max_queued_stats=4, on_record_written=lambda record, line: written.append(record))
+        self.addCleanup(server.close)
+        fits, too_big = Batch(0, 3), Batch(100, 5)
+        self.assertTrue(server.publish(fits))
+        self.assertFalse(server.publish(too_big))
+        self.assertEqual(server.dropped_stats, 5)
+        self.assertTrue(server.flush(10))
+        self.assertEqual(fits.built_on, "mxscope-publisher")
+        self.assertIsNone(too_big.built_on, "a dropped batch is never built")
+        self.assertEqual([r["step"] for r in written], [0, 1, 2])
+        self.assertEqual(server.last_seq, 3)
+        self.assertTrue(server.publish(Batch(7, 4)), "the queue's room came back once the pump sent the first batch")
+
+
 if __name__ == "__main__":
     unittest.main()

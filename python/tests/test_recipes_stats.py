@@ -14,6 +14,7 @@ from mxscope_bridge.precision import quantize_in_format
 from mxscope_bridge.rotation import DeviceGenerators, make_rotation
 
 from .helpers import TinyNet, run_and_read
+from .test_recipes_emulation import gemm
 from .test_recipes_golden import cases, floats
 
 
@@ -23,12 +24,6 @@ def record_of(sums, operand="x"):
 
 def histogram_counts(histogram):
     return {histogram["minExp"] + i: c for i, c in enumerate(histogram["counts"]) if c}
-
-
-def gemm(**overrides):
-    base = {"precision": "mxfp4", "rotation": "none", "hadamardBlock": 16, "rounding": "nearest-even", "srPrescale": False}
-    base.update(overrides)
-    return base
 
 
 class RecipesStats(unittest.TestCase):

@@ -7,3 +7,4 @@ export interface Tools {
   chromium: string;
 }
 export function ensureTools(options?: { log?: (line: string) => void; chromium?: boolean }): Tools;
+export function denySkippedNative(allowScripts: Record<string, boolean>): Record<string, boolean>;

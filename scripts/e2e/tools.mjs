@@ -91,6 +91,15 @@ function ensureNpmTool(dir, pkg, env, log, { allowScripts = {}, finish } = {}) {
 }
 
 /**
+ * An allowScripts policy with every entry of a SKIPPED_NATIVE package ("name@version" or "name") denied.
+ * @param {Record<string, boolean>} allowScripts @returns {Record<string, boolean>}
+ */
+export function denySkippedNative(allowScripts) {
+  const nameOf = (/** @type {string} */ spec) => spec.replace(/(.)@.*$/, '$1');
+  return Object.fromEntries(Object.entries(allowScripts).map(([spec, allowed]) => [spec, SKIPPED_NATIVE.includes(nameOf(spec)) ? false : allowed]));
+}
+
+/**
  * code-server's own postinstall (`npm install --omit=dev` in lib/vscode and lib/vscode/extensions),
  * run by us after denying the install scripts of SKIPPED_NATIVE in lib/vscode's allowScripts.
  * @param {string} packageDir node_modules/code-server @param {NodeJS.ProcessEnv} env @param {string} node24
@@ -98,10 +107,7 @@ function ensureNpmTool(dir, pkg, env, log, { allowScripts = {}, finish } = {}) {
 function codeServerPostinstall(packageDir, env, node24) {
   const vscodeManifestPath = join(packageDir, 'lib', 'vscode', 'package.json');
   const vscodeManifest = JSON.parse(readFileSync(vscodeManifestPath, 'utf8'));
-  const nameOf = (/** @type {string} */ spec) => spec.replace(/(.)@.*$/, '$1');
-  for (const spec of Object.keys(vscodeManifest.allowScripts ?? {})) {
-    if (SKIPPED_NATIVE.includes(nameOf(spec))) vscodeManifest.allowScripts[spec] = false;
-  }
+  vscodeManifest.allowScripts = denySkippedNative(vscodeManifest.allowScripts ?? {});
   writeFileSync(vscodeManifestPath, JSON.stringify(vscodeManifest, null, 2));
   // The script reads the Node major version and the package manager from npm_config_user_agent.
   const nodeVersion = spawnSync(node24, ['--version'], { encoding: 'utf8' }).stdout.trim();

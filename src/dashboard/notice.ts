@@ -1,7 +1,7 @@
 // Which alerts interrupt the user with a notification, and what it says: a live run's divergence
 // or loss spike (once per run and kind), naming the step and the layer that moved first, with a
 // button that opens the dashboard at that step.
-import type { Alert, FocusMessage } from '../protocol/webview.js';
+import { alertFocus, type Alert, type FocusMessage } from '../protocol/webview.js';
 
 export interface Notice {
   message: string;
@@ -28,7 +28,7 @@ export class NoticeFilter {
       message: `MX Scope: ${runName} ${what}; ${where}.${kept}`,
       ...(alert.checkpoint === undefined ? {} : { checkpoint: alert.checkpoint }),
       severity: alert.kind === 'divergence' ? 'error' : 'warning',
-      focus: { type: 'focus', mode: 'single', runIds: [alert.runId], at: { step: alert.step, layer: alert.layer, ...(alert.gemm ? { gemm: alert.gemm } : {}), ...(alert.metric ? { metric: alert.metric } : {}) } },
+      focus: alertFocus(alert),
     };
   }
 

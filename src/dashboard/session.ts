@@ -10,7 +10,8 @@ export interface SessionPort {
   visible(): boolean;
   log(line: string): void;
   exportFile(message: ExportMessage): void;
-  openDashboard(): void;
+  /** Open the dashboard panel, at `focus` when given (a sidebar alert). */
+  openDashboard(focus?: FocusMessage): void;
 }
 
 export interface SessionTiming {
@@ -64,7 +65,7 @@ export class DashboardSession {
         this.port.exportFile(message);
         break;
       case 'openDashboard':
-        this.port.openDashboard();
+        this.port.openDashboard(message.focus);
         break;
     }
   }

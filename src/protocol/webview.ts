@@ -76,6 +76,11 @@ export interface Alert {
   checkpoint?: string;
 }
 
+/** Where "Show in Dashboard" opens for an alert: its run alone, at its step, layer, GEMM and metric. */
+export function alertFocus(alert: Alert): FocusMessage {
+  return { type: 'focus', mode: 'single', runIds: [alert.runId], at: { step: alert.step, layer: alert.layer, ...(alert.gemm ? { gemm: alert.gemm } : {}), ...(alert.metric ? { metric: alert.metric } : {}) } };
+}
+
 /** Everything the dashboard shows before a layer is picked. */
 export interface SnapshotMessage {
   type: 'snapshot';
@@ -190,9 +195,10 @@ export interface ExportMessage {
   data: string;
 }
 
-/** The sidebar's "open" button. */
+/** The sidebar's "open" button, or a sidebar alert (then `focus` says where the dashboard opens). */
 export interface OpenDashboardMessage {
   type: 'openDashboard';
+  focus?: FocusMessage;
 }
 
 export type WebviewToHost = ReadyMessage | RequestLayerMessage | RequestLayerGridMessage | ExportMessage | OpenDashboardMessage;
@@ -244,6 +250,13 @@ const dataFields = {
   alerts: arrayOf(alertSchema, WEBVIEW_LIMITS.alerts),
 };
 
+const focusSchema = object<FocusMessage>({
+  type: literal('focus'),
+  mode: literal('single', 'compare'),
+  runIds: arrayOf(runId, 16),
+  at: optional(object<FocusAt>({ step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)) })),
+});
+
 export const hostToWebviewSchema: Schema<HostToWebview> = union<HostToWebview>({
   snapshot: object<SnapshotMessage>({ type: literal('snapshot'), ...dataFields }),
   delta: object<DeltaMessage>({ type: literal('delta'), ...dataFields }),
@@ -278,12 +291,7 @@ export const hostToWebviewSchema: Schema<HostToWebview> = union<HostToWebview>({
     steps: nums,
     values: nullableNums,
   }),
-  focus: object<FocusMessage>({
-    type: literal('focus'),
-    mode: literal('single', 'compare'),
-    runIds: arrayOf(runId, 16),
-    at: optional(object<FocusAt>({ step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)) })),
-  }),
+  focus: focusSchema,
 });
 
 export const webviewToHostSchema: Schema<WebviewToHost> = union<WebviewToHost>({
@@ -304,7 +312,7 @@ export const webviewToHostSchema: Schema<WebviewToHost> = union<WebviewToHost>({
     fileName: str(256),
     data: str(64 * 1024 * 1024),
   }),
-  openDashboard: object<OpenDashboardMessage>({ type: literal('openDashboard') }),
+  openDashboard: object<OpenDashboardMessage>({ type: literal('openDashboard'), focus: optional(focusSchema) }),
 });
 
 /** A delta with nothing in it is not worth a postMessage. */

@@ -110,7 +110,7 @@ test('keyboard only: chips, tabs, table rows and the heatmap are reachable with 
   await page.close();
 });
 
-test('sidebar: a run chip hides its run from the compact loss chart and shows it again', async () => {
+test('sidebar: a run chip hides its run from the compact loss chart and shows it again; an alert opens the dashboard at it', async () => {
   const host = await openDashboard(browser, 'dark', { layout: 'sidebar', width: 320, height: 600, before: (h) => h.ingest(recordedRuns()) });
   const { page } = host;
   const chart = '.loss-view canvas';
@@ -130,6 +130,13 @@ test('sidebar: a run chip hides its run from the compact loss chart and shows it
   await settle(page);
   assert.match(await chartLabel(page, chart), /3 series: .*mxfp4 · H16 · train/, 'shown again');
   assert.equal(await page.locator('.run-chip:has-text("mxfp4 · H16")').getAttribute('aria-pressed'), 'true');
+
+  // A layer alert in the side bar opens the dashboard panel on that layer at the alert's step.
+  await page.click('ul.alerts li.nan-scales');
+  await settle(page);
+  const opened = host.received.filter((m) => (m as { type: string }).type === 'openDashboard');
+  assert.deepEqual(opened, [{ type: 'openDashboard', focus: { type: 'focus', mode: 'single', runIds: ['rht'], at: { step: 400, layer: 'blocks.2.mlp.down', gemm: 'fprop' } } }]);
+  assert.equal(await page.locator('.loss-view canvas').count(), 1, 'the side bar itself stays as it was');
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -17,12 +17,13 @@ function setup() {
   const sent: HostToWebview[] = [];
   const logged: string[] = [];
   const state = { visible: true };
+  const opened: unknown[] = [];
   const session = new DashboardSession(feed, {
     post: (message) => sent.push(message),
     visible: () => state.visible,
     log: (line) => logged.push(line),
     exportFile: () => {},
-    openDashboard: () => {},
+    openDashboard: (focus) => opened.push(focus),
   });
   const ingest = (from: number, to: number) => {
     for (const record of records.slice(from, to)) {
@@ -30,8 +31,19 @@ function setup() {
       session.storeChanged();
     }
   };
-  return { session, sent, logged, state, ingest, types: () => sent.map((m) => m.type) };
+  return { session, sent, logged, state, ingest, opened, types: () => sent.map((m) => m.type) };
 }
+
+test('openDashboard opens the panel, at the focus a sidebar alert sends; a bad focus is refused', () => {
+  const { session, opened, logged } = setup();
+  session.receive({ type: 'openDashboard' });
+  const focus = { type: 'focus', mode: 'single', runIds: ['a'], at: { step: 20, layer: 'blocks.0.attn.q', gemm: 'wgrad' } };
+  session.receive({ type: 'openDashboard', focus });
+  session.receive({ type: 'openDashboard', focus: { ...focus, runIds: 'a' } });
+  assert.deepEqual(opened, [undefined, focus]);
+  assert.match(logged.join('\n'), /runIds/, 'the malformed focus is named in the log');
+  mock.timers.reset();
+});
 
 test('ready gets a snapshot; store changes become one batched delta', (t) => {
   t.after(() => mock.timers.reset());

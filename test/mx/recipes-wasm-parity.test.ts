@@ -11,23 +11,11 @@ import {
   quantizeMxfp8,
   quantizeNvfp4,
   Rng,
-  setMxBackend,
   SCALE_RULES,
   type MxBackend,
   type MxStats,
 } from '../../src/mx/index.js';
-import { nastyValues } from './nasty-values.js';
-
-function withBackend<T>(backend: MxBackend, run: () => T): T {
-  setMxBackend(backend);
-  try {
-    return run();
-  } finally {
-    setMxBackend('auto');
-  }
-}
-
-const bitsOf = (values: Float32Array) => new Uint32Array(values.buffer, values.byteOffset, values.length);
+import { bitsOf, nastyValues, withBackend } from './parity-helpers.js';
 
 /** Values of a trained layer's scale: per-block magnitudes over 2^±10, a rare outlier, a rare NaN or Inf. */
 function layerValues(n: number, seed: number, specials: boolean): Float32Array {

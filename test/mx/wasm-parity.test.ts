@@ -1,20 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createMxStats, fakeQuantMxfp4, quantizeMxfp4, Rng, setMxBackend, type MxBackend, type MxStats } from '../../src/mx/index.js';
-import { nastyValues } from './nasty-values.js';
-
-function withBackend<T>(backend: MxBackend, run: () => T): T {
-  setMxBackend(backend);
-  try {
-    return run();
-  } finally {
-    setMxBackend('auto');
-  }
-}
-
-function bitsOf(values: Float32Array): Uint32Array {
-  return new Uint32Array(values.buffer, values.byteOffset, values.length);
-}
+import { createMxStats, fakeQuantMxfp4, quantizeMxfp4, Rng, type MxBackend, type MxStats } from '../../src/mx/index.js';
+import { bitsOf, nastyValues, withBackend } from './parity-helpers.js';
 
 test('WebAssembly and TypeScript MXFP4 give identical bits and counts on random data', () => {
   for (const [rowLength, rows, seed] of [[32, 500, 1], [256, 40, 2], [4096, 5, 3], [32 * 300, 2, 4]]) {

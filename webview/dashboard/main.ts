@@ -8,7 +8,7 @@ import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from '
 import type { GemmKind } from '../../src/protocol/config.js';
 import type { Operand } from '../../src/protocol/telemetry.js';
 import { tryCheck } from '../../src/protocol/validate.js';
-import { hostToWebviewSchema, isEmptyDelta, type GridMetric, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
+import { alertFocus, hostToWebviewSchema, isEmptyDelta, type GridMetric, type HostToWebview, type RunInfo, type WebviewToHost } from '../../src/protocol/webview.js';
 import { PendingRequests } from '../../src/shared/pending-requests.js';
 import { button, checkbox, registerToolkit } from '../ui/toolkit.js';
 import { vscodeApi, type VsCodeApi } from '../ui/vscode-api.js';
@@ -176,7 +176,8 @@ class Dashboard implements Context {
     this.view = loss;
     // A side bar is short: the button first, then the chart, then the three newest alerts, one line each.
     const recent = this.data.alerts.slice(-3).reverse();
-    const alerts = alertList(this, recent);
+    // The side bar has no room for layer views: an alert opens the dashboard panel at it.
+    const alerts = alertList(this, recent, (alert) => this.post({ type: 'openDashboard', focus: alertFocus(alert) }));
     alerts.classList.add('compact');
     this.body.append(button('Open Dashboard', () => this.post({ type: 'openDashboard' }), { primary: true }), loss.root, element('h3', undefined, 'Recent alerts'), alerts);
     loss.update();

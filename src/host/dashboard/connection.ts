@@ -27,7 +27,7 @@ export class DashboardConnection implements vscode.Disposable {
   private readonly session: DashboardSession;
   private readonly disposables: vscode.Disposable[] = [];
 
-  constructor(host: WebviewHost, feed: DashboardFeed, services: HostServices, openDashboard: () => void, onDidChangeVisibility: vscode.Event<unknown>) {
+  constructor(host: WebviewHost, feed: DashboardFeed, services: HostServices, openDashboard: (focus?: FocusMessage) => void, onDidChangeVisibility: vscode.Event<unknown>) {
     this.session = new DashboardSession(feed, {
       post: (message) => void host.webview.postMessage(message),
       visible: () => host.visible,

@@ -33,7 +33,7 @@ export function registerDashboard(context: vscode.ExtensionContext, services: Ho
     vscode.window.registerWebviewPanelSerializer(DASHBOARD_VIEW_TYPE, {
       deserializeWebviewPanel: async (panel) => panels.attach(panel),
     }),
-    vscode.window.registerWebviewViewProvider(SIDEBAR_VIEW_ID, new DashboardSidebar(context.extensionUri, feed, services, open)),
+    vscode.window.registerWebviewViewProvider(SIDEBAR_VIEW_ID, new DashboardSidebar(context.extensionUri, feed, services, (focus) => panels.open(focus))),
   );
 }
 

@@ -2,6 +2,7 @@
 // a button that opens the full dashboard. Same bundle as the panel, sidebar layout.
 import * as vscode from 'vscode';
 import type { DashboardFeed } from '../../dashboard/feed.js';
+import type { FocusMessage } from '../../protocol/webview.js';
 import type { HostServices } from '../services.js';
 import { configureWebview, DashboardConnection } from './connection.js';
 
@@ -12,7 +13,7 @@ export class DashboardSidebar implements vscode.WebviewViewProvider {
     private readonly extensionUri: vscode.Uri,
     private readonly feed: DashboardFeed,
     private readonly services: HostServices,
-    private readonly openDashboard: () => void,
+    private readonly openDashboard: (focus?: FocusMessage) => void,
   ) {}
 
   resolveWebviewView(view: vscode.WebviewView): void {

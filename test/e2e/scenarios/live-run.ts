@@ -12,3 +12,20 @@ export async function ensureLiveRun(wb: Workbench): Promise<number> {
   await wb.runCommand('MX Scope: Start Next Run');
   return Number((await wb.waitForStatusBarText(STATUS_STEP, 60_000))[1]);
 }
+
+/**
+ * Runs a quick-pick flow (`picks` throws when its confirmation does not come), again up to three
+ * times: a pick closes when focus moves (a run redrawing the dashboard), dismissed rather than accepted.
+ */
+export async function withPickRetries(wb: Workbench, log: (line: string) => void, what: string, picks: () => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await picks();
+      return;
+    } catch (error) {
+      if (attempt === 3) throw error;
+      log(`${what}, attempt ${attempt}: the picks were dismissed, not accepted (${(error as Error).message.split('\n')[0]}); trying again`);
+      await wb.closePalette();
+    }
+  }
+}

@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
 import type { Workbench } from '../harness/workbench.js';
-import { STATUS_STEP } from './live-run.js';
+import { STATUS_STEP, withPickRetries } from './live-run.js';
 
 /** What the status bar says about Wgrad once it runs MXFP4 with a 16-wide deterministic Hadamard. */
 const WGRAD_H16 = /W mxfp4 · H16/;
@@ -34,16 +34,7 @@ export const rotation: Scenario = {
     const before = (await wb.waitForStatusBarText(IDLE, 30_000)).input ?? '';
     assert.doesNotMatch(before, WGRAD_H16, 'the first run already uses the mode this scenario switches to');
 
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await switchToHadamard16(wb);
-        break;
-      } catch (error) {
-        if (attempt === 3) throw error;
-        log(`Switch Rotation Mode, attempt ${attempt}: the picks were dismissed, not accepted (${(error as Error).message.split('\n')[0]}); trying again`);
-        await wb.closePalette();
-      }
-    }
+    await withPickRetries(wb, log, 'Switch Rotation Mode', () => switchToHadamard16(wb));
     // The change is for the next run, which the idle status shows.
     const idle = await wb.waitForStatusBarText(WGRAD_H16, 30_000, (match) => IDLE.test(match.input ?? ''));
     log(`next run will use: ${idle.input}`);

@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
 import type { Workbench } from '../harness/workbench.js';
-import { STATUS_STEP } from './live-run.js';
+import { STATUS_STEP, withPickRetries } from './live-run.js';
 
 /** What the status bar says once Fprop and Dgrad (and Wgrad) pick their E8M0 scales with rceil. */
 const RCEIL = /F,D mxfp4 · rceil\b/;
@@ -30,16 +30,7 @@ export const scaleRule: Scenario = {
     const before = (await wb.waitForStatusBarText(IDLE, 30_000)).input ?? '';
     assert.doesNotMatch(before, RCEIL, 'the run before already uses the rule this scenario switches to');
 
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await switchToRceil(wb);
-        break;
-      } catch (error) {
-        if (attempt === 3) throw error;
-        log(`Set MX Scale Rule, attempt ${attempt}: the picks were dismissed, not accepted (${(error as Error).message.split('\n')[0]}); trying again`);
-        await wb.closePalette();
-      }
-    }
+    await withPickRetries(wb, log, 'Set MX Scale Rule', () => switchToRceil(wb));
     const idle = await wb.waitForStatusBarText(RCEIL, 30_000, (match) => IDLE.test(match.input ?? ''));
     log(`next run will use: ${idle.input}`);
 

@@ -6,7 +6,8 @@ import { activatable, element, type Context, type View } from '../context.js';
 
 const KIND_LABEL: Record<Alert['kind'], string> = { 'nan-scales': 'NaN scales', 'loss-spike': 'Loss spike', 'grad-to-err': '‖∇W‖/‖E‖ < √3', divergence: 'Divergence' };
 
-export function alertList(ctx: Context, alerts: readonly Alert[]): HTMLElement {
+/** `open`: what activating a layer alert does (default: its block scales at its step, in this view). */
+export function alertList(ctx: Context, alerts: readonly Alert[], open?: (alert: Alert) => void): HTMLElement {
   const list = element('ul', 'alerts');
   if (alerts.length === 0) list.append(element('li', 'muted', 'No alerts.'));
   for (const alert of alerts) {
@@ -17,7 +18,7 @@ export function alertList(ctx: Context, alerts: readonly Alert[]): HTMLElement {
     if (alert.layer !== null) {
       const gemm = alert.gemm ?? ctx.state.gemm;
       const at = { tab: 'scales' as const, layer: alert.layer, gemm, operand: gemm === ctx.state.gemm ? ctx.state.operand : GEMM_OPERANDS[gemm][0], step: alert.step, runIds: [alert.runId], mode: 'single' as const };
-      activatable(item, () => ctx.update(at, true), `Open ${alert.layer}${alert.gemm ? ` (${alert.gemm})` : ''} at step ${alert.step}`);
+      activatable(item, () => (open ? open(alert) : ctx.update(at, true)), `Open ${alert.layer}${alert.gemm ? ` (${alert.gemm})` : ''} at step ${alert.step}`);
     }
     list.append(item);
   }

@@ -1,5 +1,6 @@
-// Test inputs for the WebAssembly/TypeScript parity tests.
-import { Rng } from '../../src/mx/index.js';
+// What the WebAssembly/TypeScript parity tests share: inputs that reach every branch, running on one
+// backend, and a float array's bits.
+import { Rng, setMxBackend, type MxBackend } from '../../src/mx/index.js';
 
 /** Every kind of float32 a block can meet: wide magnitudes, subnormals, ±0, exact grid ties, NaN/Inf. */
 export function nastyValues(n: number, seed: number): Float32Array {
@@ -14,4 +15,18 @@ export function nastyValues(n: number, seed: number): Float32Array {
     else values[i] = (rng.nextFloat() - 0.5) * 2 ** ((rng.nextU32() % 60) - 30);
   }
   return values;
+}
+
+/** Runs `run` with `backend`'s kernels, then goes back to the default. */
+export function withBackend<T>(backend: MxBackend, run: () => T): T {
+  setMxBackend(backend);
+  try {
+    return run();
+  } finally {
+    setMxBackend('auto');
+  }
+}
+
+export function bitsOf(values: Float32Array): Uint32Array {
+  return new Uint32Array(values.buffer, values.byteOffset, values.length);
 }
