@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU evidence for docs/bridge.md: `examples/gpu-evidence.sh none hadamard random-hadamard ddp fsdp`.
 # Single-GPU modes train the 1.1B Llama in emulated MXFP4 with that rotation; `ddp` and `fsdp` run two
-# ranks under torchrun (DistributedDataParallel, or FSDP2 fully_shard) and check the reduction.
+# ranks under torchrun (DistributedDataParallel, or FSDP2 fully_shard) and check the reduction; `tp`
+# observes a column- then row-parallel Linear pair on two ranks and unsharded on one GPU (tp_pair.py).
 # Figures land in $OUT (or /tmp/mxscope-evidence). STEPS and BUDGET (seconds per mode) scale each run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,12 +18,15 @@ for mode in "$@"; do
     ddp | fsdp)
       torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$mode" --check-reduction --rotation hadamard --steps "$steps" \
         --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
+    tp)
+      CUDA_VISIBLE_DEVICES=0 python3 examples/tp_pair.py --out "$out/tp-single.ndjson" >"$out/tp-single.log" 2>&1
+      torchrun --nproc_per_node=2 examples/tp_pair.py --out "$out/tp-sharded.ndjson" >"$out/tp-sharded.log" 2>&1 ;;
     *)
       CUDA_VISIBLE_DEVICES=0 python3 examples/llama_mxfp4.py --rotation "$mode" --steps "$steps" --time-budget "$budget" \
         --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
   esac
   echo "exit $?"
-  grep -E '^(RESULTS|REDUCTION)|Error|error' "$out/$mode.log" | cut -c1-1500 | tail -n 8
+  grep -hE '^(RESULTS|REDUCTION)|rank 0:|Error|error' "$out/$mode"*.log | cut -c1-1500 | tail -n 8
   if [ "$mode" = hadamard ] && [ -f "$out/hadamard.json" ]; then
     run_dir=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runDir"])' "$out/hadamard.json")
     gzip -c "$run_dir/telemetry.ndjson" >"$out/hadamard-telemetry.ndjson.gz"

@@ -90,6 +90,7 @@ class TritonKernels(unittest.TestCase):
 
     def test_equal_to_the_torch_path_on_layer_shapes_all_modes(self):
         modes = [gemm(), gemm("hadamard", 16), gemm("hadamard", 32), gemm("hadamard", 128), gemm("random-hadamard", 32),
+                 gemm("fixed-sign-hadamard", 16), gemm("fixed-sign-hadamard", 32),
                  gemm("hadamard", 32, "stochastic"), gemm("random-hadamard", 32, "stochastic", True)]
         checked = 0
         for seed, shape in enumerate(SHAPES):
@@ -126,7 +127,7 @@ class TritonKernels(unittest.TestCase):
         checked = 0
         for seed, (tokens, out) in enumerate([(256, 2048), (2048, 256), (37, 96), (300, 64)]):
             dy = hostile((tokens, out), seed).to(torch.bfloat16).cuda()
-            for g in (gemm(), gemm("hadamard", 32), gemm("hadamard", 32, "stochastic")):
+            for g in (gemm(), gemm("hadamard", 32), gemm("fixed-sign-hadamard", 32), gemm("hadamard", 32, "stochastic")):
                 if g["rotation"] != "none" and tokens % 32:
                     continue
                 a = dy[:, 8:].t()
