@@ -5,7 +5,7 @@ row-parallel one (torch.distributed.tensor.parallel), observed with MXFP4 H32 on
     torchrun --nproc_per_node=2 examples/tp_pair.py --out tp.ndjson          # two ranks, one shard each
 
 Both runs build the same weights and inputs from the same seeds and write rank 0's run log to --out,
-so the two logs can be compared record by record (python3 examples/tp_compare.py single tp).
+so the two logs can be compared record by record (python3 examples/tp_compare.py single.ndjson tp.ndjson).
 """
 from __future__ import annotations
 
@@ -63,7 +63,12 @@ def main() -> None:
     config = run_config(preset="tp-pair", seed=1, steps=args.steps, tokens_per_step=args.tokens, stats_every=1, sketch_size=64, gemms=gemms,
                         model={"dim": args.dim, "hidden": args.hidden, "sharded": sharded})
     out_dir = tempfile.mkdtemp(prefix="mxscope-tp-")
-    bridge = Bridge(model, config, out_dir=out_dir, serve=False, print_listening=False)
+    # Every rank observes the whole (gathered) layer, so the ranks must not add their stats up: the
+    # bridge's reduction group is the data-parallel one, here each rank on its own.
+    group = None
+    if sharded:
+        group = [torch.distributed.new_group([r]) for r in range(torch.distributed.get_world_size())][rank]
+    bridge = Bridge(model, config, out_dir=out_dir, serve=False, print_listening=False, process_group=group)
     bridge.start_run(name="tp pair" if sharded else "unsharded pair")
     status = "completed"
     try:

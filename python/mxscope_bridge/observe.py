@@ -208,14 +208,21 @@ def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch
     """A layer's telemetry: on the bridge's backward worker when it has one, else here."""
     if weight is None:  # read now: the trainer may change the weight once backward is done
         weight = adapter.weight(module).detach()
-        if hasattr(weight, "full_tensor"):  # a DTensor (FSDP2 outside its unshard window)
-            weight = weight.full_tensor()
+    x, weight, dy = _whole(x), _whole(weight), _whole(dy)
     args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
     worker = bridge.backward_worker
     if worker is None:
         _observe(*args)
     else:
         worker.submit(dy.device, _observe, *args)
+
+
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor operand as the whole tensor, so the stats are the unsharded layer's: FSDP2's weight
+    outside its unshard window, and tensor parallelism's sharded weights, inputs and gradients. A
+    sharded one is all-gathered (every rank's backward reaches its hooks in the same order); a
+    replicated one is already whole. The kernels below read plain tensors only."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str, x: torch.Tensor, weight: torch.Tensor,
