@@ -208,6 +208,7 @@ def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch
     """A layer's telemetry: on the bridge's backward worker when it has one, else here."""
     if weight is None:  # read now: the trainer may change the weight once backward is done
         weight = adapter.weight(module).detach()
+    x, dy = _whole_local(x, dy, adapter.weight(module))
     x, weight, dy = _whole(x), _whole(weight), _whole(dy)
     args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
     worker = bridge.backward_worker
@@ -223,6 +224,22 @@ def _whole(t: torch.Tensor) -> torch.Tensor:
     sharded one is all-gathered (every rank's backward reaches its hooks in the same order); a
     replicated one is already whole. The kernels below read plain tensors only."""
     return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def _whole_local(x: torch.Tensor, dy: torch.Tensor, weight: torch.Tensor):
+    """Tensor parallelism hands a sharded layer plain local tensors where its weight is sharded: a
+    column-parallel layer (weight Shard(0)) sees its slice of ∇Y's last dimension, a row-parallel one
+    (Shard(1)) its slice of X's. Those are gathered along the last dimension, over the weight's mesh."""
+    placements = getattr(weight, "placements", None)
+    if placements is None or len(placements) != 1 or not placements[0].is_shard() or hasattr(x, "placements") or hasattr(dy, "placements"):
+        return x, dy
+    from torch.distributed.tensor import DTensor, Shard
+    dim = placements[0].dim
+    if dim == 0 and dy.shape[-1] != weight.shape[0]:
+        dy = DTensor.from_local(dy, weight.device_mesh, [Shard(dy.dim() - 1)]).full_tensor()
+    elif dim == 1 and x.shape[-1] != weight.shape[1]:
+        x = DTensor.from_local(x, weight.device_mesh, [Shard(x.dim() - 1)]).full_tensor()
+    return x, dy
 
 
 def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str, x: torch.Tensor, weight: torch.Tensor,
