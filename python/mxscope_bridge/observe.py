@@ -231,13 +231,13 @@ def _whole_local(x: torch.Tensor, dy: torch.Tensor, weight: torch.Tensor):
     column-parallel layer (weight Shard(0)) sees its slice of ∇Y's last dimension, a row-parallel one
     (Shard(1)) its slice of X's. Those are gathered along the last dimension, over the weight's mesh."""
     placements = getattr(weight, "placements", None)
-    if placements is None or len(placements) != 1 or not placements[0].is_shard() or hasattr(x, "placements") or hasattr(dy, "placements"):
+    if placements is None or len(placements) != 1 or not placements[0].is_shard():
         return x, dy
     from torch.distributed.tensor import DTensor, Shard
     dim = placements[0].dim
-    if dim == 0 and dy.shape[-1] != weight.shape[0]:
+    if dim == 0 and not hasattr(dy, "placements") and dy.shape[-1] != weight.shape[0]:
         dy = DTensor.from_local(dy, weight.device_mesh, [Shard(dy.dim() - 1)]).full_tensor()
-    elif dim == 1 and x.shape[-1] != weight.shape[1]:
+    elif dim == 1 and not hasattr(x, "placements") and x.shape[-1] != weight.shape[1]:
         x = DTensor.from_local(x, weight.device_mesh, [Shard(x.dim() - 1)]).full_tensor()
     return x, dy
 
