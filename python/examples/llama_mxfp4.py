@@ -6,6 +6,7 @@ Measures the bridge's cost by alternating blocks of steps with and without it in
     python3 examples/llama_mxfp4.py --rotation hadamard --steps 200            # one GPU
     torchrun --nproc_per_node=2 examples/llama_mxfp4.py --ddp --check-reduction  # data parallel
     torchrun --nproc_per_node=2 examples/llama_mxfp4.py --fsdp --check-reduction # sharded (FSDP2)
+    torchrun --nproc_per_node=2 examples/llama_mxfp4.py --ddp --observe          # bf16 + hooks vs plain bf16
     python3 examples/llama_mxfp4.py --tiny --steps 4 --device cpu                 # smoke test
 
 Uses transformers' LlamaForCausalLM when it is installed, else the small Llama below.
@@ -138,6 +139,7 @@ def main():
     parser.add_argument("--no-transformers", action="store_true")
     parser.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel (run under torchrun)")
     parser.add_argument("--fsdp", action="store_true", help="shard every decoder layer and the root with FSDP2 fully_shard (run under torchrun)")
+    parser.add_argument("--observe", action="store_true", help="no emulation: plain bf16 steps against bf16 steps with the bridge observing")
     parser.add_argument("--check-reduction", action="store_true", help="verify published histograms = sum of the ranks' own")
     args = parser.parse_args()
 
@@ -157,7 +159,8 @@ def main():
     params = sum(p.numel() for p in model.parameters())
     gemm = gemm_config("mxfp4", args.rotation, args.hadamard_block, args.rounding, args.rounding == "stochastic")
     gemms = default_gemms(gemm)
-    emulate(model, gemms, seed=rank)
+    if not args.observe:
+        emulate(model, gemms, seed=rank)
     model = data_parallel(model, args, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
 
@@ -171,7 +174,7 @@ def main():
                         model={**shape, "seqLen": args.seq, "batch": args.batch, "params": params, "impl": model_kind, "world": world},
                         optimizer={"name": "adamw", "lr": args.lr})
     bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None)
-    bridge.start_run(name=f"{model_kind} · {params / 1e9:.2f}B · mxfp4 {args.rotation}")
+    bridge.start_run(name=f"{model_kind} · {params / 1e9:.2f}B · {'observing' if args.observe else 'mxfp4'} {args.rotation}")
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
     times = {True: [], False: []}
@@ -229,7 +232,7 @@ def main():
         "model": model_kind, "params": params, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": steps_run,
         "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
-        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none",
+        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated",
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,
