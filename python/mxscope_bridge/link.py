@@ -245,11 +245,11 @@ class TrainerServer:
                     self._queued_stats -= _stats_count(record)
                     self._pending -= 1
                     self._idle.notify_all()
-            self._yield()
 
     @staticmethod
     def _yield() -> None:
-        # Hand the GIL back after each record: the training thread releases it around every
+        # Hand the GIL back after each record of a stats batch (single records need no pause: a
+        # pause per record let a fast loop's step records pile up and a stopRun's ack wait on them): the training thread releases it around every
         # kernel launch and would otherwise wait up to the interpreter's switch interval (5 ms)
         # for it each time while a stats step's few hundred records encode. A zero sleep often
         # takes the GIL straight back; a short one lets the waiting thread have it.

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from unittest import mock
 
@@ -65,7 +66,9 @@ class RunLoop(unittest.TestCase):
 
     def test_stop_is_acked_after_run_ended(self):
         model = TinyNet()
-        bridge = Bridge(model, run_config(steps=100000, stats_every=50), out_dir=None, port=0, print_listening=False, handle_exit=False)
+        # Steps paced at ~1 ms: without a model a step takes microseconds, and the loop could finish
+        # every planned step before the client's stopRun arrives (then: no-active-run).
+        bridge = Bridge(model, run_config(steps=10**7, stats_every=50), out_dir=None, port=0, print_listening=False, handle_exit=False)
         self.addCleanup(bridge.close)
         client = Client(bridge.server.connect_url)
         self.addCleanup(client.close)
@@ -77,6 +80,7 @@ class RunLoop(unittest.TestCase):
         def script():
             for run in bridge.runs(max_runs=1, idle_timeout=60):
                 for _ in run.steps():
+                    time.sleep(0.001)
                     run.end_step(loss=1.0)
             done.append(True)
         thread = threading.Thread(target=script)
