@@ -206,9 +206,10 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
 def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
               dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
     """A layer's telemetry: on the bridge's backward worker when it has one, else here."""
+    module_weight = adapter.weight(module)
     if weight is None:  # read now: the trainer may change the weight once backward is done
-        weight = adapter.weight(module).detach()
-    x, dy = _whole_local(x, dy, adapter.weight(module))
+        weight = module_weight.detach()
+    x, dy = _whole_local(x, dy, module_weight)
     x, weight, dy = _whole(x), _whole(weight), _whole(dy)
     args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
     worker = bridge.backward_worker
