@@ -92,17 +92,7 @@ def main():
     gemm = {"precision": "mxfp4", "rotation": "hadamard", "hadamardBlock": 32, "rounding": "nearest-even", "srPrescale": False}
     r = make_rotation("hadamard", 32, x.shape[1], x.device, generator)
     rt = make_rotation("hadamard", 32, x.shape[0], x.device, generator)
-    for tile in (1024, 2048, 4096):
-        for warps in (4, 8):
-            mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = tile, warps
-            last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
-            first = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", None, True))
-            both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
-            print(f"| {tile} | {warps} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
-    mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = 2048, 4
-    print("| whole-tile stats tile | warps | hadamard stats, last axis ms | first axis ms | hadamard values+stats, first axis ms |")
-    print("|---|---|---|---|---|")
-    for tile in (2048, 4096, 8192):
+    for tile in (1024, 2048, 4096, 8192):
         for warps in (4, 8):
             mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = tile, warps
             last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
