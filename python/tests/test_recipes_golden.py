@@ -27,6 +27,13 @@ def assert_same_bits(test, got, want_hex, what):
         test.fail(f"{what}: {int(mismatch.sum())} elements differ; first at {first}: got {got[first].item()!r}, want {want[first].item()!r}")
 
 
+def assert_matches_case(test, q, case):
+    """Scales, codes and dequantized values of `q` as the golden case has them."""
+    test.assertEqual(q.scales.tolist(), case["scales"])
+    test.assertEqual(q.codes.reshape(-1).tolist(), case["codes"])
+    assert_same_bits(test, q.values, case["output_hex"], case["name"])
+
+
 def cases(name):
     return json.loads((GOLDEN / name).read_text())["cases"]
 
@@ -38,9 +45,7 @@ class RecipesGolden(unittest.TestCase):
             with self.subTest(case=case["name"]):
                 x = floats(case["input_hex"]).reshape(-1, case["row_length"])
                 q = formats.quantize_mxfp8(x, case["format"], case["scale_rule"])
-                self.assertEqual(q.scales.tolist(), case["scales"])
-                self.assertEqual(q.codes.reshape(-1).tolist(), case["codes"])
-                assert_same_bits(self, q.values, case["output_hex"], case["name"])
+                assert_matches_case(self, q, case)
                 seen.add((case["format"], case["scale_rule"]))
         self.assertEqual(len(seen), 6)
 
@@ -49,9 +54,7 @@ class RecipesGolden(unittest.TestCase):
             with self.subTest(case=case["name"]):
                 x = floats(case["input_hex"]).reshape(-1, case["row_length"])
                 q = formats.mxfp4_scale_rule_quantize(x, case["scale_rule"])
-                self.assertEqual(q.scales.tolist(), case["scales"])
-                self.assertEqual(q.codes.reshape(-1).tolist(), case["codes"])
-                assert_same_bits(self, q.values, case["output_hex"], case["name"])
+                assert_matches_case(self, q, case)
                 if case["scale_rule"] == "floor":  # the floor rule is the bridge's existing MXFP4 quantizer
                     assert_same_bits(self, mxfp4.quantize(x).values, case["output_hex"], case["name"] + " (mxfp4.quantize)")
 
@@ -61,11 +64,9 @@ class RecipesGolden(unittest.TestCase):
             with self.subTest(case=case["name"]):
                 x = floats(case["input_hex"]).reshape(-1, case["row_length"])
                 q = formats.quantize_nvfp4(x, case["tile2d"])
-                self.assertEqual(q.scales.tolist(), case["scales"])
-                self.assertEqual(q.codes.reshape(-1).tolist(), case["codes"])
+                assert_matches_case(self, q, case)
                 assert_same_bits(self, q.amax.reshape(1), [case["amax_hex"]], "amax")
                 assert_same_bits(self, q.tensor_scale.reshape(1), [case["tensor_scale_hex"]], "tensor scale")
-                assert_same_bits(self, q.values, case["output_hex"], case["name"])
                 kinds.add(case["tile2d"])
         self.assertEqual(kinds, {True, False})
 
