@@ -1,11 +1,9 @@
-import * as assert from 'node:assert/strict';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
 import type { Workbench } from '../harness/workbench.js';
-import { STATUS_STEP, withPickRetries } from './live-run.js';
+import { STATUS_STEP, changeNextRunAndStart } from './live-run.js';
 
 /** What the status bar says about Wgrad once it runs MXFP4 with a 16-wide deterministic Hadamard. */
 const WGRAD_H16 = /W mxfp4 · H16/;
-const IDLE = /^MX Scope: idle\b/;
 
 /** Goes through the three quick picks of "Switch Rotation Mode…": deterministic Hadamard, block 16, Wgrad. */
 async function switchToHadamard16(wb: Workbench): Promise<void> {
@@ -28,19 +26,7 @@ export const rotation: Scenario = {
   unsupported: ({ manifest }) =>
     requireCommands(manifest, 'MX Scope: Switch Rotation Mode…', 'MX Scope: Stop Run', 'MX Scope: Start Next Run'),
   async run({ wb, log }) {
-    // Settle first: a run that ends while the picks are open redraws the dashboard, which can take
-    // focus and close the pick.
-    if (await wb.waitForStatusBarText(STATUS_STEP, 1_000).catch(() => undefined)) await wb.runCommand('MX Scope: Stop Run');
-    const before = (await wb.waitForStatusBarText(IDLE, 30_000)).input ?? '';
-    assert.doesNotMatch(before, WGRAD_H16, 'the first run already uses the mode this scenario switches to');
-
-    await withPickRetries(wb, log, 'Switch Rotation Mode', () => switchToHadamard16(wb));
-    // The change is for the next run, which the idle status shows.
-    const idle = await wb.waitForStatusBarText(WGRAD_H16, 30_000, (match) => IDLE.test(match.input ?? ''));
-    log(`next run will use: ${idle.input}`);
-
-    await wb.runCommand('MX Scope: Start Next Run');
-    const first = await wb.waitForStatusBarText(STATUS_STEP, 60_000, (match) => WGRAD_H16.test(match.input ?? ''));
+    const first = await changeNextRunAndStart(wb, log, 'Switch Rotation Mode', WGRAD_H16, () => switchToHadamard16(wb));
     const later = await wb.waitForStatusBarText(STATUS_STEP, 60_000, (match) => WGRAD_H16.test(match.input ?? '') && Number(match[1]) > Number(first[1]));
     log(`next run: ${later.input}`);
   },

@@ -1,11 +1,9 @@
-import * as assert from 'node:assert/strict';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
 import type { Workbench } from '../harness/workbench.js';
-import { STATUS_STEP, withPickRetries } from './live-run.js';
+import { changeNextRunAndStart } from './live-run.js';
 
 /** What the status bar says once Fprop and Dgrad (and Wgrad) pick their E8M0 scales with rceil. */
 const RCEIL = /F,D mxfp4 · rceil\b/;
-const IDLE = /^MX Scope: idle\b/;
 
 /** Goes through the two quick picks of "Set MX Scale Rule…": rceil, then every MX GEMM (picked by default). */
 async function switchToRceil(wb: Workbench): Promise<void> {
@@ -26,16 +24,7 @@ export const scaleRule: Scenario = {
   unsupported: ({ manifest }) =>
     requireCommands(manifest, 'MX Scope: Set MX Scale Rule…', 'MX Scope: Stop Run', 'MX Scope: Start Next Run'),
   async run({ wb, log }) {
-    if (await wb.waitForStatusBarText(STATUS_STEP, 1_000).catch(() => undefined)) await wb.runCommand('MX Scope: Stop Run');
-    const before = (await wb.waitForStatusBarText(IDLE, 30_000)).input ?? '';
-    assert.doesNotMatch(before, RCEIL, 'the run before already uses the rule this scenario switches to');
-
-    await withPickRetries(wb, log, 'Set MX Scale Rule', () => switchToRceil(wb));
-    const idle = await wb.waitForStatusBarText(RCEIL, 30_000, (match) => IDLE.test(match.input ?? ''));
-    log(`next run will use: ${idle.input}`);
-
-    await wb.runCommand('MX Scope: Start Next Run');
-    const first = await wb.waitForStatusBarText(STATUS_STEP, 60_000, (match) => RCEIL.test(match.input ?? ''));
+    const first = await changeNextRunAndStart(wb, log, 'Set MX Scale Rule', RCEIL, () => switchToRceil(wb));
     log(`next run: ${first.input}`);
   },
 };
