@@ -1,7 +1,7 @@
 // Causal multi-head self-attention with RoPE, forward and backward. The attention products stay in
 // fp32 (only the linear layers' GEMMs are quantized); they run per (batch, head) through src/mx's gemm.
 import { gemm } from '../mx/index.js';
-import { softmaxCausal, softmaxCausalBackward } from './ops.js';
+import { ropePermute, softmaxCausal, softmaxCausalBackward } from './ops.js';
 
 export interface AttentionShape {
   batch: number;
@@ -94,35 +94,12 @@ export class CausalAttention {
 
   /** [tokens, dim] → [batch, heads, seqLen, headDim], rotating by RoPE when `rope` is 1. */
   private splitHeads(src: Float32Array, dst: Float32Array, rope: 0 | 1): void {
-    this.permute(src, dst, rope, true);
+    ropePermute(src, dst, this.cos, this.sin, this.shape, rope, true);
   }
 
   /** [batch, heads, seqLen, headDim] → [tokens, dim], undoing RoPE (the transpose rotation) when `rope` is −1. */
   private mergeHeads(src: Float32Array, dst: Float32Array, rope: 0 | -1): void {
-    this.permute(src, dst, rope, false);
+    ropePermute(src, dst, this.cos, this.sin, this.shape, rope, false);
   }
 
-  private permute(src: Float32Array, dst: Float32Array, rope: -1 | 0 | 1, split: boolean): void {
-    const { batch, seqLen, heads, headDim } = this.shape;
-    const half = headDim / 2;
-    const dim = heads * headDim;
-    for (let b = 0; b < batch; b++) {
-      for (let h = 0; h < heads; h++) {
-        for (let s = 0; s < seqLen; s++) {
-          const tokenBase = (b * seqLen + s) * dim + h * headDim;
-          const headBase = ((b * heads + h) * seqLen + s) * headDim;
-          const from = split ? tokenBase : headBase;
-          const to = split ? headBase : tokenBase;
-          for (let i = 0; i < half; i++) {
-            const x1 = src[from + i]!;
-            const x2 = src[from + i + half]!;
-            const c = rope === 0 ? 1 : this.cos[s * half + i]!;
-            const sn = rope * (rope === 0 ? 0 : this.sin[s * half + i]!);
-            dst[to + i] = x1 * c - x2 * sn;
-            dst[to + i + half] = x1 * sn + x2 * c;
-          }
-        }
-      }
-    }
-  }
 }

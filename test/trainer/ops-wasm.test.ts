@@ -1,10 +1,11 @@
-// The trainer's WebAssembly kernels (SwiGLU, causal softmax, RMSNorm) against the JavaScript loops they replace.
+// The trainer's WebAssembly kernels (SwiGLU, causal softmax, RMSNorm, AdamW, transposes, the
+// cross-entropy's float64 exp and attention's RoPE permutes) against the JavaScript loops they replace.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/mx/index.js';
 import { AdamW } from '../../src/trainer/optimizer.js';
 import { createParam } from '../../src/trainer/params.js';
-import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, transpose, useWasmTrainerKernels } from '../../src/trainer/ops.js';
+import { crossEntropy, rmsNormBackward, rmsNormForward, ropePermute, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, transpose, trainerKernels, useWasmTrainerKernels } from '../../src/trainer/ops.js';
 
 function random(n: number, seed: number, spread: number): Float32Array {
   const rng = new Rng(seed);
@@ -140,5 +141,68 @@ test('the transpose kernel moves every element exactly, and odd shapes fall back
     const { js, wasm } = bothWays(() => transpose(src, rows, cols, new Float32Array(rows * cols)));
     assert.deepEqual(wasm, js, `${rows}×${cols}`);
     assert.equal(wasm[1 * rows + 0], src[1], `${rows}×${cols}: element (0, 1) goes to (1, 0)`);
+  }
+});
+
+/** Bit patterns of float32 values, so ±0 and NaN compare exactly. */
+const bits32 = (values: Float32Array): number[] => Array.from(new Uint32Array(values.buffer, values.byteOffset, values.length));
+
+test('the float64 exp kernel is Math.exp bit for bit, over every branch of its algorithm', () => {
+  const kernels = trainerKernels();
+  assert.ok(kernels, 'WebAssembly SIMD should load in Node');
+  const rng = new Rng(7);
+  // Uniform over ranges that cross each branch boundary (|x| < 2^-28, ½ ln 2, 1.5 ln 2, the SIMD path's
+  // 512, underflow near −745, overflow near 709.8), plus the special values themselves.
+  const ranges = [[-800, 800], [-1.2, 1.2], [-3e-8, 3e-8], [-520, -500], [-746, -700], [700, 712], [-30, 0]] as const;
+  const specials = [0, -0, 1, -1, 2, Infinity, -Infinity, NaN, 709.782712893384, 709.79, -745.1332191019411, -745.14, 1e-300, 2 ** -28, -(2 ** -28), 512, -512, 0.5 * Math.LN2, 1.5 * Math.LN2, -1.5 * Math.LN2];
+  for (const [lo, hi] of ranges) {
+    const x = Float64Array.from({ length: 20_001 }, () => lo + (hi - lo) * rng.nextFloat());
+    x.set(specials);
+    const e = x.slice();
+    kernels.exp64(e);
+    for (let i = 0; i < x.length; i++) assert.ok(Object.is(e[i], Math.exp(x[i]!)), `exp(${x[i]}) = ${e[i]}, Math.exp gives ${Math.exp(x[i]!)}`);
+  }
+});
+
+test('the cross-entropy kernel gives the loop’s loss and gradient bit for bit, extreme rows included', () => {
+  for (const [rows, vocab] of [[512, 256], [3, 8], [5, 6]] as const) {
+    const logits = random(rows * vocab, rows + vocab, 30);
+    logits[0] = 1e30; // one certain class: the rest underflow to 0
+    logits.fill(-2.5, vocab, 2 * vocab); // a flat row: every difference is exactly 0
+    if (rows > 3) {
+      logits[2 * vocab + 1] = -Infinity; // exp(−∞) = 0
+      logits.fill(0, 3 * vocab, 4 * vocab);
+      logits[3 * vocab + 2] = -0;
+    }
+    const targets = Uint8Array.from({ length: rows }, (_, r) => (r * 7) % vocab);
+    const { js, wasm } = bothWays(() => {
+      const dLogits = new Float32Array(rows * vocab);
+      return { loss: crossEntropy(logits, targets, rows, vocab, dLogits), dLogits, lossOnly: crossEntropy(logits, targets, rows, vocab, undefined) };
+    });
+    assert.ok(Object.is(wasm.loss, js.loss), `${rows}×${vocab}: loss ${wasm.loss} vs ${js.loss}`);
+    assert.ok(Object.is(wasm.lossOnly, js.loss), `${rows}×${vocab}: the loss without gradients is the same`);
+    assert.deepEqual(bits32(wasm.dLogits), bits32(js.dLogits), `${rows}×${vocab}: dLogits`);
+  }
+});
+
+test('the RoPE head permutes give the loop’s bits, signed zeros and non-finite values included', () => {
+  for (const shape of [{ batch: 2, seqLen: 5, heads: 3, headDim: 8 }, { batch: 1, seqLen: 4, heads: 2, headDim: 6 }]) {
+    const { batch, seqLen, heads, headDim } = shape;
+    const size = batch * seqLen * heads * headDim;
+    const src = random(size, size, 8);
+    src.set([-0, 0, -0, Infinity, NaN, -Infinity], 0);
+    src.set([-0, -0, 0, 0], headDim / 2); // x2 of the first pairs: −0 − (+0) and −0 + (−0) keep their signs only in order
+    const cos = random(seqLen * (headDim / 2), 3, 2);
+    const sin = random(seqLen * (headDim / 2), 4, 2);
+    for (const rope of [-1, 0, 1] as const) {
+      for (const split of [true, false]) {
+        const { js, wasm } = bothWays(() => {
+          const dst = new Float32Array(size);
+          ropePermute(src, dst, cos, sin, shape, rope, split);
+          return dst;
+        });
+        assert.deepEqual(bits32(wasm), bits32(js), `${JSON.stringify(shape)} rope ${rope} split ${split}`);
+      }
+    }
   }
 });
