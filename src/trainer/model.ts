@@ -72,6 +72,8 @@ interface Block {
   normed2: Float32Array;
   rstd2: Float32Array;
   activated: Float32Array;
+  /** sigmoid(gate), from SwiGLU's forward for its backward. */
+  gateSigmoid: Float32Array;
 }
 
 function sketchIndices(size: number, count: number, rng: Rng): number[] {
@@ -146,6 +148,7 @@ export class LlamaModel {
         normed2: new Float32Array(T * dim),
         rstd2: new Float32Array(T),
         activated: new Float32Array(T * hidden),
+        gateSigmoid: new Float32Array(T * hidden),
       });
     }
     this.finalNorm = gain('final_norm.weight', dim);
@@ -203,7 +206,7 @@ export class LlamaModel {
       rmsNormForward(block.mid, block.norm2.data, T, dim, block.normed2, block.rstd2);
       const gate = block.gate.forward(block.normed2, step);
       const up = block.up.forward(block.normed2, step);
-      swigluForward(gate, up, block.activated);
+      swigluForward(gate, up, block.activated, block.gateSigmoid);
       const down = block.down.forward(block.activated, step);
       const next = this.residual[b + 1]!;
       for (let i = 0; i < next.length; i++) next[i] = block.mid[i]! + down[i]!;
@@ -223,7 +226,7 @@ export class LlamaModel {
       const block = this.blocks[b]!;
       // s.dh holds ∂L/∂(block output); the residual passes it straight to `mid` and `input`.
       block.down.backward(s.dh, s.dActivated, false, step);
-      swigluBackward(block.gate.lastOutput(), block.up.lastOutput(), s.dActivated, s.dGate, s.dUp);
+      swigluBackward(block.gate.lastOutput(), block.up.lastOutput(), block.gateSigmoid, s.dActivated, s.dGate, s.dUp);
       block.gate.backward(s.dGate, s.dNormed, false, step);
       block.up.backward(s.dUp, s.dNormed, true, step);
       rmsNormBackward(block.mid, block.norm2.data, block.rstd2, s.dNormed, T, dim, s.dh, block.norm2.grad, true);

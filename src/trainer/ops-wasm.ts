@@ -10,8 +10,8 @@ import { align16, tryLoad } from '../mx/wasm-arena.js';
 import type { AttentionShape } from './attention.js';
 
 interface ActivationExports {
-  swiglu_forward(gate: number, up: number, out: number, count: number): void;
-  swiglu_backward(gate: number, up: number, dOut: number, count: number): void;
+  swiglu_forward(gate: number, up: number, out: number, sig: number, count: number): void;
+  swiglu_backward(gate: number, up: number, sig: number, dOut: number, count: number): void;
   softmax_causal(p: number, seq: number, scale: number): void;
   softmax_causal_backward(dS: number, p: number, seq: number, scale: number): void;
   rms_norm_forward(x: number, gain: number, rows: number, cols: number, y: number, rstd: number, eps: number): void;
@@ -42,8 +42,10 @@ export interface AdamWUpdate {
 }
 
 export interface TrainerKernels {
-  swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void;
-  swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void;
+  /** Also keeps sigmoid(gate) in sig for swigluBackward. */
+  swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array, sig: Float32Array): void;
+  /** sig: what swigluForward kept for this gate. */
+  swigluBackward(gate: Float32Array, up: Float32Array, sig: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void;
   /** False when it cannot take this shape (seq not a multiple of 4): the caller runs its own loop. */
   softmaxCausal(p: Float32Array, seq: number, scale: number): boolean;
   softmaxCausalBackward(dS: Float32Array, p: Float32Array, seq: number, scale: number): boolean;
@@ -69,7 +71,8 @@ const CHUNK = 4096; // floats per operand per call: three operands stay within L
 const A = 0;
 const B = A + 4 * CHUNK;
 const C = B + 4 * CHUNK;
-const END = C + 4 * CHUNK;
+const D = C + 4 * CHUNK; // a fourth operand: AdamW's v, SwiGLU's sigmoid
+const END = D + 4 * CHUNK;
 
 /** Calls `each` on consecutive chunks of `count` floats; the kernels see the tail rounded up to whole vectors. */
 function forEachChunk(count: number, each: (offset: number, length: number, vectorFloats: number) => void): void {
@@ -85,22 +88,24 @@ export function loadTrainerKernels(): TrainerKernels | undefined {
   arena.ensure(END);
   const kernels = arena.exports;
   return {
-    swigluForward(gate, up, out) {
+    swigluForward(gate, up, out, sig) {
       forEachChunk(out.length, (offset, length, floats) => {
         const memory = arena.f32;
         memory.set(gate.subarray(offset, offset + length), A >> 2);
         memory.set(up.subarray(offset, offset + length), B >> 2);
-        kernels.swiglu_forward(A, B, C, floats);
+        kernels.swiglu_forward(A, B, C, D, floats);
         out.set(memory.subarray(C >> 2, (C >> 2) + length), offset);
+        sig.set(memory.subarray(D >> 2, (D >> 2) + length), offset);
       });
     },
-    swigluBackward(gate, up, dOut, dGate, dUp) {
+    swigluBackward(gate, up, sig, dOut, dGate, dUp) {
       forEachChunk(dOut.length, (offset, length, floats) => {
         const memory = arena.f32;
         memory.set(gate.subarray(offset, offset + length), A >> 2);
         memory.set(up.subarray(offset, offset + length), B >> 2);
+        memory.set(sig.subarray(offset, offset + length), D >> 2);
         memory.set(dOut.subarray(offset, offset + length), C >> 2);
-        kernels.swiglu_backward(A, B, C, floats);
+        kernels.swiglu_backward(A, B, D, C, floats);
         dGate.set(memory.subarray(A >> 2, (A >> 2) + length), offset);
         dUp.set(memory.subarray(B >> 2, (B >> 2) + length), offset);
       });
@@ -235,8 +240,6 @@ export function loadTrainerKernels(): TrainerKernels | undefined {
       return true;
     },
     adamW(u) {
-      const D = END;
-      arena.ensure(D + 4 * CHUNK);
       forEachChunk(u.data.length, (offset, length, floats) => {
         const memory = arena.f32;
         const end = offset + length;

@@ -85,17 +85,23 @@ function sigmoid(a: number): number {
   return 1 / (1 + Math.exp(-a));
 }
 
-/** SwiGLU: out = silu(gate) · up. */
-export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void {
-  if (kernels) return kernels.swigluForward(gate, up, out);
+/** SwiGLU: out = silu(gate) · up; sig receives sigmoid(gate) for swigluBackward (the kernel's, which it reuses). */
+export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array, sig: Float32Array): void {
+  if (kernels) return kernels.swigluForward(gate, up, out, sig);
   for (let i = 0; i < out.length; i++) {
     const a = gate[i]!;
-    out[i] = a * sigmoid(a) * up[i]!;
+    const s = sigmoid(a);
+    sig[i] = s;
+    out[i] = a * s * up[i]!;
   }
 }
 
-export function swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void {
-  if (kernels) return kernels.swigluBackward(gate, up, dOut, dGate, dUp);
+/**
+ * Backward of swigluForward given what it left in sig. The loop computes sigmoid again in float64
+ * (sig holds it rounded to float32); the kernel's float32 sigmoid is exactly what it stored.
+ */
+export function swigluBackward(gate: Float32Array, up: Float32Array, sig: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void {
+  if (kernels) return kernels.swigluBackward(gate, up, sig, dOut, dGate, dUp);
   for (let i = 0; i < dOut.length; i++) {
     const a = gate[i]!;
     const s = sigmoid(a);
@@ -225,8 +231,8 @@ export function warmUpTrainerKernels(): number {
   const heads = { batch: 1, seqLen: seq, heads: 4, headDim: 16 };
   for (let round = 0; round < 12; round++) {
     transpose(a, rows, cols, c);
-    swigluForward(a, b, c);
-    swigluBackward(a, b, c, d, c);
+    swigluForward(a, b, c, d);
+    swigluBackward(a, b, d, c, d, c);
     softmaxCausal(c, seq, 0.25);
     softmaxCausalBackward(d, c, seq, 0.25);
     rmsNormForward(a, gain, rows, cols, c, rstd);

@@ -32,31 +32,34 @@
     (f32x4.div (v128.const f32x4 1 1 1 1)
       (f32x4.add (v128.const f32x4 1 1 1 1) (call $exp (f32x4.neg (local.get $a))))))
 
-  ;; out = silu(gate)·up for `count` floats (a multiple of 4).
-  (func (export "swiglu_forward") (param $gate i32) (param $up i32) (param $out i32) (param $count i32)
-    (local $end i32) (local $a v128)
+  ;; out = silu(gate)·up for `count` floats (a multiple of 4); sig = sigmoid(gate), kept for the backward pass.
+  (func (export "swiglu_forward") (param $gate i32) (param $up i32) (param $out i32) (param $sig i32) (param $count i32)
+    (local $end i32) (local $a v128) (local $s v128)
     (local.set $end (i32.add (local.get $out) (i32.shl (local.get $count) (i32.const 2))))
     (block $done
       (loop $vectors
         (br_if $done (i32.ge_u (local.get $out) (local.get $end)))
         (local.set $a (v128.load (local.get $gate)))
-        (v128.store (local.get $out)
-          (f32x4.mul (f32x4.mul (local.get $a) (call $sigmoid (local.get $a))) (v128.load (local.get $up))))
+        (local.set $s (call $sigmoid (local.get $a)))
+        (v128.store (local.get $sig) (local.get $s))
+        (v128.store (local.get $out) (f32x4.mul (f32x4.mul (local.get $a) (local.get $s)) (v128.load (local.get $up))))
         (local.set $gate (i32.add (local.get $gate) (i32.const 16)))
         (local.set $up (i32.add (local.get $up) (i32.const 16)))
+        (local.set $sig (i32.add (local.get $sig) (i32.const 16)))
         (local.set $out (i32.add (local.get $out) (i32.const 16)))
         (br $vectors))))
 
-  ;; dUp = dOut·silu(gate); dGate = dOut·up·s·(1 + gate·(1 − s)) with s = sigmoid(gate). dUp and
-  ;; dGate overwrite up and gate in place.
-  (func (export "swiglu_backward") (param $gate i32) (param $up i32) (param $dOut i32) (param $count i32)
+  ;; dUp = dOut·silu(gate); dGate = dOut·up·s·(1 + gate·(1 − s)) with s = sigmoid(gate) as the forward
+  ;; pass kept it in sig (the same bits as computing it again, without a second exp). dUp and dGate
+  ;; overwrite up and gate in place.
+  (func (export "swiglu_backward") (param $gate i32) (param $up i32) (param $sig i32) (param $dOut i32) (param $count i32)
     (local $end i32) (local $a v128) (local $s v128) (local $d v128)
     (local.set $end (i32.add (local.get $dOut) (i32.shl (local.get $count) (i32.const 2))))
     (block $done
       (loop $vectors
         (br_if $done (i32.ge_u (local.get $dOut) (local.get $end)))
         (local.set $a (v128.load (local.get $gate)))
-        (local.set $s (call $sigmoid (local.get $a)))
+        (local.set $s (v128.load (local.get $sig)))
         (local.set $d (v128.load (local.get $dOut)))
         (v128.store (local.get $gate)
           (f32x4.mul (f32x4.mul (f32x4.mul (local.get $d) (v128.load (local.get $up))) (local.get $s))
@@ -65,6 +68,7 @@
         (v128.store (local.get $up) (f32x4.mul (local.get $d) (f32x4.mul (local.get $a) (local.get $s))))
         (local.set $gate (i32.add (local.get $gate) (i32.const 16)))
         (local.set $up (i32.add (local.get $up) (i32.const 16)))
+        (local.set $sig (i32.add (local.get $sig) (i32.const 16)))
         (local.set $dOut (i32.add (local.get $dOut) (i32.const 16)))
         (br $vectors))))
 

@@ -49,14 +49,16 @@ test('SwiGLU forward and backward match the loops to a few ulp, tails and extrem
       const out = new Float32Array(n);
       const dGate = new Float32Array(n);
       const dUp = new Float32Array(n);
-      swigluForward(gate, up, out);
-      swigluBackward(gate, up, dOut, dGate, dUp);
-      return { out, dGate, dUp };
+      const sig = new Float32Array(n);
+      swigluForward(gate, up, out, sig);
+      swigluBackward(gate, up, sig, dOut, dGate, dUp);
+      return { out, dGate, dUp, sig };
     });
     assertClose(wasm.out, js.out, 1e-6, `n=${n} out`);
     // dGate = dOut·up·s·(1 + gate·(1 − s)): the bracket cancels near gate ≈ −1.28.
     assertClose(wasm.dGate, js.dGate, 1e-6, `n=${n} dGate`, (i) => Math.abs(dOut[i]! * up[i]!) * (1 + Math.abs(gate[i]!)));
     assertClose(wasm.dUp, js.dUp, 1e-6, `n=${n} dUp`);
+    assertClose(wasm.sig, js.sig, 1e-6, `n=${n} sigmoid kept for the backward pass`);
   }
 });
 
