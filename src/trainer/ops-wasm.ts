@@ -14,6 +14,7 @@ interface ActivationExports {
   swiglu_backward(gate: number, up: number, sig: number, dOut: number, count: number): void;
   softmax_causal(p: number, seq: number, scale: number): void;
   softmax_causal_backward(dS: number, p: number, seq: number, scale: number): void;
+  add(a: number, b: number, out: number, count: number): void;
   rms_norm_forward(x: number, gain: number, rows: number, cols: number, y: number, rstd: number, eps: number): void;
   rms_norm_backward(x: number, gain: number, rstd: number, dy: number, rows: number, cols: number, dx: number, dGain: number, accumulate: number): void;
   transpose(src: number, rows: number, cols: number, dst: number): void;
@@ -49,8 +50,8 @@ export interface TrainerKernels {
   /** False when it cannot take this shape (seq not a multiple of 4): the caller runs its own loop. */
   softmaxCausal(p: Float32Array, seq: number, scale: number): boolean;
   softmaxCausalBackward(dS: Float32Array, p: Float32Array, seq: number, scale: number): boolean;
-  /** False when cols is not a multiple of 4. */
-  rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array, eps: number): boolean;
+  /** False when cols is not a multiple of 4. With `sumOf`, x is first set to sumOf[0] + sumOf[1] (a residual connection). */
+  rmsNormForward(x: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array, eps: number, sumOf?: [Float32Array, Float32Array]): boolean;
   rmsNormBackward(x: Float32Array, gain: Float32Array, rstd: Float32Array, dy: Float32Array, rows: number, cols: number, dx: Float32Array, dGain: Float32Array, accumulate: boolean): boolean;
   adamW(update: AdamWUpdate): void;
   /** False unless rows and cols are multiples of 4. */
@@ -130,21 +131,29 @@ export function loadTrainerKernels(): TrainerKernels | undefined {
       dS.set(memory.subarray(0, size));
       return true;
     },
-    rmsNormForward(x, gain, rows, cols, y, rstd, eps) {
+    rmsNormForward(x, gain, rows, cols, y, rstd, eps, sumOf) {
       if (cols % 4 !== 0) return false;
-      // The gain, then per chunk of whole rows their 1/rms, x and y.
+      // The gain, then per chunk of whole rows their 1/rms, x, y and the two terms of x when it is a sum.
       const rowsPerChunk = Math.max(1, Math.floor(CHUNK / cols));
+      const chunkBytes = 4 * rowsPerChunk * cols;
       const rstdAt = align16(4 * cols);
       const xAt = align16(rstdAt + 4 * rowsPerChunk);
-      const yAt = align16(xAt + 4 * rowsPerChunk * cols);
-      arena.ensure(yAt + 4 * rowsPerChunk * cols);
+      const yAt = align16(xAt + chunkBytes);
+      const [aAt, bAt] = [align16(yAt + chunkBytes), align16(yAt + 2 * chunkBytes)];
+      arena.ensure(bAt + chunkBytes);
       const memory = arena.f32;
       memory.set(gain.subarray(0, cols), 0);
       for (let row = 0; row < rows; row += rowsPerChunk) {
         const count = Math.min(rowsPerChunk, rows - row);
-        memory.set(x.subarray(row * cols, (row + count) * cols), xAt >> 2);
+        const [from, to] = [row * cols, (row + count) * cols];
+        if (sumOf) {
+          memory.set(sumOf[0].subarray(from, to), aAt >> 2);
+          memory.set(sumOf[1].subarray(from, to), bAt >> 2);
+          kernels.add(aAt, bAt, xAt, count * cols);
+          x.set(memory.subarray(xAt >> 2, (xAt >> 2) + count * cols), from);
+        } else memory.set(x.subarray(from, to), xAt >> 2);
         kernels.rms_norm_forward(xAt, 0, count, cols, yAt, rstdAt, eps);
-        y.set(memory.subarray(yAt >> 2, (yAt >> 2) + count * cols), row * cols);
+        y.set(memory.subarray(yAt >> 2, (yAt >> 2) + count * cols), from);
         rstd.set(memory.subarray(rstdAt >> 2, (rstdAt >> 2) + count), row);
       }
       return true;

@@ -52,6 +52,13 @@ export function rmsNormForward(x: Float32Array, gain: Float32Array, rows: number
   }
 }
 
+/** A residual connection then RMSNorm: sum = a + b, then rmsNormForward(sum) (one pass through the kernel). */
+export function residualRmsNormForward(a: Float32Array, b: Float32Array, sum: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array): void {
+  if (kernels?.rmsNormForward(sum, gain, rows, cols, y, rstd, RMS_EPS, [a, b])) return;
+  for (let i = 0; i < rows * cols; i++) sum[i] = a[i]! + b[i]!;
+  rmsNormForward(sum, gain, rows, cols, y, rstd);
+}
+
 /** dx (+)= ∂L/∂x and dGain += ∂L/∂gain of rmsNormForward. */
 export function rmsNormBackward(
   x: Float32Array,

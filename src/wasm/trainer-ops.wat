@@ -173,6 +173,20 @@
     (local.set $v (f32x4.add (local.get $v) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $v) (local.get $v))))
     (f32x4.extract_lane 0 (f32x4.add (local.get $v) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $v) (local.get $v)))))
 
+  ;; out = a + b for `count` floats (a multiple of 4): the residual connections, in float32 like the
+  ;; JavaScript sum of two float32 values rounded to float32.
+  (func (export "add") (param $a i32) (param $b i32) (param $out i32) (param $count i32)
+    (local $end i32)
+    (local.set $end (i32.add (local.get $out) (i32.shl (local.get $count) (i32.const 2))))
+    (block $done
+      (loop $vectors
+        (br_if $done (i32.ge_u (local.get $out) (local.get $end)))
+        (v128.store (local.get $out) (f32x4.add (v128.load (local.get $a)) (v128.load (local.get $b))))
+        (local.set $a (i32.add (local.get $a) (i32.const 16)))
+        (local.set $b (i32.add (local.get $b) (i32.const 16)))
+        (local.set $out (i32.add (local.get $out) (i32.const 16)))
+        (br $vectors))))
+
   ;; y = x / rms(x) · gain for `rows` rows of `cols` floats (a multiple of 4); rstd[r] = 1/rms(row r).
   (func (export "rms_norm_forward") (param $x i32) (param $gain i32) (param $rows i32) (param $cols i32) (param $y i32) (param $rstd i32) (param $eps f32)
     (local $r i32) (local $c i32) (local $bytes i32) (local $sum v128) (local $v v128) (local $inv v128)

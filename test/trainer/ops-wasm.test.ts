@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { Rng } from '../../src/mx/index.js';
 import { AdamW } from '../../src/trainer/optimizer.js';
 import { createParam } from '../../src/trainer/params.js';
-import { crossEntropy, rmsNormBackward, rmsNormForward, ropePermute, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, transpose, trainerKernels, useWasmTrainerKernels } from '../../src/trainer/ops.js';
+import { crossEntropy, residualRmsNormForward, rmsNormBackward, rmsNormForward, ropePermute, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, transpose, trainerKernels, useWasmTrainerKernels } from '../../src/trainer/ops.js';
 
 function random(n: number, seed: number, spread: number): Float32Array {
   const rng = new Rng(seed);
@@ -112,6 +112,26 @@ test('RMSNorm forward and backward match the loops, accumulating or not', () => 
     assertClose(wasm.dx, js.dx, 1e-5, `${where} dx`, (i) => Math.abs(dy[i]! * gain[i % cols]! * js.rstd[Math.floor(i / cols)]!) + 1);
     assertClose(wasm.dGain, js.dGain, 1e-5, `${where} dGain`, () => rows * 12);
     assertClose(wasm.dxAcc, js.dxAcc, 1e-5, `${where} dx accumulated`, (i) => Math.abs(start[i]!) + 1);
+  }
+});
+
+test('a residual sum with its RMSNorm: the sum exactly as the loop adds, the norm as rmsNormForward', () => {
+  for (const [rows, cols] of [[7, 64], [300, 128], [3, 6]] as const) {
+    const a = random(rows * cols, rows, 6);
+    const b = random(rows * cols, rows + 1, 6);
+    const gain = random(cols, cols, 2);
+    const { js, wasm } = bothWays(() => {
+      const [sum, y, rstd] = [new Float32Array(rows * cols), new Float32Array(rows * cols), new Float32Array(rows)];
+      residualRmsNormForward(a, b, sum, gain, rows, cols, y, rstd);
+      const [yAlone, rstdAlone] = [new Float32Array(rows * cols), new Float32Array(rows)];
+      rmsNormForward(sum, gain, rows, cols, yAlone, rstdAlone);
+      return { sum, y, rstd, yAlone, rstdAlone };
+    });
+    const where = `${rows}×${cols}`;
+    assert.deepEqual(wasm.sum, js.sum, `${where} sum`);
+    assert.deepEqual(wasm.y, wasm.yAlone, `${where}: the same bits as rmsNormForward of the sum`);
+    assert.deepEqual(wasm.rstd, wasm.rstdAlone, `${where} rstd`);
+    assertClose(wasm.y, js.y, 1e-5, `${where} y`);
   }
 });
 
