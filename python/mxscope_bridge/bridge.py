@@ -11,7 +11,8 @@
 or by hand: start_run(), begin_step(step) / end_step(...) per step, end_run(), close().
 
 Every observed layer's three GEMMs are measured on steps where step % statsEvery == 0 (and the
-Wgrad error also one step earlier, for lag-1 correlation). Under torch.distributed, every rank
+Wgrad error also one step earlier, for lag-1 correlation); with the opt-in statsLayerGroups = N,
+each stats step measures one N-th of the layers in turn (`_layer_group`). Under torch.distributed, every rank
 measures its own micro-batch, the sums are reduced over the group, and rank 0 publishes.
 """
 from __future__ import annotations
@@ -25,14 +26,14 @@ import secrets
 import sys
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Union
+from typing import Callable, Dict, Iterator, List, Optional, Set, Union
 
 import torch
 
 from . import __version__, emulate as emulation_module, stats
 from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
-from .config import GEMM_KINDS, check_gemm, run_config
+from .config import GEMM_KINDS, check_gemm, check_layer_groups, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
@@ -111,6 +112,7 @@ class Bridge:
         self._names = {name for name, _, _ in self.layers}
         for kind in GEMM_KINDS:  # refuse at attach time a recipe that cannot run, and what no layer can honour
             check_gemm(self.config["gemms"][kind], f"config.gemms.{kind}")
+        check_layer_groups(self.config)
         self._check_fits(self.config)
         self.run_id: Optional[str] = None
         self.run_dir: Optional[str] = None
@@ -264,6 +266,7 @@ class Bridge:
             config = box[0]
         for kind in GEMM_KINDS:
             check_gemm(config["gemms"][kind], f"config.gemms.{kind}")
+        check_layer_groups(config)
         fits = self._check_fits(config)
         self.config = config
         if self.server:
@@ -299,11 +302,13 @@ class Bridge:
         self.step = step
         self._step_started = time.perf_counter()
         is_stats, before_stats = step % every == 0, (step + 1) % every == 0
-        self.capture = StepCapture(is_stats, self.generators, self.misfit, self._names, self._errors) if is_stats or before_stats else None
+        # The pre-stats step keeps E for the layers its stats step will report (lag-1).
+        observed = self._layer_group(step if is_stats else step + 1)
+        self.capture = StepCapture(is_stats, self.generators, self.misfit, observed, self._errors) if is_stats or before_stats else None
         self.observing = ObserveState()
         if self.capture is not None:
             self._errors.begin(step, is_stats, keep=before_stats)
-            self._attach_hooks()
+            self._attach_hooks(observed)
         else:
             self._detach_hooks()
         for emulation in self._emulations:
@@ -325,7 +330,7 @@ class Bridge:
             raise ValueError(f"kernel_operand: layer {layer!r} is not observed; observed layers look like {sorted(self._names)[:5]}")
         if gemm not in GEMM_OPERANDS or operand not in GEMM_OPERANDS[gemm]:
             raise ValueError(f"kernel_operand: {gemm!r} has no operand {operand!r}; operands are {GEMM_OPERANDS}")
-        if not self.wants_stats:
+        if not self.wants_stats or not self.capture.observes(layer):  # not a stats step, or not this step's layer group
             return
         given = from_mx_tensor(mx_tensor) if mx_tensor is not None else {"scale": scale, "codes": codes, "block_size": block_size, "packed": packed}
         if given["scale"] is None:
@@ -457,10 +462,21 @@ class Bridge:
         except Exception as error:
             self.log(f"{which}'s telemetry failed: {error}")
 
-    def _attach_hooks(self) -> None:
+    def _layer_group(self, stats_step: int) -> Set[str]:
+        """The layers stats step `stats_step` reports: all, or with statsLayerGroups = N > 1 (opt-in)
+        group (stats_step / statsEvery) % N, layer i of runStarted.layers being in group i % N."""
+        groups = self.config.get("statsLayerGroups", 1)
+        if groups == 1:
+            return self._names
+        group = (stats_step // self.config["statsEvery"]) % groups
+        return {name for i, (name, _, _) in enumerate(self.layers) if i % groups == group}
+
+    def _attach_hooks(self, names: Set[str]) -> None:
+        # Only the layers this step observes get hooks: the others keep nn.Module's fast call path.
         if not self._hooks:
-            self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
-            self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in self.layers]
+            observed = [(name, module, adapter) for name, module, adapter in self.layers if name in names]
+            self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in observed]
+            self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in observed]
 
     def _detach_hooks(self) -> None:
         hooks, self._hooks = self._hooks, []
