@@ -164,6 +164,31 @@ def _time_hooks():
     observe._observe = timed
 
 
+def _profile_hooks(path):
+    """cProfile of the bridge's backward-time work on stats steps (the thread that runs it), written to `path`."""
+    import cProfile
+    import pstats
+    from mxscope_bridge import observe
+    inner, profiler = observe._observe, cProfile.Profile()
+
+    def profiled(config, capture, *args, **kwargs):
+        if not capture.with_stats:
+            return inner(config, capture, *args, **kwargs)
+        profiler.enable()
+        try:
+            return inner(config, capture, *args, **kwargs)
+        finally:
+            profiler.disable()
+    observe._observe = profiled
+
+    def write():
+        with open(path, "w") as f:
+            stats = pstats.Stats(profiler, stream=f)
+            stats.sort_stats("tottime").print_stats(40)
+            stats.sort_stats("cumulative").print_stats(40)
+    return write
+
+
 def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
     # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
@@ -225,10 +250,12 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
     parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
+    parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats steps here")
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir
     _time_hooks()
+    write_host_profile = _profile_hooks(args.host_profile) if args.host_profile else None
     import gc
     gc.callbacks.append(_on_gc)
 
@@ -292,6 +319,8 @@ def main():
     from mxscope_bridge import capture
     if capture.FALLBACKS:
         print(f"bf16 GEMMs with float32 output fell back to float32 operands {len(capture.FALLBACKS)} times, e.g. {sorted(set(capture.FALLBACKS))[:3]}")
+    if write_host_profile:
+        write_host_profile()
     if args.results:
         with open(args.results, "w") as f:
             json.dump({"device": device_name, "torch": torch.__version__, "runs": results}, f, indent=1)
