@@ -31,7 +31,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Union
 import torch
 
 from . import __version__, emulate as emulation_module, stats
-from .backward_worker import BackwardWorker
+from .backward_worker import BackwardWorker, private_group
 from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, check_layer_groups, run_config
 from .kernel import from_mx_tensor, kernel_quantized
@@ -85,7 +85,7 @@ class Bridge:
                  process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
                  on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True,
-                 micro_batches: int = 1):
+                 micro_batches: int = 1, backward_thread: Optional[bool] = None):
         """Attach to `model`; python/README.md documents every argument. Raises ValueError, naming
         the layer, GEMM and dimension, for a configuration no layer can honour. Clients must present
         `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the listening line.
@@ -138,8 +138,19 @@ class Bridge:
         #: the observing hooks, present only between begin_step and end_step of a capturing step: a
         #: module with hooks takes nn.Module's slower call path, which idle steps need not pay
         self._hooks: list = []
-        #: where the hooks' backward-time work runs (None: in the hooks, under torch.distributed)
-        self.backward_worker: Optional[BackwardWorker] = BackwardWorker() if self.world == 1 else None
+        #: where the hooks' backward-time work runs (None: in the hooks). Under torch.distributed only
+        #: with backward_thread=True, its all-reduces then going over a group of the bridge's own.
+        self.backward_worker: Optional[BackwardWorker] = None
+        self._worker_group = None
+        if backward_thread is None:
+            backward_thread = self.world == 1
+        if backward_thread and self.world > 1:
+            self._worker_group = private_group(process_group)
+            if self._worker_group is None:
+                raise ValueError("backward_thread=True with a process subgroup needs torch 2.1 or later (new_group(use_local_synchronization=True)); "
+                                 "leave backward_thread unset")
+        if backward_thread:
+            self.backward_worker = BackwardWorker()
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -282,7 +293,7 @@ class Bridge:
         self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
-        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches)
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches, self._worker_group)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
