@@ -4,7 +4,7 @@
 // of the forward GEMM for a [out, in] weight.
 import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
 import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type FormatQuantizability, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
-import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace, acquireResidentScaleKernels, releaseResidentScaleKernels, type MxStats } from '../mx/index.js';
+import { createMxStats, E8M0_BIAS, E8M0_NAN, mxfp4Stats, mxfp8Stats, nvfp4Stats, hadamardInPlace, acquireResidentScaleKernels, releaseResidentScaleKernels, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
@@ -165,31 +165,28 @@ class SqnrAccumulator {
    * starts at a multiple of 128 columns, so its MX and Hadamard blocks are the row's own.
    */
   quantizeSegment(values: Float32Array, rotation: Float32Array): void {
-    if (this.hadamardBlock !== null) {
-      const rotated = rotation.subarray(0, values.length);
-      rotated.set(values);
-      hadamardInPlace(rotated, 1, values.length, 1, this.hadamardBlock);
-      fakeQuantMxfp4(rotated, values.length, { stats: this.rotated });
-    }
-    fakeQuantMxfp4(values, values.length, { stats: this.plain });
+    this.addRotated(values, rotation, 1, values.length);
+    mxfp4Stats(values, values.length, this.plain);
   }
+  /** The statistics-only kernels read the batch without changing it: only the Hadamard rotation needs a copy. */
   flush(): void {
     if (this.pending === 0) return;
     const length = this.pending * this.cols;
     const values = this.batch.subarray(0, length);
-    const copy = this.rotation.subarray(0, length);
-    copy.set(values);
-    fakeQuantNvfp4(copy, this.cols, { stats: this.nvfp4 });
-    copy.set(values);
-    fakeQuantMxfp8(copy, this.cols, 'e4m3', { stats: this.mxfp8 });
-    if (this.hadamardBlock !== null) {
-      copy.set(values);
-      hadamardInPlace(copy, this.pending, this.cols, 1, this.hadamardBlock);
-      fakeQuantMxfp4(copy, this.cols, { stats: this.rotated });
-    }
-    fakeQuantMxfp4(values, this.cols, { stats: this.plain });
+    nvfp4Stats(values, this.cols, this.nvfp4);
+    mxfp8Stats(values, this.cols, 'e4m3', this.mxfp8);
+    this.addRotated(values, this.rotation, this.pending, this.cols);
+    mxfp4Stats(values, this.cols, this.plain);
     this.rowsUsed += this.pending;
     this.pending = 0;
+  }
+  /** MXFP4 statistics of the rows after the Hadamard rotation, which works in place: on a copy. */
+  private addRotated(values: Float32Array, rotation: Float32Array, rows: number, cols: number): void {
+    if (this.hadamardBlock === null) return;
+    const rotated = rotation.subarray(0, values.length);
+    rotated.set(values);
+    hadamardInPlace(rotated, rows, cols, 1, this.hadamardBlock);
+    mxfp4Stats(rotated, cols, this.rotated);
   }
 }
 
