@@ -2,9 +2,10 @@
 // afterwards). Baseline in the same run: a raw read of the same file through the analysis's own
 // chunk reader (SafetensorsFile.chunks, same chunk size, same double buffering), doing nothing with
 // the bytes. Each measurement runs in a fresh child process so its peak RSS is its own; memory use
-// should not depend on the file size. Each child runs its pass twice and times the second: the page
-// cache is hot (the file was just written) and one-time costs (module compiles, JIT, and the first
-// touch of the chunk buffers: ~55 ms per fresh 16 MiB buffer on this machine) are out of the figure.
+// should not depend on the file size. Each child runs its pass once untimed, then times passes until
+// 1 GiB (1 pass on the 1 GiB file, 16 on the 64 MiB one) or 1 s has gone by: the page cache is hot
+// (the file was just written) and one-time costs (module compiles, JIT, and the first touch of the chunk
+// buffers: ~55 ms per fresh 16 MiB buffer on this machine) are out of the figure.
 // The raw read keeps its two buffers between its passes, as the analysis keeps its (pooled resident
 // kernel buffers), so neither pays the first touch again and the baseline no longer depends on the
 // file size (it did while the raw read allocated fresh buffers every pass: 0.4 GB/s at 64 MiB).
@@ -13,7 +14,7 @@
 // the TypeScript loops.
 import { spawnSync } from 'node:child_process';
 import { open, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Rng, setMxBackend } from '../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../src/checkpoint/analysis.js';
@@ -25,6 +26,9 @@ import { fmt } from './timing.js';
 const ROWS = 4096;
 const COLS = 4096;
 const TENSOR_BYTES = ROWS * COLS * 2;
+/** Each measurement times whole passes over its file until this much data, or this long, has gone by. */
+const TIMED_BYTES = 2 ** 30;
+const TIMED_SECONDS = 1;
 const MODES = ['idle', 'read', 'histogram', 'histogram-ts', 'full', 'sqnr-all'] as const;
 type Mode = (typeof MODES)[number];
 
@@ -115,10 +119,15 @@ async function measure(mode: Mode, path: string): Promise<Measurement> {
     : mode === 'full' ? analyse(path, {})
     : analyse(path, { sqnrRows: 0 });
   await pass(); // untimed: page cache, first-touch and compile costs out of the figure
+  // Passes until a GiB of data (or a second) is timed, so a small file's figure is not a few
+  // milliseconds dominated by per-pass costs.
   const started = process.hrtime.bigint();
   const cpuBefore = process.cpuUsage();
-  const bytes = await pass();
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const elapsed = () => Number(process.hrtime.bigint() - started) / 1e9;
+  let bytes = 0;
+  do bytes += await pass();
+  while (bytes > 0 && bytes < TIMED_BYTES && elapsed() < TIMED_SECONDS);
+  const seconds = elapsed();
   const cpu = process.cpuUsage(cpuBefore);
   return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, bytes, maxRssMiB: process.resourceUsage().maxRSS / 1024, path: wasm ? 'wasm' : 'ts' };
 }
@@ -138,7 +147,9 @@ async function main(): Promise<void> {
       { label: '64 MiB', path: join(dir, 'small.safetensors'), tensors: 2 },
     ];
     for (const file of files) await writeBf16Checkpoint(file.path, file.tensors);
-    console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (page cache hot); one child process per line, each timing its second pass`);
+    const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+    console.log(`load average (1, 5, 15 min) at the start: ${load()}`);
+    console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (page cache hot); one child process per line, each timing passes over 1 GiB (or 1 s) after an untimed one`);
     console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read (wall, CPU)');
     const idle = inChild('idle', files[0].path);
     console.log(`${'-'.padEnd(10)} ${'node + tsx, no work'.padEnd(20)}${' '.repeat(28)}${fmt(idle.maxRssMiB, 0)}`);
@@ -180,6 +191,7 @@ async function main(): Promise<void> {
     const full = fullOnBig!;
     const fullRatio = full.bytes / full.seconds / 1e9 / raw.get(0)!;
     console.log(`default full pass on 1 GiB: ${(full.bytes / full.seconds / 1e9).toFixed(2)} GB/s wall, ${fullRatio.toFixed(2)}× raw read wall, ${cpuRatio(full).toFixed(2)}× per CPU-second (goal ≥ 0.5×: ${fullRatio >= 0.5 ? 'met' : 'not met'} wall, ${cpuRatio(full) >= 0.5 ? 'met' : 'not met'} CPU)`);
+    console.log(`load average at the end: ${load()}`);
     console.log(`peak RSS above idle, 1 GiB vs 0.25 GiB file: ${(big.maxRssMiB - idle.maxRssMiB).toFixed(0)} vs ${(quarter.maxRssMiB - idle.maxRssMiB).toFixed(0)} MiB (ratio ${((big.maxRssMiB - idle.maxRssMiB) / (quarter.maxRssMiB - idle.maxRssMiB)).toFixed(2)}; 4× the data)`);
   } finally {
     await rm(dir, { recursive: true, force: true });
