@@ -101,6 +101,11 @@ class Scratch {
     if (this.floats[use].length < size) this.floats[use] = new Float32Array(size);
     return this.floats[use].subarray(0, size);
   }
+  /** Decodes `count` elements of a chunk (or a piece of one) to float32: BF16 rows in the kernels' buffers by their SIMD decoder. */
+  decode(dtype: FloatDtype, bytes: Uint8Array, out: Float32Array, count: number): void {
+    if (dtype === 'BF16' && bytes.byteOffset % 2 === 0 && this.kernels?.decodeBf16(new Uint16Array(bytes.buffer, bytes.byteOffset, count), out)) return;
+    decodeInto(dtype, bytes, out, count);
+  }
   release(): void {
     releaseResidentScaleKernels(this.kernels);
     idleFloats = this.floats;
@@ -240,7 +245,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
         scanChunk(piece, 1, count);
         if (isSampled && sqnr) {
           const values = scratch.float32('decoded', count);
-          decodeInto(dtype, piece, values, count);
+          scratch.decode(dtype, piece, values, count);
           sqnr.quantizeSegment(values, scratch.float32('rotated', count));
         }
       }
@@ -256,7 +261,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
       if (sample && sqnr) {
         for (let row = sample.nextBelow(firstRow + rowsHere); row >= 0; row = sample.nextBelow(firstRow + rowsHere)) {
           const offset = (row - firstRow) * cols * elementBytes;
-          decodeInto(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
+          scratch.decode(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
         }
       }
       firstRow += rowsHere;

@@ -15,6 +15,7 @@ interface ScaleHistogramExports {
   scale_histogram(p: number, rows: number, rowLength: number, wide: number): void;
   block_counts_bf16(p: number, blocks: number, totals: number, slow: number): number;
   block_counts_f32(p: number, blocks: number, totals: number, slow: number): number;
+  decode_bf16(src: number, dst: number, count: number): void;
 }
 
 const COUNTS = 0; // u32 per scale byte
@@ -124,7 +125,18 @@ function residentKernels(): ResidentScaleKernels | undefined {
     }
     return pair;
   };
-  return { ...kernelsOver(arena), buffers };
+  const decodeBf16 = (words: Uint16Array, out: Float32Array): boolean => {
+    if (words.buffer !== arena.buffer) return false;
+    // Through the piece, which stays in cache between the kernel's writes and the copy out.
+    const pieceLength = PIECE_BYTES / 4;
+    for (let offset = 0; offset < words.length; offset += pieceLength) {
+      const length = Math.min(pieceLength, words.length - offset);
+      arena.exports.decode_bf16(words.byteOffset + 2 * offset, DATA, length);
+      out.set(new Float32Array(arena.buffer, DATA, length), offset);
+    }
+    return true;
+  };
+  return { ...kernelsOver(arena), buffers, decodeBf16 };
 }
 
 export function loadScaleHistogramWasm(): ScaleKernels | undefined {
