@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import stats
+from .backward_worker import on_worker_thread
 
 try:
     import triton
@@ -185,10 +186,12 @@ class WgradErrors:
     """The Wgrad error sums of one run: per-layer vectors of the current stats step, E_{t−1} of the step before."""
 
     def __init__(self, sketch_size: int, sketch_index: Callable[[str], List[int]], world: int = 1, group=None,
-                 micro_batches: int = 1):
+                 micro_batches: int = 1, worker_group=None):
         self.sketch_size = sketch_size
         self.sketch_index = sketch_index
         self.world, self.group = world, group
+        #: the group for reductions issued from the backward worker thread (backward_worker.private_group)
+        self.worker_group = worker_group
         self.micro_batches = micro_batches
         self.store = HostErrorStore()
         self.prev_step: Optional[int] = None
@@ -246,8 +249,9 @@ class WgradErrors:
             if not self.with_stats:
                 dwq = dwq - dw  # the step before a stats step needs E alone
                 dw = torch.zeros_like(dwq)
+            group = self.worker_group if on_worker_thread() else self.group
             for tensor in (dwq, dw) if self.with_stats else (dwq,):
-                torch.distributed.all_reduce(tensor, group=self.group)
+                torch.distributed.all_reduce(tensor, group=group)
                 tensor.div_(self.world)
         err = None
         if self.with_stats:
