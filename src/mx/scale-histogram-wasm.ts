@@ -4,7 +4,8 @@
  * chunk buffers, which a checkpoint read fills directly) are scanned in place; any others are
  * copied in, in pieces of at most PIECE_BYTES (whole rows, or whole-block stretches of a longer
  * row), so memory stays fixed whatever the tensor size and each piece is still in cache when the
- * kernel reads it.
+ * kernel reads it. The resident kernels also decode BF16 words lying in their buffers to float32
+ * (the checkpoint analysis's sampled SQNR rows).
  */
 import { WASM_BASE64 } from '../wasm/generated/scale-histogram.js';
 import { MX_BLOCK_SIZE } from './layout.js';
