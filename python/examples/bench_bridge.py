@@ -172,7 +172,7 @@ def _profile_hooks(path):
     inner, profiler = observe._observe, cProfile.Profile()
 
     def profiled(config, capture, *args, **kwargs):
-        if not capture.with_stats:
+        if not capture.with_stats or not HOOK_SECONDS.get("timed"):  # stats steps after the warm-up (kernels compiled)
             return inner(config, capture, *args, **kwargs)
         profiler.enable()
         try:
@@ -184,8 +184,8 @@ def _profile_hooks(path):
     def write():
         with open(path, "w") as f:
             stats = pstats.Stats(profiler, stream=f)
-            stats.sort_stats("tottime").print_stats(40)
-            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats("tottime").print_stats(60)
+            stats.sort_stats("cumulative").print_stats(60)
     return write
 
 
@@ -211,6 +211,7 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
 
     bridge_block(timed=False, steps=stats_every * groups + 1)  # warm-up: every group's stats step and a pre-stats step (compiles kernels, fills caches)
     HOOK_SECONDS.clear()
+    HOOK_SECONDS["timed"] = True
     for _ in range(-(-args.rounds // groups) * groups):  # each layer group's stats step timed equally often
         for _ in range(stats_every):
             run_step(trainer, samples, "plain")
@@ -296,7 +297,7 @@ def main():
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
             print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
             GC_MS.clear()
-            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
+            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items() if k != "timed"}
             print("  host ms of the bridge's backward work per step (its worker thread) " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()

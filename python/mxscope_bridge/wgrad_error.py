@@ -127,6 +127,8 @@ class HostErrorStore:
         self.host: Dict[Tuple[str, int, int], torch.Tensor] = {}
         #: chunks stored by the step before (readable) and by this step, in the order they came
         self.order: List[Tuple[str, int, int]] = []
+        #: a readable chunk's position in `order`
+        self.position: Dict[Tuple[str, int, int], int] = {}
         self.writing: List[Tuple[str, int, int]] = []
         self.stream: Optional[torch.cuda.Stream] = None
         self.ready: Dict[Tuple[str, int, int], Tuple[torch.Tensor, object]] = {}
@@ -134,6 +136,7 @@ class HostErrorStore:
     def end_step(self, keep: bool) -> None:
         """What this step stored becomes readable (keep) or everything is forgotten."""
         self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
+        self.position = {key: i for i, key in enumerate(self.order)}
 
     def put(self, layer: str, shape: Tuple[int, int], row0: int, chunk: torch.Tensor) -> None:
         key = (layer, row0, row0 + chunk.shape[0])
@@ -153,23 +156,24 @@ class HostErrorStore:
 
     def get(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
         key = (layer, row0, row1)
-        if key not in self.host or key not in self.order:
+        position = self.position.get(key)
+        if key not in self.host or position is None:
             return None
         if torch.device(device).type != "cuda":
             return self.host[key].clone()
-        position = self.order.index(key)
+        current = torch.cuda.current_stream(device)
         for ahead in self.order[position:position + 1 + LOOKAHEAD]:
             if ahead not in self.ready:
-                self._fetch(ahead, device)
+                self._fetch(ahead, device, current)
         tensor, event = self.ready.pop(key)
-        torch.cuda.current_stream(device).wait_event(event)
+        current.wait_event(event)
         return tensor
 
-    def _fetch(self, key, device) -> None:
+    def _fetch(self, key, device, current: "torch.cuda.Stream") -> None:
         source = self.host[key]
         tensor = torch.empty(source.shape, dtype=torch.float32, device=device)
         stream = self._stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
+        stream.wait_stream(current)
         with torch.cuda.stream(stream):
             tensor.copy_(source, non_blocking=True)
             event = torch.cuda.Event()
