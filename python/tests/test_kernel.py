@@ -115,6 +115,26 @@ class KernelThroughTheBridge(unittest.TestCase):
             self.assertEqual(kernel_x["histogram"]["counts"], ours["histogram"]["counts"])
             self.assertEqual(r["precision"], "mxfp4")
 
+    def test_with_layer_groups_a_kernel_operand_counts_only_on_its_groups_stats_steps(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 32))
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-kernel-"), stats_every=2, precision="mxfp4")
+        self.addCleanup(bridge.close)
+        bridge.start_run(config=dict(bridge.config, statsLayerGroups=2))  # layer "0" reports at steps 0 and 4, layer "1" at 2
+        x = torch.randn(16, 64)
+        t, q = mx_layout(x)
+        raw = t.scale.view(torch.uint8) if E8M0 is not None else t.scale
+        for step in range(5):
+            bridge.begin_step(step)
+            if bridge.wants_stats:
+                bridge.kernel_operand("0", "fprop", "x", scale=raw, codes=codes_of(q, 64), original=x)
+            model(x).sum().backward()
+            bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        fprop = [(r["step"], r["layer"], r["operands"][0].get("kernel", False)) for r in read_log(run_dir) if r["type"] == "layerStats" and r["gemm"] == "fprop"]
+        self.assertEqual(fprop, [(0, "0", True), (2, "1", False), (4, "0", True)])
+
 
 if __name__ == "__main__":
     unittest.main()
