@@ -2,9 +2,10 @@
 // afterwards). Baseline in the same run: a raw read of the same file through the analysis's own
 // chunk reader (SafetensorsFile.chunks, same chunk size, same double buffering), doing nothing with
 // the bytes. Each measurement runs in a fresh child process so its peak RSS is its own; memory use
-// should not depend on the file size. Each child runs its pass twice and times the second: the page
-// cache is hot (the file was just written) and one-time costs (module compiles, JIT, and the first
-// touch of the chunk buffers: ~55 ms per fresh 16 MiB buffer on this machine) are out of the figure.
+// should not depend on the file size. Each child runs its pass once untimed, then times passes until
+// 1 GiB (1 pass on the 1 GiB file, 16 on the 64 MiB one) or 1 s has gone by: the page cache is hot
+// (the file was just written) and one-time costs (module compiles, JIT, and the first touch of the chunk
+// buffers: ~55 ms per fresh 16 MiB buffer on this machine) are out of the figure.
 // The raw read keeps its two buffers between its passes, as the analysis keeps its (pooled resident
 // kernel buffers), so neither pays the first touch again and the baseline no longer depends on the
 // file size (it did while the raw read allocated fresh buffers every pass: 0.4 GB/s at 64 MiB).
@@ -12,19 +13,19 @@
 // The histogram pass runs on the 'auto' backend (WebAssembly where it loads) and, for comparison, on
 // the TypeScript loops.
 import { spawnSync } from 'node:child_process';
-import { open, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Rng, setMxBackend } from '../src/mx/index.js';
+import { setMxBackend } from '../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../src/checkpoint/analysis.js';
 import type { AnalysisOptions } from '../src/protocol/checkpoint-report.js';
 import { openCheckpoint } from '../src/checkpoint/checkpoint.js';
-import { encodeHeader } from '../src/checkpoint/safetensors.js';
+import { COLS, ROWS, TENSOR_BYTES, writeBf16Checkpoint } from './bf16-checkpoint.js';
 import { fmt } from './timing.js';
 
-const ROWS = 4096;
-const COLS = 4096;
-const TENSOR_BYTES = ROWS * COLS * 2;
+/** Each measurement times whole passes over its file until this much data, or this long, has gone by. */
+const TIMED_BYTES = 2 ** 30;
+const TIMED_SECONDS = 1;
 const MODES = ['idle', 'read', 'histogram', 'histogram-ts', 'full', 'sqnr-all'] as const;
 type Mode = (typeof MODES)[number];
 
@@ -36,44 +37,6 @@ interface Measurement {
   maxRssMiB: number;
   /** Which kernels ran. */
   path: 'wasm' | 'ts';
-}
-
-/** Weight-like bf16 words: Gaussian with a per-row scale spread over 8 binades and rare outliers. */
-function fillTensor(words: Uint16Array, rng: Rng, table: Uint16Array): void {
-  for (let row = 0; row < ROWS; row++) {
-    const shift = (row % 8) << 7;
-    for (let i = row * COLS; i < (row + 1) * COLS; i++) {
-      const word = table[rng.nextU32() & 0xffff];
-      words[i] = (word & 0x7fff) === 0 ? word : word + shift;
-    }
-  }
-}
-
-function gaussianBf16Table(rng: Rng): Uint16Array {
-  const f32 = new Float32Array(1);
-  const u32 = new Uint32Array(f32.buffer);
-  return Uint16Array.from({ length: 65536 }, (_, i) => {
-    const u = Math.max(rng.nextFloat(), 1e-12);
-    f32[0] = Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rng.nextFloat()) * 2 ** -10 * (i % 997 === 0 ? 64 : 1);
-    return u32[0] >>> 16;
-  });
-}
-
-async function writeBf16Checkpoint(path: string, tensors: number): Promise<void> {
-  const layout = Array.from({ length: tensors }, (_, t) => ({ name: `blocks.${t}.mlp.weight`, dtype: 'BF16' as const, shape: [ROWS, COLS] }));
-  const rng = new Rng(42);
-  const table = gaussianBf16Table(rng);
-  const words = new Uint16Array(ROWS * COLS);
-  const handle = await open(path, 'w');
-  try {
-    await handle.write(encodeHeader(layout));
-    for (let t = 0; t < tensors; t++) {
-      fillTensor(words, rng, table);
-      await handle.write(new Uint8Array(words.buffer));
-    }
-  } finally {
-    await handle.close();
-  }
 }
 
 let rawBuffers: readonly [Uint8Array, Uint8Array] | undefined;
@@ -115,10 +78,15 @@ async function measure(mode: Mode, path: string): Promise<Measurement> {
     : mode === 'full' ? analyse(path, {})
     : analyse(path, { sqnrRows: 0 });
   await pass(); // untimed: page cache, first-touch and compile costs out of the figure
+  // Passes until a GiB of data (or a second) is timed, so a small file's figure is not a few
+  // milliseconds dominated by per-pass costs.
   const started = process.hrtime.bigint();
   const cpuBefore = process.cpuUsage();
-  const bytes = await pass();
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const elapsed = () => Number(process.hrtime.bigint() - started) / 1e9;
+  let bytes = 0;
+  do bytes += await pass();
+  while (bytes > 0 && bytes < TIMED_BYTES && elapsed() < TIMED_SECONDS);
+  const seconds = elapsed();
   const cpu = process.cpuUsage(cpuBefore);
   return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, bytes, maxRssMiB: process.resourceUsage().maxRSS / 1024, path: wasm ? 'wasm' : 'ts' };
 }
@@ -138,7 +106,9 @@ async function main(): Promise<void> {
       { label: '64 MiB', path: join(dir, 'small.safetensors'), tensors: 2 },
     ];
     for (const file of files) await writeBf16Checkpoint(file.path, file.tensors);
-    console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (page cache hot); one child process per line, each timing its second pass`);
+    const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+    console.log(`load average (1, 5, 15 min) at the start: ${load()}`);
+    console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (page cache hot); one child process per line, each timing passes over 1 GiB (or 1 s) after an untimed one`);
     console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read (wall, CPU)');
     const idle = inChild('idle', files[0].path);
     console.log(`${'-'.padEnd(10)} ${'node + tsx, no work'.padEnd(20)}${' '.repeat(28)}${fmt(idle.maxRssMiB, 0)}`);
@@ -180,6 +150,7 @@ async function main(): Promise<void> {
     const full = fullOnBig!;
     const fullRatio = full.bytes / full.seconds / 1e9 / raw.get(0)!;
     console.log(`default full pass on 1 GiB: ${(full.bytes / full.seconds / 1e9).toFixed(2)} GB/s wall, ${fullRatio.toFixed(2)}× raw read wall, ${cpuRatio(full).toFixed(2)}× per CPU-second (goal ≥ 0.5×: ${fullRatio >= 0.5 ? 'met' : 'not met'} wall, ${cpuRatio(full) >= 0.5 ? 'met' : 'not met'} CPU)`);
+    console.log(`load average at the end: ${load()}`);
     console.log(`peak RSS above idle, 1 GiB vs 0.25 GiB file: ${(big.maxRssMiB - idle.maxRssMiB).toFixed(0)} vs ${(quarter.maxRssMiB - idle.maxRssMiB).toFixed(0)} MiB (ratio ${((big.maxRssMiB - idle.maxRssMiB) / (quarter.maxRssMiB - idle.maxRssMiB)).toFixed(2)}; 4× the data)`);
   } finally {
     await rm(dir, { recursive: true, force: true });

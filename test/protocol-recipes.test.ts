@@ -25,7 +25,7 @@ const config: RunConfig = {
 };
 
 test('protocol 1.2: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
-  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 2 });
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 3 });
   check(runConfigSchema, config);
   const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
   check(runConfigSchema, recipes);
@@ -33,6 +33,14 @@ test('protocol 1.2: run configs carry the new precisions, rotation, scale rule a
   assert.throws(() => check(runConfigSchema, { ...config, gemms: { ...config.gemms, fprop: { ...gemm, nvfp4Weight2d: 'yes' } } }), /\.gemms\.fprop\.nvfp4Weight2d: expected a boolean/);
   const change = check(nextRunConfigSchema, { gemms: { wgrad: { scaleRule: 'rceil', rotation: 'fixed-sign-hadamard' } } });
   assert.deepEqual(mergeRunConfig(config, change).gemms.wgrad, { ...gemm, scaleRule: 'rceil', rotation: 'fixed-sign-hadamard' });
+});
+
+test('protocol 1.3: statsLayerGroups is optional, an integer from 1 to 1024', () => {
+  check(runConfigSchema, { ...config, statsLayerGroups: 4 });
+  check(runConfigSchema, { ...config, statsLayerGroups: 1024 });
+  for (const bad of [0, 1025, 2.5, '4']) {
+    assert.throws(() => check(runConfigSchema, { ...config, statsLayerGroups: bad }), /\.statsLayerGroups/, `statsLayerGroups ${JSON.stringify(bad)}`);
+  }
 });
 
 test('labels name the format, the rotation (FSH = fixed-sign), a non-default scale rule and 2-D tiles', () => {

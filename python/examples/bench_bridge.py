@@ -164,10 +164,36 @@ def _time_hooks():
     observe._observe = timed
 
 
-def measure_observe(trainer, args, stats_every, tokens, samples):
+def _profile_hooks(path):
+    """cProfile of the bridge's backward-time work on stats steps (the thread that runs it), written to `path`."""
+    import cProfile
+    import pstats
+    from mxscope_bridge import observe
+    inner, profiler = observe._observe, cProfile.Profile()
+
+    def profiled(config, capture, *args, **kwargs):
+        if not capture.with_stats or not HOOK_SECONDS.get("timed"):  # stats steps after the warm-up (kernels compiled)
+            return inner(config, capture, *args, **kwargs)
+        profiler.enable()
+        try:
+            return inner(config, capture, *args, **kwargs)
+        finally:
+            profiler.disable()
+    observe._observe = profiled
+
+    def write():
+        with open(path, "w") as f:
+            stats = pstats.Stats(profiler, stream=f)
+            stats.sort_stats("tottime").print_stats(60)
+            stats.sort_stats("cumulative").print_stats(60)
+    return write
+
+
+def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
     # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
-    config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms)
+    config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms,
+                        stats_layer_groups=groups)
     bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
                     log=lambda line: None, handle_exit=False)
     bridge.start_run(name="bench observe")
@@ -183,9 +209,10 @@ def measure_observe(trainer, args, stats_every, tokens, samples):
                 trainer.step(bridge=bridge, bridge_step=k)
             k += 1
 
-    bridge_block(timed=False, steps=stats_every + 1)  # warm-up: stats, pre-stats, stats with lag-1 (compiles kernels, fills caches)
+    bridge_block(timed=False, steps=stats_every * groups + 1)  # warm-up: every group's stats step and a pre-stats step (compiles kernels, fills caches)
     HOOK_SECONDS.clear()
-    for _ in range(args.rounds):
+    HOOK_SECONDS["timed"] = True
+    for _ in range(-(-args.rounds // groups) * groups):  # each layer group's stats step timed equally often
         for _ in range(stats_every):
             run_step(trainer, samples, "plain")
         bridge_block(timed=True)
@@ -213,6 +240,7 @@ def main():
     parser.add_argument("--shapes", default="8x1024,8x4096", help="comma-separated BATCHxSEQ")
     parser.add_argument("--checkpointing-from", type=int, default=4096, help="activation checkpointing (both sides) at this seq length and above")
     parser.add_argument("--stats-every", type=int, default=10, help="statsEvery of the measured bridge blocks")
+    parser.add_argument("--layer-groups", default="1,4", help="comma-separated statsLayerGroups to measure (1: every layer at every stats step; N > 1: the opt-in layer groups)")
     parser.add_argument("--derive", default="100", help="comma-separated larger statsEvery values derived from the per-kind means")
     parser.add_argument("--emulated", default=",".join(EMULATED), help="comma-separated emulated modes (empty: none)")
     parser.add_argument("--rounds", type=int, default=3)
@@ -223,10 +251,12 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
     parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
+    parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats steps here")
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir
     _time_hooks()
+    write_host_profile = _profile_hooks(args.host_profile) if args.host_profile else None
     import gc
     gc.callbacks.append(_on_gc)
 
@@ -243,29 +273,31 @@ def main():
         note = " (activation checkpointing, both sides)" if checkpointing else ""
         print(f"== {batch}x{seq} = {tokens} tokens/step{note}, {trainer.kind}", flush=True)
         dropped = 0
-        if not args.skip_observe:
-            dropped = measure_observe(trainer, args, args.stats_every, tokens, samples)
+        for groups in ([] if args.skip_observe else [int(v) for v in args.layer_groups.split(",") if v]):
+            samples = Samples()
+            dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups)
+            mode = "observe (hooks)" if groups == 1 else f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery)"
             plain = samples.mean("plain")
             on = samples.mean("stats", "pre", "off")
             per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}
-            rows.append((tokens, args.stats_every, "observe (hooks), measured", "plain bf16", plain, on, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
+            rows.append((tokens, args.stats_every, f"{mode}, measured", "plain bf16", plain, on, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             for n in (int(v) for v in args.derive.split(",") if v):
                 derived = (per_kind["stats"] + per_kind["pre"] + (n - 2) * per_kind["off"]) / n
-                rows.append((tokens, n, "observe (hooks), derived", "plain bf16", plain, derived, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
+                rows.append((tokens, n, f"{mode}, derived", "plain bf16", plain, derived, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             # Medians per step kind: one garbage collection or stray stall moves a mean of five.
             median = {k: statistics.median(samples.ms[k]) if samples.ms.get(k) else float("nan") for k in ("plain", "off", "pre", "stats")}
             for n in [args.stats_every] + [int(v) for v in args.derive.split(",") if v]:
                 derived = (median["stats"] + median["pre"] + (n - 2) * median["off"]) / n
-                rows.append((tokens, n, "observe (hooks), per-kind medians", "plain bf16 median", median["plain"], derived,
+                rows.append((tokens, n, f"{mode}, per-kind medians", "plain bf16 median", median["plain"], derived,
                              samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
-            results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every,
+            results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every, "statsLayerGroups": groups,
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
-            print("  per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
+            print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
             print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
             GC_MS.clear()
-            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
+            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items() if k != "timed"}
             print("  host ms of the bridge's backward work per step (its worker thread) " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
@@ -288,6 +320,8 @@ def main():
     from mxscope_bridge import capture
     if capture.FALLBACKS:
         print(f"bf16 GEMMs with float32 output fell back to float32 operands {len(capture.FALLBACKS)} times, e.g. {sorted(set(capture.FALLBACKS))[:3]}")
+    if write_host_profile:
+        write_host_profile()
     if args.results:
         with open(args.results, "w") as f:
             json.dump({"device": device_name, "torch": torch.__version__, "runs": results}, f, indent=1)

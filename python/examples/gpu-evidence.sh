@@ -14,10 +14,12 @@ mkdir -p "$out"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count(), torch.cuda.get_device_name(0))'
 for mode in "$@"; do
   echo "=== $mode"
-  observe=""; [[ $mode == *-observe ]] && observe=--observe
+  observe=""; [[ $mode == *-observe* ]] && observe=--observe
+  thread=""; [[ $mode == *-thread ]] && thread=--backward-thread
   case $mode in
-    ddp | fsdp | ddp-observe | fsdp-observe)  # -observe: bf16 with hooks only, against plain bf16
-      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--${mode%-observe}" $observe --check-reduction --rotation hadamard --steps "$steps" \
+    ddp | fsdp | ddp-observe | fsdp-observe | ddp-observe-thread | fsdp-observe-thread)  # -observe: bf16 with hooks only, against plain bf16; -thread: Bridge(backward_thread=True)
+      parallel=${mode%%-*}
+      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe $thread --check-reduction --rotation hadamard --steps "$steps" \
         --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
     tp)
       CUDA_VISIBLE_DEVICES=0 python3 examples/tp_pair.py --out "$out/tp-single.ndjson" >"$out/tp-single.log" 2>&1

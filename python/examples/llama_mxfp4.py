@@ -140,6 +140,7 @@ def main():
     parser.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel (run under torchrun)")
     parser.add_argument("--fsdp", action="store_true", help="shard every decoder layer and the root with FSDP2 fully_shard (run under torchrun)")
     parser.add_argument("--observe", action="store_true", help="no emulation: plain bf16 steps against bf16 steps with the bridge observing")
+    parser.add_argument("--backward-thread", action="store_true", help="under torchrun: the bridge's observing work on its worker thread (Bridge(backward_thread=True))")
     parser.add_argument("--check-reduction", action="store_true", help="verify published histograms = sum of the ranks' own")
     args = parser.parse_args()
 
@@ -173,7 +174,8 @@ def main():
                         stats_every=args.stats_every, sketch_size=64, data="synthetic-uniform", gemms=gemms,
                         model={**shape, "seqLen": args.seq, "batch": args.batch, "params": params, "impl": model_kind, "world": world},
                         optimizer={"name": "adamw", "lr": args.lr})
-    bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None)
+    bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None,
+                    backward_thread=True if args.backward_thread else None)
     bridge.start_run(name=f"{model_kind} · {params / 1e9:.2f}B · {'observing' if args.observe else 'mxfp4'} {args.rotation}")
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
@@ -232,7 +234,7 @@ def main():
         "model": model_kind, "params": params, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": steps_run,
         "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
-        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated",
+        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated", "backwardThread": args.backward_thread,
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,

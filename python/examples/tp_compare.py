@@ -3,6 +3,8 @@ prints how many operand records agree exactly, and the first differences."""
 import json
 import sys
 
+FIELDS = ("operand", "blocks", "elements", "histogram", "saturatedFrac", "flushedFrac")
+
 
 def layer_stats(path):
     with open(path) as f:
@@ -10,30 +12,37 @@ def layer_stats(path):
     return {(r["step"], r["layer"], r["gemm"]): r for r in records if r["type"] == "layerStats"}
 
 
-def main(a_path, b_path):
+def compare(a_path, b_path) -> dict:
+    """keys: (step, layer, gemm) of each log; equal / different: (key, operand) pairs whose FIELDS agree
+    or not (differences: those fields' two values); worst: the largest relative difference per Wgrad
+    error field."""
     a, b = layer_stats(a_path), layer_stats(b_path)
-    same = differ = 0
-    worst = {}
-    for key in sorted(set(a) | set(b)):
-        if key not in a or key not in b:
-            print("only in one log:", key)
-            differ += 1
-            continue
+    equal, different, differences, worst = [], [], {}, {}
+    for key in sorted(set(a) & set(b)):
         for oa, ob in zip(a[key]["operands"], b[key]["operands"]):
-            fields = ("operand", "blocks", "elements", "histogram", "saturatedFrac", "flushedFrac")
-            if all(oa.get(f) == ob.get(f) for f in fields):
-                same += 1
+            if all(oa.get(f) == ob.get(f) for f in FIELDS):
+                equal.append((key, oa["operand"]))
             else:
-                differ += 1
-                if differ <= 4:
-                    print("differs:", key, {f: (oa.get(f), ob.get(f)) for f in fields if oa.get(f) != ob.get(f)})
+                different.append((key, oa["operand"]))
+                differences[(key, oa["operand"])] = {f: (oa.get(f), ob.get(f)) for f in FIELDS if oa.get(f) != ob.get(f)}
         ea, eb = a[key].get("wgradError"), b[key].get("wgradError")
         if ea and eb:
             for field in ("gradNorm", "errNorm", "relErr", "lag1Cos"):
                 if ea[field] is not None and eb[field] is not None:
                     worst[field] = max(worst.get(field, 0.0), abs(ea[field] - eb[field]) / max(abs(ea[field]), 1e-30))
-    print(f"TP_COMPARE layerStats keys {len(a)} vs {len(b)}; operands equal {same}, different {differ}; "
-          f"Wgrad error, largest relative difference: {json.dumps(worst)}")
+    return {"keys": (sorted(a), sorted(b)), "equal": equal, "different": different, "differences": differences, "worst": worst}
+
+
+def main(a_path, b_path):
+    result = compare(a_path, b_path)
+    keys_a, keys_b = result["keys"]
+    for key in sorted(set(keys_a) ^ set(keys_b)):
+        print("only in one log:", key)
+    for pair in result["different"][:4]:
+        print("differs:", pair, result["differences"][pair])
+    print(f"TP_COMPARE layerStats keys {len(keys_a)} vs {len(keys_b)}; operands equal {len(result['equal'])}, "
+          f"different {len(result['different']) + len(set(keys_a) ^ set(keys_b))}; "
+          f"Wgrad error, largest relative difference: {json.dumps(result['worst'])}")
 
 
 if __name__ == "__main__":

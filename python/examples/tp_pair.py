@@ -34,25 +34,12 @@ class Pair(torch.nn.Module):
         return self.down(torch.relu(self.up(x)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, help="where rank 0 copies its run log (telemetry.ndjson)")
-    parser.add_argument("--dim", type=int, default=1024)
-    parser.add_argument("--hidden", type=int, default=4096)
-    parser.add_argument("--tokens", type=int, default=2048)
-    parser.add_argument("--steps", type=int, default=3)
-    args = parser.parse_args()
-
-    sharded = "RANK" in os.environ
-    rank = 0
-    if sharded:
-        torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        rank = torch.distributed.get_rank()
-    device = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the unsharded run only, as a smoke test
-    if device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+def observe_pair(out: str, *, dim: int, hidden: int, tokens: int, steps: int, device: str, sharded: bool) -> str:
+    """Trains the pair for `steps` steps with the bridge observing (sharded: over the initialized
+    process group, one shard per rank) and copies rank 0's run log to `out`; returns the run's status."""
+    rank = torch.distributed.get_rank() if sharded else 0
     torch.manual_seed(0)
-    model = Pair(args.dim, args.hidden).to(device)
+    model = Pair(dim, hidden).to(device)
     if sharded:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -60,21 +47,21 @@ def main() -> None:
         parallelize_module(model, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
 
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
-    config = run_config(preset="tp-pair", seed=1, steps=args.steps, tokens_per_step=args.tokens, stats_every=1, sketch_size=64, gemms=gemms,
-                        model={"dim": args.dim, "hidden": args.hidden, "sharded": sharded})
+    config = run_config(preset="tp-pair", seed=1, steps=steps, tokens_per_step=tokens, stats_every=1, sketch_size=64, gemms=gemms,
+                        model={"dim": dim, "hidden": hidden, "sharded": sharded})
     out_dir = tempfile.mkdtemp(prefix="mxscope-tp-")
     # Every rank observes the whole (gathered) layer, so the ranks must not add their stats up: the
     # bridge's reduction group is the data-parallel one, here each rank on its own.
     group = None
     if sharded:
         group = [torch.distributed.new_group([r]) for r in range(torch.distributed.get_world_size())][rank]
-    bridge = Bridge(model, config, out_dir=out_dir, serve=False, print_listening=False, process_group=group)
+    bridge = Bridge(model, config, out_dir=out_dir, serve=False, print_listening=False, process_group=group, handle_exit=False)
     bridge.start_run(name="tp pair" if sharded else "unsharded pair")
     status = "completed"
     try:
-        for step in range(args.steps):
+        for step in range(steps):
             torch.manual_seed(100 + step)
-            x = torch.randn(args.tokens, args.dim, device=device)
+            x = torch.randn(tokens, dim, device=device)
             bridge.begin_step(step)
             loss = model(x).float().pow(2).mean()
             loss.backward()
@@ -87,7 +74,27 @@ def main() -> None:
     run_dir = bridge.run_dir
     bridge.close()
     if rank == 0:
-        shutil.copyfile(os.path.join(run_dir, "telemetry.ndjson"), args.out)
+        shutil.copyfile(os.path.join(run_dir, "telemetry.ndjson"), out)
+    return status
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="where rank 0 copies its run log (telemetry.ndjson)")
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--hidden", type=int, default=4096)
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--steps", type=int, default=3)
+    args = parser.parse_args()
+
+    sharded = "RANK" in os.environ
+    if sharded:
+        torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: gloo ranks (tests/test_tensor_parallel.py)
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    status = observe_pair(args.out, dim=args.dim, hidden=args.hidden, tokens=args.tokens, steps=args.steps, device=device, sharded=sharded)
+    if not sharded or torch.distributed.get_rank() == 0:
         print(f"rank 0: {status}, log copied to {args.out}", flush=True)
     if sharded:
         torch.distributed.barrier()

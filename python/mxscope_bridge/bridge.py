@@ -11,7 +11,8 @@
 or by hand: start_run(), begin_step(step) / end_step(...) per step, end_run(), close().
 
 Every observed layer's three GEMMs are measured on steps where step % statsEvery == 0 (and the
-Wgrad error also one step earlier, for lag-1 correlation). Under torch.distributed, every rank
+Wgrad error also one step earlier, for lag-1 correlation); with the opt-in statsLayerGroups = N,
+each stats step measures one N-th of the layers in turn (`_layer_group`). Under torch.distributed, every rank
 measures its own micro-batch, the sums are reduced over the group, and rank 0 publishes.
 """
 from __future__ import annotations
@@ -25,14 +26,14 @@ import secrets
 import sys
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Union
+from typing import Callable, Dict, Iterator, List, Optional, Set, Union
 
 import torch
 
 from . import __version__, emulate as emulation_module, stats
-from .backward_worker import BackwardWorker
+from .backward_worker import BackwardWorker, private_group
 from .capture import GEMM_OPERANDS, StepCapture
-from .config import GEMM_KINDS, check_gemm, run_config
+from .config import GEMM_KINDS, check_gemm, check_layer_groups, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
@@ -84,7 +85,7 @@ class Bridge:
                  process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
                  on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True,
-                 micro_batches: int = 1):
+                 micro_batches: int = 1, backward_thread: Optional[bool] = None):
         """Attach to `model`; python/README.md documents every argument. Raises ValueError, naming
         the layer, GEMM and dimension, for a configuration no layer can honour. Clients must present
         `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the listening line.
@@ -111,6 +112,7 @@ class Bridge:
         self._names = {name for name, _, _ in self.layers}
         for kind in GEMM_KINDS:  # refuse at attach time a recipe that cannot run, and what no layer can honour
             check_gemm(self.config["gemms"][kind], f"config.gemms.{kind}")
+        check_layer_groups(self.config)
         self._check_fits(self.config)
         self.run_id: Optional[str] = None
         self.run_dir: Optional[str] = None
@@ -136,8 +138,19 @@ class Bridge:
         #: the observing hooks, present only between begin_step and end_step of a capturing step: a
         #: module with hooks takes nn.Module's slower call path, which idle steps need not pay
         self._hooks: list = []
-        #: where the hooks' backward-time work runs (None: in the hooks, under torch.distributed)
-        self.backward_worker: Optional[BackwardWorker] = BackwardWorker() if self.world == 1 else None
+        #: where the hooks' backward-time work runs (None: in the hooks). Under torch.distributed only
+        #: with backward_thread=True, its all-reduces then going over a group of the bridge's own.
+        self.backward_worker: Optional[BackwardWorker] = None
+        self._worker_group = None
+        if backward_thread is None:
+            backward_thread = self.world == 1
+        if backward_thread and self.world > 1:
+            self._worker_group = private_group(process_group)
+            if self._worker_group is None:
+                raise ValueError("backward_thread=True with a process subgroup needs torch 2.1 or later (new_group(use_local_synchronization=True)); "
+                                 "leave backward_thread unset")
+        if backward_thread:
+            self.backward_worker = BackwardWorker()
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -264,6 +277,7 @@ class Bridge:
             config = box[0]
         for kind in GEMM_KINDS:
             check_gemm(config["gemms"][kind], f"config.gemms.{kind}")
+        check_layer_groups(config)
         fits = self._check_fits(config)
         self.config = config
         if self.server:
@@ -279,7 +293,7 @@ class Bridge:
         self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
-        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches)
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches, self._worker_group)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
@@ -299,11 +313,13 @@ class Bridge:
         self.step = step
         self._step_started = time.perf_counter()
         is_stats, before_stats = step % every == 0, (step + 1) % every == 0
-        self.capture = StepCapture(is_stats, self.generators, self.misfit, self._names, self._errors) if is_stats or before_stats else None
+        # The pre-stats step keeps E for the layers its stats step will report (lag-1).
+        observed = self._layer_group(step if is_stats else step + 1)
+        self.capture = StepCapture(is_stats, self.generators, self.misfit, observed, self._errors) if is_stats or before_stats else None
         self.observing = ObserveState()
         if self.capture is not None:
             self._errors.begin(step, is_stats, keep=before_stats)
-            self._attach_hooks()
+            self._attach_hooks(observed)
         else:
             self._detach_hooks()
         for emulation in self._emulations:
@@ -325,7 +341,7 @@ class Bridge:
             raise ValueError(f"kernel_operand: layer {layer!r} is not observed; observed layers look like {sorted(self._names)[:5]}")
         if gemm not in GEMM_OPERANDS or operand not in GEMM_OPERANDS[gemm]:
             raise ValueError(f"kernel_operand: {gemm!r} has no operand {operand!r}; operands are {GEMM_OPERANDS}")
-        if not self.wants_stats:
+        if not self.wants_stats or not self.capture.observes(layer):  # not a stats step, or not this step's layer group
             return
         given = from_mx_tensor(mx_tensor) if mx_tensor is not None else {"scale": scale, "codes": codes, "block_size": block_size, "packed": packed}
         if given["scale"] is None:
@@ -457,10 +473,21 @@ class Bridge:
         except Exception as error:
             self.log(f"{which}'s telemetry failed: {error}")
 
-    def _attach_hooks(self) -> None:
+    def _layer_group(self, stats_step: int) -> Set[str]:
+        """The layers stats step `stats_step` reports: all, or with statsLayerGroups = N > 1 (opt-in)
+        group (stats_step / statsEvery) % N, layer i of runStarted.layers being in group i % N."""
+        groups = self.config.get("statsLayerGroups", 1)
+        if groups == 1:
+            return self._names
+        group = (stats_step // self.config["statsEvery"]) % groups
+        return {name for i, (name, _, _) in enumerate(self.layers) if i % groups == group}
+
+    def _attach_hooks(self, names: Set[str]) -> None:
+        # Only the layers this step observes get hooks: the others keep nn.Module's fast call path.
         if not self._hooks:
-            self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in self.layers]
-            self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in self.layers]
+            observed = [(name, module, adapter) for name, module, adapter in self.layers if name in names]
+            self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in observed]
+            self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in observed]
 
     def _detach_hooks(self) -> None:
         hooks, self._hooks = self._hooks, []

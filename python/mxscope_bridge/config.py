@@ -24,13 +24,29 @@ def default_gemms(gemm: dict = FP32_GEMM) -> Dict[str, dict]:
 
 def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, tokens_per_step: int = 0, stats_every: int = 10,
                sketch_size: int = 64, eval_every: int = 0, data: str = "", gemms: Dict[str, dict] = None,
-               model: Dict[str, Any] = None, optimizer: Dict[str, Any] = None) -> dict:
-    """A RunConfig; `model` and `optimizer` are free-form maps of numbers, strings and booleans."""
-    return {
+               model: Dict[str, Any] = None, optimizer: Dict[str, Any] = None, stats_layer_groups: int = 1) -> dict:
+    """A RunConfig; `model` and `optimizer` are free-form maps of numbers, strings and booleans.
+    `stats_layer_groups` = N > 1 (opt-in): each stats step reports one N-th of the layers in turn
+    (exact stats, each layer every stats_every * N steps) for an N-th of the cost."""
+    config = {
         "preset": preset, "seed": seed, "steps": steps, "tokensPerStep": tokens_per_step, "statsEvery": stats_every,
         "sketchSize": sketch_size, "evalEvery": eval_every, "data": data, "gemms": copy.deepcopy(gemms or default_gemms()),
         "model": dict(model or {}), "optimizer": dict(optimizer or {}),
     }
+    if stats_layer_groups != 1:
+        config["statsLayerGroups"] = stats_layer_groups
+    check_layer_groups(config)
+    return config
+
+
+def check_layer_groups(config: dict) -> None:
+    """Refuses a statsLayerGroups the bridge cannot honour, naming what to change."""
+    groups = config.get("statsLayerGroups", 1)
+    if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= 1024:
+        raise ConfigError(f"statsLayerGroups: expected an integer from 1 to 1024, got {groups!r}")
+    if groups > 1 and config["statsEvery"] < 2:
+        # The step before a stats step keeps E of the next group for lag-1: it cannot be a stats step itself.
+        raise ConfigError(f"statsLayerGroups {groups} needs statsEvery of at least 2 (got {config['statsEvery']}): raise statsEvery or set statsLayerGroups to 1")
 
 
 class ConfigError(ValueError):

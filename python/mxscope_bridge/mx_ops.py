@@ -3,6 +3,7 @@ torch path (`rotation.rotate` then `mxfp4.quantize`, the reference) otherwise. B
 """
 from __future__ import annotations
 
+import threading
 from typing import Optional, Tuple
 
 import torch
@@ -17,9 +18,23 @@ def _triton_fits(x: torch.Tensor, r: Optional[Rotation]) -> bool:
     return mxfp4_triton.available(x) and x.dim() == 2 and (r is None or x.shape[1] % r.h.shape[0] == 0)
 
 
+#: Rows of one zeroed slab: a stats step takes ~5 rows per layer, each of which was a zeroing launch.
+SLAB_ROWS = 64
+_slabs = threading.local()
+
+
 def stats_row(device) -> torch.Tensor:
-    """A zeroed float64 row that the kernels add one operand's stats into."""
-    return torch.zeros(mxfp4_triton.STATS_LEN, dtype=torch.float64, device=device)
+    """A zeroed float64 row that the kernels add one operand's stats into: the next row of a zeroed
+    slab of this thread's (a thread keeps to one stream). Rows are never handed out twice; a slab is
+    freed with its last row."""
+    key = torch.device(device)
+    slab, used = getattr(_slabs, "by_device", {}).get(key, (None, SLAB_ROWS))
+    if used == SLAB_ROWS:
+        slab, used = torch.zeros(SLAB_ROWS, mxfp4_triton.STATS_LEN, dtype=torch.float64, device=key), 0
+    if not hasattr(_slabs, "by_device"):
+        _slabs.by_device = {}
+    _slabs.by_device[key] = (slab, used + 1)
+    return slab[used]
 
 
 def sums_of_row(row: torch.Tensor, elements: int, padded: int) -> stats.OperandSums:

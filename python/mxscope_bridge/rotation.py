@@ -132,6 +132,8 @@ def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> tor
     return x
 
 
+@lru_cache(maxsize=None)
 def hadamard_norm(block: int) -> float:
-    """1/√block rounded to float32, the factor every element is multiplied by."""
+    """1/√block rounded to float32, the factor every element is multiplied by (asked for at every
+    kernel launch: cached)."""
     return float(torch.tensor(1 / math.sqrt(block), dtype=torch.float32))

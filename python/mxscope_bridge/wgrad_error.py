@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import stats
+from .backward_worker import on_worker_thread
 
 try:
     import triton
@@ -126,6 +127,8 @@ class HostErrorStore:
         self.host: Dict[Tuple[str, int, int], torch.Tensor] = {}
         #: chunks stored by the step before (readable) and by this step, in the order they came
         self.order: List[Tuple[str, int, int]] = []
+        #: a readable chunk's position in `order`
+        self.position: Dict[Tuple[str, int, int], int] = {}
         self.writing: List[Tuple[str, int, int]] = []
         self.stream: Optional[torch.cuda.Stream] = None
         self.ready: Dict[Tuple[str, int, int], Tuple[torch.Tensor, object]] = {}
@@ -133,6 +136,7 @@ class HostErrorStore:
     def end_step(self, keep: bool) -> None:
         """What this step stored becomes readable (keep) or everything is forgotten."""
         self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
+        self.position = {key: i for i, key in enumerate(self.order)}
 
     def put(self, layer: str, shape: Tuple[int, int], row0: int, chunk: torch.Tensor) -> None:
         key = (layer, row0, row0 + chunk.shape[0])
@@ -152,23 +156,24 @@ class HostErrorStore:
 
     def get(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
         key = (layer, row0, row1)
-        if key not in self.host or key not in self.order:
+        position = self.position.get(key)
+        if key not in self.host or position is None:
             return None
         if torch.device(device).type != "cuda":
             return self.host[key].clone()
-        position = self.order.index(key)
+        current = torch.cuda.current_stream(device)
         for ahead in self.order[position:position + 1 + LOOKAHEAD]:
             if ahead not in self.ready:
-                self._fetch(ahead, device)
+                self._fetch(ahead, device, current)
         tensor, event = self.ready.pop(key)
-        torch.cuda.current_stream(device).wait_event(event)
+        current.wait_event(event)
         return tensor
 
-    def _fetch(self, key, device) -> None:
+    def _fetch(self, key, device, current: "torch.cuda.Stream") -> None:
         source = self.host[key]
         tensor = torch.empty(source.shape, dtype=torch.float32, device=device)
         stream = self._stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
+        stream.wait_stream(current)
         with torch.cuda.stream(stream):
             tensor.copy_(source, non_blocking=True)
             event = torch.cuda.Event()
@@ -185,10 +190,12 @@ class WgradErrors:
     """The Wgrad error sums of one run: per-layer vectors of the current stats step, E_{t−1} of the step before."""
 
     def __init__(self, sketch_size: int, sketch_index: Callable[[str], List[int]], world: int = 1, group=None,
-                 micro_batches: int = 1):
+                 micro_batches: int = 1, worker_group=None):
         self.sketch_size = sketch_size
         self.sketch_index = sketch_index
         self.world, self.group = world, group
+        #: the group for reductions issued from the backward worker thread (backward_worker.private_group)
+        self.worker_group = worker_group
         self.micro_batches = micro_batches
         self.store = HostErrorStore()
         self.prev_step: Optional[int] = None
@@ -246,8 +253,9 @@ class WgradErrors:
             if not self.with_stats:
                 dwq = dwq - dw  # the step before a stats step needs E alone
                 dw = torch.zeros_like(dwq)
+            group = self.worker_group if on_worker_thread() else self.group
             for tensor in (dwq, dw) if self.with_stats else (dwq,):
-                torch.distributed.all_reduce(tensor, group=self.group)
+                torch.distributed.all_reduce(tensor, group=group)
                 tensor.div_(self.world)
         err = None
         if self.with_stats:

@@ -27,13 +27,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, port, out_dir):
+def worker(rank, port, out_dir, backward_thread=None):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.manual_seed(0)  # the same weights on every rank
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
     local = {}
-    bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)))
+    bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)),
+                        backward_thread=backward_thread)
+    threads = {"worker": bridge.backward_worker is not None}
     bridge.start_run()
     generator = torch.Generator().manual_seed(100 + rank)  # different data per rank
     grads = {}
@@ -47,7 +49,7 @@ def worker(rank, port, out_dir):
     run_dir = bridge.run_dir
     bridge.end_run()
     bridge.close()
-    torch.save({"local": local, "grads": grads, "run_dir": run_dir}, os.path.join(out_dir, f"rank{rank}.pt"))
+    torch.save({"local": local, "grads": grads, "run_dir": run_dir, **threads}, os.path.join(out_dir, f"rank{rank}.pt"))
     # Both ranks tear gloo down together: a rank that destroys its group while its peer is still
     # sending hangs now and then in torch 1.13 (a quarter of the runs here).
     dist.barrier()
@@ -103,12 +105,18 @@ class RunLoopOnTwoRanks(unittest.TestCase):
 
 
 class DataParallel(unittest.TestCase):
+    """The observing work in the hooks (the default under torch.distributed)."""
+    backward_thread = None
+
     @classmethod
     def setUpClass(cls):
         cls.out = tempfile.mkdtemp(prefix="mxscope-dist-")
-        mp.spawn(worker, args=(free_port(), cls.out), nprocs=WORLD, join=True)
+        mp.spawn(worker, args=(free_port(), cls.out, cls.backward_thread), nprocs=WORLD, join=True)
         cls.ranks = [torch.load(os.path.join(cls.out, f"rank{r}.pt")) for r in range(WORLD)]
         cls.records = read_log(cls.ranks[0]["run_dir"])
+
+    def test_where_the_observing_work_runs(self):
+        self.assertEqual([rank["worker"] for rank in self.ranks], [bool(self.backward_thread)] * WORLD)
 
     def test_only_rank_0_publishes_with_layer_names_free_of_the_ddp_wrapper(self):
         self.assertIsNone(self.ranks[1]["run_dir"])
@@ -139,6 +147,13 @@ class DataParallel(unittest.TestCase):
             mean_grad = (self.ranks[0]["grads"][step] + self.ranks[1]["grads"][step]) / WORLD
             self.assertAlmostEqual(record["wgradError"]["gradNorm"], mean_grad.norm().item(), places=5)
         self.assertIsNotNone(record["wgradError"]["lag1Cos"])
+
+
+
+class DataParallelBackwardThread(DataParallel):
+    """backward_thread=True: the work on the bridge's worker thread, its all-reduces over a group of
+    the bridge's own while DDP all-reduces its buckets from the autograd thread; the same records."""
+    backward_thread = True
 
 
 if __name__ == "__main__":

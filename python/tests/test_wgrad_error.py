@@ -120,13 +120,15 @@ class Benchmark(unittest.TestCase):
                               capture_output=True, text=True, timeout=300)
         self.assertEqual(done.returncode, 0, done.stderr[-2000:])
         rows = [line for line in done.stdout.splitlines() if line.startswith("| 64 |")]
-        self.assertEqual(len(rows), 5, done.stdout)  # measured, derived, two by per-kind medians, emulated
+        # every layer and the opt-in layer groups 4 (measured, derived, two by per-kind medians each), emulated
+        self.assertEqual(len(rows), 9, done.stdout)
         self.assertTrue(all("| plain bf16 |" in row or "| plain bf16 median |" in row for row in rows), rows)
-        self.assertEqual(sum("per-kind medians" in row for row in rows), 2, rows)
+        self.assertEqual(sum("per-kind medians" in row for row in rows), 4, rows)
+        self.assertEqual(sum("opt-in layer groups 4 (a layer every 4·statsEvery)" in row for row in rows), 4, rows)
         with open(out) as f:
             results = json.load(f)
-        modes = [r["mode"] for r in results["runs"]]
-        self.assertEqual(modes, ["observe", "mxfp4 H32 nearest-even"])
+        modes = [(r["mode"], r.get("statsLayerGroups")) for r in results["runs"]]
+        self.assertEqual(modes, [("observe", 1), ("observe", 4), ("mxfp4 H32 nearest-even", None)])
         self.assertEqual(set(results["runs"][0]["perKindMs"]), {"plain", "off", "pre", "stats"})
 
 

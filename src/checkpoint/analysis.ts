@@ -4,7 +4,7 @@
 // of the forward GEMM for a [out, in] weight.
 import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
 import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type FormatQuantizability, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
-import { createMxStats, E8M0_BIAS, E8M0_NAN, fakeQuantMxfp4, fakeQuantMxfp8, fakeQuantNvfp4, hadamardInPlace, acquireResidentScaleKernels, releaseResidentScaleKernels, type MxStats } from '../mx/index.js';
+import { createMxStats, E8M0_BIAS, E8M0_NAN, mxfp4Stats, mxfp8Stats, nvfp4Stats, hadamardInPlace, acquireResidentScaleKernels, releaseResidentScaleKernels, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
@@ -101,6 +101,11 @@ class Scratch {
     if (this.floats[use].length < size) this.floats[use] = new Float32Array(size);
     return this.floats[use].subarray(0, size);
   }
+  /** Decodes `count` elements of a chunk (or a piece of one) to float32: BF16 rows in the kernels' buffers by their SIMD decoder. */
+  decode(dtype: FloatDtype, bytes: Uint8Array, out: Float32Array, count: number): void {
+    if (dtype === 'BF16' && bytes.byteOffset % 2 === 0 && this.kernels?.decodeBf16(new Uint16Array(bytes.buffer, bytes.byteOffset, count), out)) return;
+    decodeInto(dtype, bytes, out, count);
+  }
   release(): void {
     releaseResidentScaleKernels(this.kernels);
     idleFloats = this.floats;
@@ -165,31 +170,28 @@ class SqnrAccumulator {
    * starts at a multiple of 128 columns, so its MX and Hadamard blocks are the row's own.
    */
   quantizeSegment(values: Float32Array, rotation: Float32Array): void {
-    if (this.hadamardBlock !== null) {
-      const rotated = rotation.subarray(0, values.length);
-      rotated.set(values);
-      hadamardInPlace(rotated, 1, values.length, 1, this.hadamardBlock);
-      fakeQuantMxfp4(rotated, values.length, { stats: this.rotated });
-    }
-    fakeQuantMxfp4(values, values.length, { stats: this.plain });
+    this.addRotated(values, rotation, 1, values.length);
+    mxfp4Stats(values, values.length, this.plain);
   }
+  /** The statistics-only kernels read the batch without changing it: only the Hadamard rotation needs a copy. */
   flush(): void {
     if (this.pending === 0) return;
     const length = this.pending * this.cols;
     const values = this.batch.subarray(0, length);
-    const copy = this.rotation.subarray(0, length);
-    copy.set(values);
-    fakeQuantNvfp4(copy, this.cols, { stats: this.nvfp4 });
-    copy.set(values);
-    fakeQuantMxfp8(copy, this.cols, 'e4m3', { stats: this.mxfp8 });
-    if (this.hadamardBlock !== null) {
-      copy.set(values);
-      hadamardInPlace(copy, this.pending, this.cols, 1, this.hadamardBlock);
-      fakeQuantMxfp4(copy, this.cols, { stats: this.rotated });
-    }
-    fakeQuantMxfp4(values, this.cols, { stats: this.plain });
+    nvfp4Stats(values, this.cols, this.nvfp4);
+    mxfp8Stats(values, this.cols, 'e4m3', this.mxfp8);
+    this.addRotated(values, this.rotation, this.pending, this.cols);
+    mxfp4Stats(values, this.cols, this.plain);
     this.rowsUsed += this.pending;
     this.pending = 0;
+  }
+  /** MXFP4 statistics of the rows after the Hadamard rotation, which works in place: on a copy. */
+  private addRotated(values: Float32Array, rotation: Float32Array, rows: number, cols: number): void {
+    if (this.hadamardBlock === null) return;
+    const rotated = rotation.subarray(0, values.length);
+    rotated.set(values);
+    hadamardInPlace(rotated, rows, cols, 1, this.hadamardBlock);
+    mxfp4Stats(rotated, cols, this.rotated);
   }
 }
 
@@ -243,7 +245,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
         scanChunk(piece, 1, count);
         if (isSampled && sqnr) {
           const values = scratch.float32('decoded', count);
-          decodeInto(dtype, piece, values, count);
+          scratch.decode(dtype, piece, values, count);
           sqnr.quantizeSegment(values, scratch.float32('rotated', count));
         }
       }
@@ -259,7 +261,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
       if (sample && sqnr) {
         for (let row = sample.nextBelow(firstRow + rowsHere); row >= 0; row = sample.nextBelow(firstRow + rowsHere)) {
           const offset = (row - firstRow) * cols * elementBytes;
-          decodeInto(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
+          scratch.decode(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
         }
       }
       firstRow += rowsHere;

@@ -44,10 +44,20 @@ export function decodeInto(dtype: FloatDtype, bytes: Uint8Array, out: Float32Arr
       return;
     case 'BF16': {
       const wide = new Uint32Array(out.buffer, out.byteOffset, count);
-      // Aligned (always, for chunks of a file read here): one 16-bit load an element, ~2× two byte loads.
-      if (bytes.byteOffset % 2 === 0) {
+      // At an even offset (always, for chunks of a file read here): one 32-bit load per two elements,
+      // ~1.3× a 16-bit load per element and ~2.5× two byte loads; an element at a 2-mod-4 offset
+      // before the pairs, and an odd one after them, go alone.
+      if (count > 0 && bytes.byteOffset % 2 === 0) {
         const halves = new Uint16Array(bytes.buffer, bytes.byteOffset, count);
-        for (let i = 0; i < count; i++) wide[i] = halves[i]! << 16;
+        const lead = (bytes.byteOffset >>> 1) & 1;
+        if (lead === 1) wide[0] = halves[0]! << 16;
+        const pairs = new Uint32Array(bytes.buffer, bytes.byteOffset + 2 * lead, (count - lead) >>> 1);
+        for (let j = 0, i = lead; j < pairs.length; j++, i += 2) {
+          const pair = pairs[j]!;
+          wide[i] = pair << 16;
+          wide[i + 1] = pair & 0xffff0000;
+        }
+        if ((count - lead) % 2 === 1) wide[count - 1] = halves[count - 1]! << 16;
       } else {
         for (let i = 0; i < count; i++) wide[i] = (bytes[2 * i] | (bytes[2 * i + 1] << 8)) << 16;
       }

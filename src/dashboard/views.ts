@@ -28,6 +28,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     gemms,
     tokensPerStep: config?.tokensPerStep ?? 0,
     statsEvery: config?.statsEvery ?? 1,
+    ...(config?.statsLayerGroups !== undefined ? { statsLayerGroups: config.statsLayerGroups } : {}),
     layers: run.layers.map((layer) => layer.name),
     divergedAt: divergedAt ?? endedDiverged,
     sketchSize: config?.sketchSize ?? 0,

@@ -7,11 +7,12 @@ export {
   quantizeMxfp4,
   dequantizeMxfp4,
   fakeQuantMxfp4,
+  mxfp4Stats,
   type MxQuantizeOptions,
   type MxQuantized,
 } from './mxfp4.js';
-export { quantizeMxfp8, fakeQuantMxfp8, type Mxfp8Options, type Mxfp8Quantized } from './mxfp8.js';
-export { quantizeNvfp4, fakeQuantNvfp4, dequantizeNvfp4, nvfp4TensorScales, nvfp4BlockScaleCode, NVFP4_BLOCK_SIZE, E4M3_NAN_CODE, type Nvfp4Options, type Nvfp4Quantized } from './nvfp4.js';
+export { quantizeMxfp8, fakeQuantMxfp8, mxfp8Stats, type Mxfp8Options, type Mxfp8Quantized } from './mxfp8.js';
+export { quantizeNvfp4, fakeQuantNvfp4, nvfp4Stats, dequantizeNvfp4, nvfp4TensorScales, nvfp4BlockScaleCode, NVFP4_BLOCK_SIZE, E4M3_NAN_CODE, type Nvfp4Options, type Nvfp4Quantized } from './nvfp4.js';
 export { mxScaleByte, checkScaleRule, SCALE_RULES, E2M1_ELEMENT, type ScaleRule, type MxElement } from './scale-rule.js';
 export { packFp4, unpackFp4 } from './pack.js';
 export { createMxStats, resetMxStats, type MxStats } from './stats.js';

@@ -1,9 +1,10 @@
 /**
  * Drives the WebAssembly SIMD MXFP4 kernels (src/wasm/mxfp4.wat) on rows whose length is a multiple
- * of 32: quantize and fake-quant with nearest-even, and fake-quant with stochastic rounding and the
- * SR pre-scale when no statistics are asked for. Every other job goes to the TypeScript path. Data
- * streams through a small buffer in cache-sized chunks, so the memory traffic stays that of one
- * read and one write of the caller's array.
+ * of 32: quantize, fake-quant and its statistics alone (mxfp4Stats: no fake-quant, no write-back)
+ * with nearest-even, and fake-quant with stochastic rounding and the SR pre-scale when no statistics
+ * are asked for. Every other job goes to the TypeScript path. Data streams through a small buffer
+ * in cache-sized chunks, so the memory traffic stays that of one read and one write of the caller's
+ * array (one read alone for the statistics).
  */
 import { WASM_BASE64 } from '../wasm/generated/mxfp4.js';
 import { MX_BLOCK_SIZE } from './layout.js';
@@ -49,9 +50,9 @@ export function loadMxfp4Wasm(): MxKernel | undefined {
   arena.ensure(END);
   return (job) => {
     if (job.rowLength % MX_BLOCK_SIZE !== 0 || job.rounding === 'nearest-away') return false;
-    // The kernels count statistics only for plain nearest-even fake-quant.
+    // The kernels count statistics only for plain nearest-even (with or without the fake-quant).
     const statsOk = !job.stats || (job.rounding === 'nearest-even' && !job.prescale);
-    if (job.writeBack && !job.codes && statsOk) {
+    if ((job.writeBack || job.stats) && !job.codes && statsOk) {
       fakeQuant(arena, job);
       return true;
     }
@@ -87,8 +88,9 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
       kernels.fake_quant_sr(DATA, blocks, SCALES, RANDOM);
     } else {
       if (stats) kernels.stats(DATA, blocks, SCALES);
-      kernels.fake_quant(DATA, blocks, SCALES);
+      if (job.writeBack) kernels.fake_quant(DATA, blocks, SCALES);
     }
+    if (!job.writeBack) return;
     if (prescale) kernels.scale_in_place(DATA, length, UNSCALE);
     values.set(arena.f32.subarray(DATA >> 2, (DATA >> 2) + length), offset);
   });

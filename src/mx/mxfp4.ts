@@ -88,6 +88,16 @@ export function fakeQuantMxfp4(
   run(job);
 }
 
+/**
+ * Adds to `stats` what fakeQuantMxfp4 with the same options would add, and leaves `values` as they
+ * are: no dequantized output is made or written, nor does the caller need a copy to keep its data.
+ */
+export function mxfp4Stats(values: Float32Array, rowLength: number, stats: MxStats, options?: MxQuantizeOptions): void {
+  const job = makeJob(values, rowLength, options, 'mxfp4Stats');
+  job.stats = stats;
+  run(job);
+}
+
 export function dequantizeMxfp4(scales: Uint8Array, codes: Uint8Array, rowLength: number): Float32Array {
   const rows = checkRows(codes.length, rowLength, 'dequantizeMxfp4');
   const perRow = blocksPerRow(rowLength);

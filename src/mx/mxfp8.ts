@@ -147,3 +147,11 @@ export function fakeQuantMxfp8(values: Float32Array, rowLength: number, format: 
   const rule = checkScaleRule(options?.scaleRule ?? 'floor', caller);
   run({ values, rowLength, format, rule, writeBack: true, stats: options?.stats }, caller);
 }
+
+/** Adds to `stats` what fakeQuantMxfp8 with the same options would add, and leaves `values` as they are. */
+export function mxfp8Stats(values: Float32Array, rowLength: number, format: Fp8Format, stats: MxStats, options?: Mxfp8Options): void {
+  const caller = 'mxfp8Stats';
+  formatOf(format, caller);
+  const rule = checkScaleRule(options?.scaleRule ?? 'floor', caller);
+  run({ values, rowLength, format, rule, writeBack: false, stats }, caller);
+}

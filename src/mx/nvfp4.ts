@@ -187,6 +187,11 @@ export function fakeQuantNvfp4(values: Float32Array, rowLength: number, options?
   run({ values, rowLength, tile2d: options?.tile2d ?? false, writeBack: true, stats: options?.stats }, 'fakeQuantNvfp4');
 }
 
+/** Adds to `stats` what fakeQuantNvfp4 with the same options would add, and leaves `values` as they are. */
+export function nvfp4Stats(values: Float32Array, rowLength: number, stats: MxStats, options?: Nvfp4Options): void {
+  run({ values, rowLength, tile2d: options?.tile2d ?? false, writeBack: false, stats }, 'nvfp4Stats');
+}
+
 export function dequantizeNvfp4(quantized: Nvfp4Quantized, rowLength: number): Float32Array {
   const { scales, codes, tensorScale } = quantized;
   const rows = checkRows(codes.length, rowLength, 'dequantizeNvfp4');

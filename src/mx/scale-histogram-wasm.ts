@@ -4,7 +4,8 @@
  * chunk buffers, which a checkpoint read fills directly) are scanned in place; any others are
  * copied in, in pieces of at most PIECE_BYTES (whole rows, or whole-block stretches of a longer
  * row), so memory stays fixed whatever the tensor size and each piece is still in cache when the
- * kernel reads it.
+ * kernel reads it. The resident kernels also decode BF16 words lying in their buffers to float32
+ * (the checkpoint analysis's sampled SQNR rows).
  */
 import { WASM_BASE64 } from '../wasm/generated/scale-histogram.js';
 import { MX_BLOCK_SIZE } from './layout.js';
@@ -15,6 +16,7 @@ interface ScaleHistogramExports {
   scale_histogram(p: number, rows: number, rowLength: number, wide: number): void;
   block_counts_bf16(p: number, blocks: number, totals: number, slow: number): number;
   block_counts_f32(p: number, blocks: number, totals: number, slow: number): number;
+  decode_bf16(src: number, dst: number, count: number): void;
 }
 
 const COUNTS = 0; // u32 per scale byte
@@ -124,7 +126,18 @@ function residentKernels(): ResidentScaleKernels | undefined {
     }
     return pair;
   };
-  return { ...kernelsOver(arena), buffers };
+  const decodeBf16 = (words: Uint16Array, out: Float32Array): boolean => {
+    if (words.buffer !== arena.buffer) return false;
+    // Through the piece, which stays in cache between the kernel's writes and the copy out.
+    const pieceLength = PIECE_BYTES / 4;
+    for (let offset = 0; offset < words.length; offset += pieceLength) {
+      const length = Math.min(pieceLength, words.length - offset);
+      arena.exports.decode_bf16(words.byteOffset + 2 * offset, DATA, length);
+      out.set(new Float32Array(arena.buffer, DATA, length), offset);
+    }
+    return true;
+  };
+  return { ...kernelsOver(arena), buffers, decodeBf16 };
 }
 
 export function loadScaleHistogramWasm(): ScaleKernels | undefined {

@@ -47,6 +47,11 @@ export interface ResidentScaleKernels {
   buffers(bytes: number): readonly [Uint8Array, Uint8Array];
   histogram: ScaleHistogramKernel;
   counts: ScaleCountsKernel;
+  /**
+   * out[i] := the float32 of bfloat16 words[i], for words in `buffers` (decoded in place); false,
+   * with `out` untouched, for words elsewhere. src/checkpoint/dtypes.ts's decodeInto is the reference.
+   */
+  decodeBf16(words: Uint16Array, out: Float32Array): boolean;
 }
 let residentFactory: (() => ResidentScaleKernels | undefined) | undefined;
 /**

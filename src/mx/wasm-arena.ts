@@ -28,18 +28,28 @@ export class WasmArena<Exports> {
   private f32View: Float32Array;
   private u8View: Uint8Array;
 
-  constructor(api: WasmApi, base64: string) {
+  constructor(
+    private readonly api: WasmApi,
+    base64: string,
+  ) {
     this.memory = new api.Memory({ initial: 2 });
+    this.exports = this.attach<Exports>(base64);
+    this.f32View = new Float32Array(this.memory.buffer);
+    this.u8View = new Uint8Array(this.memory.buffer);
+  }
+
+  /**
+   * Instantiates a module (this arena's own, or another one importing env.memory) on this arena's
+   * memory, so kernels of different modules can work on the same data without copies.
+   */
+  attach<Other>(base64: string): Other {
     let module = compiled.get(base64);
     if (!module) {
       // Synchronous compile: the modules are a few kB and Node has no size limit on it.
-      module = new api.Module(Uint8Array.from(atob(base64), (ch) => ch.charCodeAt(0)));
+      module = new this.api.Module(Uint8Array.from(atob(base64), (ch) => ch.charCodeAt(0)));
       compiled.set(base64, module);
     }
-    const instance = new api.Instance(module, { env: { memory: this.memory } });
-    this.exports = instance.exports as Exports;
-    this.f32View = new Float32Array(this.memory.buffer);
-    this.u8View = new Uint8Array(this.memory.buffer);
+    return new this.api.Instance(module, { env: { memory: this.memory } }).exports as Other;
   }
 
   /** Makes the memory at least `bytes` long; growing detaches old views, so fetch views after this. */

@@ -115,6 +115,13 @@ export interface RunConfig {
   tokensPerStep: number;
   /** Layer stats are sent every `statsEvery` steps (steps where step % statsEvery === 0). */
   statsEvery: number;
+  /**
+   * Optional (protocol 1.3), absent = 1: an opt-in sampling of layers that cuts what a stats step
+   * costs a publisher. Layer i of runStarted.layers belongs to group i % statsLayerGroups; the stats
+   * step `step` reports the layers of group (step / statsEvery) % statsLayerGroups only, so each layer
+   * reports exactly every statsEvery · statsLayerGroups steps. What is reported stays exact.
+   */
+  statsLayerGroups?: number;
   /** Number of fixed indices per layer at which the Wgrad error is sampled (see LayerInfo.sketchIndices). */
   sketchSize: number;
   /** Validation every `evalEvery` steps; 0 = never. */
@@ -162,6 +169,7 @@ export const runConfigSchema: Schema<RunConfig> = object<RunConfig>({
   steps: nonNegInt,
   tokensPerStep: nonNegInt,
   statsEvery: intIn(1, 1_000_000),
+  statsLayerGroups: optional(intIn(1, 1024)),
   sketchSize: intIn(0, 4096),
   evalEvery: nonNegInt,
   data: str(4096),

@@ -16,6 +16,8 @@ export interface RunInfo {
   gemms: Record<GemmKind, string>;
   tokensPerStep: number;
   statsEvery: number;
+  /** The run config's opt-in statsLayerGroups (absent: 1, every layer at every stats step). */
+  statsLayerGroups?: number;
   /** Layer names in model order. */
   layers: string[];
   /** The step whose loss diverged (non-finite or run ended `diverged`), if any. */
@@ -226,6 +228,7 @@ const runInfoSchema = object<RunInfo>({
   gemms: gemmLabels,
   tokensPerStep: nonNegInt,
   statsEvery: intIn(1, 1_000_000),
+  statsLayerGroups: optional(intIn(1, 1024)),
   layers: arrayOf(layerName, 100_000),
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),

@@ -6,7 +6,7 @@ import type { LayerInfo } from '../protocol/telemetry.js';
 import { CausalAttention } from './attention.js';
 import { Linear, type GemmStep } from './linear.js';
 import { operandSlots } from './operand.js';
-import { crossEntropy, rmsNormBackward, rmsNormForward, swigluBackward, swigluForward } from './ops.js';
+import { crossEntropy, residualRmsNormForward, rmsNormBackward, rmsNormForward, swigluBackward, swigluForward } from './ops.js';
 import { createParam, fillNormal, type Param } from './params.js';
 
 export interface ModelShape {
@@ -72,6 +72,8 @@ interface Block {
   normed2: Float32Array;
   rstd2: Float32Array;
   activated: Float32Array;
+  /** sigmoid(gate), from SwiGLU's forward for its backward. */
+  gateSigmoid: Float32Array;
 }
 
 function sketchIndices(size: number, count: number, rng: Rng): number[] {
@@ -146,6 +148,7 @@ export class LlamaModel {
         normed2: new Float32Array(T * dim),
         rstd2: new Float32Array(T),
         activated: new Float32Array(T * hidden),
+        gateSigmoid: new Float32Array(T * hidden),
       });
     }
     this.finalNorm = gain('final_norm.weight', dim);
@@ -191,24 +194,28 @@ export class LlamaModel {
     this.inputTokens = inputs;
     const h0 = this.residual[0]!;
     for (let t = 0; t < T; t++) h0.set(this.embedding.data.subarray(inputs[t]! * dim, (inputs[t]! + 1) * dim), t * dim);
+    // Each residual sum runs together with the RMSNorm that reads it: block b's first one, or the final one.
+    const normOf = (b: number) => {
+      const block = this.blocks[b];
+      return block ? ([block.norm1.data, block.normed1, block.rstd1] as const) : ([this.finalNorm.data, this.finalNormed, this.finalRstd] as const);
+    };
+    const [gain0, normed0, rstd0] = normOf(0);
+    rmsNormForward(h0, gain0, T, dim, normed0, rstd0);
     this.blocks.forEach((block, b) => {
-      const h = (block.input = this.residual[b]!);
-      rmsNormForward(h, block.norm1.data, T, dim, block.normed1, block.rstd1);
+      block.input = this.residual[b]!;
       const q = block.q.forward(block.normed1, step);
       const k = block.k.forward(block.normed1, step);
       const v = block.v.forward(block.normed1, step);
       block.attention.forward(q, k, v, block.attended);
       const o = block.o.forward(block.attended, step);
-      for (let i = 0; i < h.length; i++) block.mid[i] = h[i]! + o[i]!;
-      rmsNormForward(block.mid, block.norm2.data, T, dim, block.normed2, block.rstd2);
+      residualRmsNormForward(block.input, o, block.mid, block.norm2.data, T, dim, block.normed2, block.rstd2);
       const gate = block.gate.forward(block.normed2, step);
       const up = block.up.forward(block.normed2, step);
-      swigluForward(gate, up, block.activated);
+      swigluForward(gate, up, block.activated, block.gateSigmoid);
       const down = block.down.forward(block.activated, step);
-      const next = this.residual[b + 1]!;
-      for (let i = 0; i < next.length; i++) next[i] = block.mid[i]! + down[i]!;
+      const [gain, normed, rstd] = normOf(b + 1);
+      residualRmsNormForward(block.mid, down, this.residual[b + 1]!, gain, T, dim, normed, rstd);
     });
-    rmsNormForward(this.residual[this.blocks.length]!, this.finalNorm.data, T, dim, this.finalNormed, this.finalRstd);
     return this.head.forward(this.finalNormed, step);
   }
 
@@ -223,7 +230,7 @@ export class LlamaModel {
       const block = this.blocks[b]!;
       // s.dh holds ∂L/∂(block output); the residual passes it straight to `mid` and `input`.
       block.down.backward(s.dh, s.dActivated, false, step);
-      swigluBackward(block.gate.lastOutput(), block.up.lastOutput(), s.dActivated, s.dGate, s.dUp);
+      swigluBackward(block.gate.lastOutput(), block.up.lastOutput(), block.gateSigmoid, s.dActivated, s.dGate, s.dUp);
       block.gate.backward(s.dGate, s.dNormed, false, step);
       block.up.backward(s.dUp, s.dNormed, true, step);
       rmsNormBackward(block.mid, block.norm2.data, block.rstd2, s.dNormed, T, dim, s.dh, block.norm2.grad, true);

@@ -1,7 +1,9 @@
 // Element-wise and row-wise pieces of the Llama block with their hand-written backward passes.
-// Activations are row-major [tokens, features] Float32Arrays. SwiGLU, the causal softmax, RMSNorm
-// and operand transposes run as WebAssembly SIMD kernels where they load (src/trainer/ops-wasm.ts); the loops
-// here are the fallback and the reference the kernels are tested against.
+// Activations are row-major [tokens, features] Float32Arrays. SwiGLU, the causal softmax, RMSNorm,
+// operand transposes, attention's RoPE head permutes and the cross-entropy's exponentials run as
+// WebAssembly SIMD kernels where they load (src/trainer/ops-wasm.ts); the loops here are the fallback
+// and the reference the kernels are tested against (the last two bit for bit).
+import type { AttentionShape } from './attention.js';
 import { loadTrainerKernels, type TrainerKernels } from './ops-wasm.js';
 
 let kernels: TrainerKernels | undefined = loadTrainerKernels();
@@ -50,6 +52,13 @@ export function rmsNormForward(x: Float32Array, gain: Float32Array, rows: number
   }
 }
 
+/** A residual connection then RMSNorm: sum = a + b, then rmsNormForward(sum) (one pass through the kernel). */
+export function residualRmsNormForward(a: Float32Array, b: Float32Array, sum: Float32Array, gain: Float32Array, rows: number, cols: number, y: Float32Array, rstd: Float32Array): void {
+  if (kernels?.rmsNormForward(sum, gain, rows, cols, y, rstd, RMS_EPS, [a, b])) return;
+  for (let i = 0; i < rows * cols; i++) sum[i] = a[i]! + b[i]!;
+  rmsNormForward(sum, gain, rows, cols, y, rstd);
+}
+
 /** dx (+)= ∂L/∂x and dGain += ∂L/∂gain of rmsNormForward. */
 export function rmsNormBackward(
   x: Float32Array,
@@ -83,17 +92,23 @@ function sigmoid(a: number): number {
   return 1 / (1 + Math.exp(-a));
 }
 
-/** SwiGLU: out = silu(gate) · up. */
-export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array): void {
-  if (kernels) return kernels.swigluForward(gate, up, out);
+/** SwiGLU: out = silu(gate) · up; sig receives sigmoid(gate) for swigluBackward (the kernel's, which it reuses). */
+export function swigluForward(gate: Float32Array, up: Float32Array, out: Float32Array, sig: Float32Array): void {
+  if (kernels) return kernels.swigluForward(gate, up, out, sig);
   for (let i = 0; i < out.length; i++) {
     const a = gate[i]!;
-    out[i] = a * sigmoid(a) * up[i]!;
+    const s = sigmoid(a);
+    sig[i] = s;
+    out[i] = a * s * up[i]!;
   }
 }
 
-export function swigluBackward(gate: Float32Array, up: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void {
-  if (kernels) return kernels.swigluBackward(gate, up, dOut, dGate, dUp);
+/**
+ * Backward of swigluForward given what it left in sig. The loop computes sigmoid again in float64
+ * (sig holds it rounded to float32); the kernel's float32 sigmoid is exactly what it stored.
+ */
+export function swigluBackward(gate: Float32Array, up: Float32Array, sig: Float32Array, dOut: Float32Array, dGate: Float32Array, dUp: Float32Array): void {
+  if (kernels) return kernels.swigluBackward(gate, up, sig, dOut, dGate, dUp);
   for (let i = 0; i < dOut.length; i++) {
     const a = gate[i]!;
     const s = sigmoid(a);
@@ -134,11 +149,58 @@ export function softmaxCausalBackward(dS: Float32Array, p: Float32Array, seq: nu
 }
 
 /**
+ * Attention's head split (`split`: [tokens, dim] → [batch, heads, seqLen, headDim]) or merge (the
+ * reverse), rotating each head's pairs (x[i], x[i + headDim/2]) by RoPE: the angle's cos and sin
+ * tables are [seqLen, headDim/2]; `rope` 1 rotates, −1 undoes the rotation, 0 only moves.
+ */
+export function ropePermute(src: Float32Array, dst: Float32Array, cos: Float32Array, sin: Float32Array, shape: AttentionShape, rope: -1 | 0 | 1, split: boolean): void {
+  if (kernels?.ropePermute(src, dst, cos, sin, shape, rope, split)) return;
+  const { batch, seqLen, heads, headDim } = shape;
+  const half = headDim / 2;
+  const dim = heads * headDim;
+  for (let b = 0; b < batch; b++) {
+    for (let h = 0; h < heads; h++) {
+      for (let s = 0; s < seqLen; s++) {
+        const tokenBase = (b * seqLen + s) * dim + h * headDim;
+        const headBase = ((b * heads + h) * seqLen + s) * headDim;
+        const from = split ? tokenBase : headBase;
+        const to = split ? headBase : tokenBase;
+        for (let i = 0; i < half; i++) {
+          const x1 = src[from + i]!;
+          const x2 = src[from + i + half]!;
+          const c = rope === 0 ? 1 : cos[s * half + i]!;
+          const sn = rope * (rope === 0 ? 0 : sin[s * half + i]!);
+          dst[to + i] = x1 * c - x2 * sn;
+          dst[to + i + half] = x1 * sn + x2 * c;
+        }
+      }
+    }
+  }
+}
+
+/** Per-row maxima and sums of exponentials of crossEntropy, grown to the largest batch seen. */
+let rowMax = new Float64Array(0);
+let rowSum = new Float64Array(0);
+
+/**
  * Mean cross-entropy of `logits` [rows, vocab] against `targets`; writes ∂loss/∂logits into dLogits.
- * Accumulates in float64 so the loss itself is reproducible to the last bit.
+ * Accumulates in float64 so the loss itself is reproducible to the last bit; the WebAssembly kernel
+ * does the exponentials with the same float64 exp as Math.exp, so it gives the same bits.
  */
 export function crossEntropy(logits: Float32Array, targets: Uint8Array, rows: number, vocab: number, dLogits: Float32Array | undefined): number {
+  if (rowMax.length < rows) [rowMax, rowSum] = [new Float64Array(rows), new Float64Array(rows)];
+  if (!kernels?.softmaxRows(logits, rows, vocab, dLogits, rowMax, rowSum)) softmaxRows(logits, rows, vocab, dLogits);
   let total = 0;
+  for (let r = 0; r < rows; r++) {
+    const target = r * vocab + targets[r]!;
+    total += Math.log(rowSum[r]!) + rowMax[r]! - logits[target]!;
+    if (dLogits !== undefined) dLogits[target] = dLogits[target]! - 1 / rows;
+  }
+  return total / rows;
+}
+
+/** crossEntropy's row maxima, sums of exp(logit − max) and, with dLogits, exp(logit − max)/(sum·rows). */
+function softmaxRows(logits: Float32Array, rows: number, vocab: number, dLogits: Float32Array | undefined): void {
   for (let r = 0; r < rows; r++) {
     const base = r * vocab;
     let max = -Infinity;
@@ -149,14 +211,13 @@ export function crossEntropy(logits: Float32Array, targets: Uint8Array, rows: nu
       if (dLogits !== undefined) dLogits[base + c] = e;
       sum += e;
     }
-    total += Math.log(sum) + max - logits[base + targets[r]!]!;
+    rowMax[r] = max;
+    rowSum[r] = sum;
     if (dLogits !== undefined) {
       const scale = 1 / (sum * rows);
       for (let c = 0; c < vocab; c++) dLogits[base + c] = dLogits[base + c]! * scale;
-      dLogits[base + targets[r]!] = dLogits[base + targets[r]!]! - 1 / rows;
     }
   }
-  return total / rows;
 }
 
 /**
@@ -172,14 +233,19 @@ export function warmUpTrainerKernels(): number {
   const [c, d] = [new Float32Array(a.length), new Float32Array(a.length)];
   const rstd = new Float32Array(rows);
   const gain = new Float32Array(cols).fill(1);
+  const targets = new Uint8Array(rows);
+  const tables = a.subarray(0, seq * 8);
+  const heads = { batch: 1, seqLen: seq, heads: 4, headDim: 16 };
   for (let round = 0; round < 12; round++) {
     transpose(a, rows, cols, c);
-    swigluForward(a, b, c);
-    swigluBackward(a, b, c, d, c);
+    swigluForward(a, b, c, d);
+    swigluBackward(a, b, d, c, d, c);
     softmaxCausal(c, seq, 0.25);
     softmaxCausalBackward(d, c, seq, 0.25);
     rmsNormForward(a, gain, rows, cols, c, rstd);
     rmsNormBackward(a, gain, rstd, b, rows, cols, d, new Float32Array(cols), round % 2 === 0);
+    crossEntropy(a, targets, rows, cols, c);
+    ropePermute(a, c, tables, tables, heads, round % 2 === 0 ? 1 : -1, round % 2 === 0);
     adamW?.({ data: c, grad: a, m: b.slice(), v: d.fill(1), gradScale: 1, beta1: 0.9, beta2: 0.95, correction1: 0.1, correction2: 0.05, lr: 1e-3, eps: 1e-8, decay: 0 });
   }
   return performance.now() - started;

@@ -49,6 +49,10 @@ const nextTick = (): Promise<void> => new Promise((resolve) => setImmediate(reso
 
 export function startRun(options: RunOptions): RunHandle {
   const config = check(runConfigSchema, options.config, 'config');
+  if ((config.statsLayerGroups ?? 1) !== 1) {
+    // Layer groups cut a large model's stats cost in the bridge; this trainer's stats cost little.
+    throw new Error(`config.statsLayerGroups: the embedded trainer reports every layer at every stats step; set statsLayerGroups to 1 or leave it out (got ${config.statsLayerGroups})`);
+  }
   const runId = newRunId();
   const trainer = new Trainer(config, runId);
   const dir = resolve(options.outDir, runId);

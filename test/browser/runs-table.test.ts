@@ -19,8 +19,8 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
   await clickTab(page, 'Runs');
   await page.waitForSelector('table.runs-table tr.clickable');
   const differing = await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent));
-  assert.deepEqual(differing, ['Fprop', 'Dgrad', 'Wgrad', 'Seed'], 'rotation and seed differ; steps and outcome agree');
-  assert.match((await page.textContent('.runs-view p.note')) ?? '', /3 runs; 4 of 6 settings differ/);
+  assert.deepEqual(differing, ['Fprop', 'Dgrad', 'Wgrad', 'Seed'], 'rotation and seed differ; steps, stats and outcome agree');
+  assert.match((await page.textContent('.runs-view p.note')) ?? '', /3 runs; 4 of 7 settings differ/);
   const column = (i: number) => page.$$eval('table.runs-table tr.clickable', (rows, k) => rows.map((row) => row.children[k]!.textContent), i);
   await page.click('table.runs-table th:has-text("Seed")');
   await settle(page);
@@ -29,13 +29,31 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
   await settle(page);
   assert.deepEqual(await column(4), ['3', '2', '1'], 'a second click sorts descending');
   assert.deepEqual((await uiState(page)).runsSort, { column: 4, descending: true });
-  assert.deepEqual(await column(6), ['completed', 'completed', 'completed']);
+  assert.deepEqual(await column(7), ['completed', 'completed', 'completed']);
   await page.click('table.runs-table tr.clickable:has-text("mxfp4 · H16")');
   await page.waitForSelector('.loss-view .loss-chart canvas');
   await settle(page);
   const label = await chartLabel(page, '.loss-view .loss-chart canvas');
   assert.match(label, /mxfp4 · H16 · train/);
   assert.doesNotMatch(label, /bf16 baseline/);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Runs table: the Layer stats column labels a run whose stats steps each report one layer group', async () => {
+  const grouped = recordedRuns().map((record) =>
+    record.type === 'runStarted' && record.runId === 'rht' ? { ...record, config: { ...record.config, statsLayerGroups: 4 } } : record,
+  );
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(grouped) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Runs');
+  await page.waitForSelector('table.runs-table tr.clickable');
+  const cells = await page.$$eval('table.runs-table tr.clickable', (rows) => rows.map((row) => [row.children[0]!.textContent, row.children[6]!.textContent, row.children[6]!.className]));
+  const byName = Object.fromEntries(cells.map(([name, value, cls]) => [name, { value, cls }]));
+  assert.deepEqual(byName['bf16 baseline'], { value: 'every 20 steps', cls: '' });
+  assert.deepEqual(byName['mxfp4 · RHT16'], { value: 'every 20 steps, 1 of 4 layer groups each (a layer every 80)', cls: 'differs' });
+  assert.ok((await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent))).includes('Layer stats'));
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createMxStats, fakeQuantMxfp4, hadamardInPlace, Rng } from '../../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, toScaleHistogram } from '../../src/checkpoint/analysis.js';
 import type { AnalysisOptions } from '../../src/protocol/checkpoint-report.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
-import { writeSafetensors } from '../../src/checkpoint/safetensors.js';
+import { encodeHeader, writeSafetensors } from '../../src/checkpoint/safetensors.js';
 import { withTempDir } from './temp-dir.js';
 
 const ROWS = 48;
@@ -134,4 +135,31 @@ test('memory follows the chunk size, not the row length: a [1, 2^23] tensor with
   const analysis = await analyseMatrix(weight, 1, cols, { chunkBytes: 1 << 20 }, () => (peak = Math.max(peak, process.memoryUsage().arrayBuffers - before)));
   assert.equal(analysis.sqnr!.rowsUsed, 1);
   assert.ok(peak < 8 * 2 ** 20, `analysis buffers peaked at ${(peak / 2 ** 20).toFixed(1)} MiB for a 32 MiB row`);
+});
+
+test('a BF16 tensor analyses exactly like its values stored as F32: BF16 counting and SQNR-row decoding against the F32 path', async () => {
+  const [rows, cols] = [64, 256];
+  // Heavy-tailed values cut to BF16 (saturating and flushed elements in plenty), every 13th a zero.
+  const bits = new Uint32Array(heavyTailed(9, rows * cols).buffer).map((word, i) => (i % 13 === 0 ? 0 : word & 0xffff0000));
+  const bf16 = Uint16Array.from(bits, (word) => word >>> 16);
+  await withTempDir(async (dir) => {
+    const paths = { F32: join(dir, 'f32.safetensors'), BF16: join(dir, 'bf16.safetensors') };
+    await writeSafetensors(paths.F32, [{ name: 'w', dtype: 'F32', shape: [rows, cols], data: new Float32Array(bits.buffer) }]);
+    const header = encodeHeader([{ name: 'w', dtype: 'BF16', shape: [rows, cols] }]);
+    await writeFile(paths.BF16, Buffer.concat([header, new Uint8Array(bf16.buffer)]));
+    // One chunk holds the tensor in either dtype, so the SQNR batches, and the order of their sums, are the same.
+    for (const sqnrRows of [0, 16]) {
+      const options = { ...DEFAULT_ANALYSIS_OPTIONS, sqnrRows, chunkBytes: rows * cols * 4 };
+      const [f32, bf16Analysis] = await Promise.all([paths.F32, paths.BF16].map(async (path) => {
+        const checkpoint = await openCheckpoint(path);
+        try {
+          return (await analyseCheckpoint(checkpoint, options)).tensors[0]!.analysis!;
+        } finally {
+          await checkpoint.close();
+        }
+      }));
+      assert.deepEqual(bf16Analysis, f32, `sqnrRows ${sqnrRows}`);
+      assert.ok(f32!.saturatedFrac! > 0 && f32!.flushedFrac! > 0 && f32!.sqnr!.noRotationDb !== null, 'the data reaches saturation, flushing and a finite SQNR');
+    }
+  });
 });

@@ -1,11 +1,13 @@
 // The checkpoint analysis reads chunks straight into its own WebAssembly scan kernels' memory and
 // scans them in place; those kernels are pooled between analyses. The in-place scan must count
-// what the TypeScript pass counts, and concurrent analyses must never share buffers.
+// what the TypeScript pass counts, their BF16 decoder must give decodeInto's floats, and concurrent
+// analyses must never share buffers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { acquireResidentScaleKernels, createMxStats, releaseResidentScaleKernels, Rng, setMxBackend, type MxStats } from '../../src/mx/index.js';
 import { scanBf16, scanF32 } from '../../src/checkpoint/exponent-scan.js';
+import { decodeInto } from '../../src/checkpoint/dtypes.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../../src/checkpoint/analysis.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { writeSafetensors } from '../../src/checkpoint/safetensors.js';
@@ -57,6 +59,33 @@ test('words in the resident buffers are scanned in place with the TypeScript cou
         assert.ok(reference.expCounts[255]! > 1024 && reference.expCounts[0]! > 1024, `${name}: NaN-scale and clamped blocks beyond one call's slow list`);
       }
     }
+  } finally {
+    releaseResidentScaleKernels(kernels);
+  }
+});
+
+test('words in the resident buffers decode to the float32 decodeInto gives, every bf16 pattern, at any even offset and length; words elsewhere are left to the caller', () => {
+  assert.equal(setMxBackend('auto'), true);
+  const kernels = acquireResidentScaleKernels()!;
+  try {
+    // Every pattern, then 7 more: over four of the decoder's 16,384-element pieces, with a tail of the vector loop.
+    const count = 65536 + 7;
+    const source = Uint16Array.from({ length: count }, (_, i) => i & 0xffff);
+    const [buffer] = kernels.buffers(2 * count + 64);
+    for (const lead of [0, 2, 6]) {
+      const bytes = buffer.subarray(lead, lead + 2 * count);
+      new Uint16Array(bytes.buffer, bytes.byteOffset, count).set(source);
+      for (const n of [count, 8, 5, 0]) {
+        const expected = new Float32Array(n);
+        decodeInto('BF16', bytes, expected, n);
+        const out = new Float32Array(new Uint32Array(n).fill(0xdeadbeef).buffer); // not the decoding of any element here
+        assert.ok(kernels.decodeBf16(new Uint16Array(bytes.buffer, bytes.byteOffset, n), out), `offset ${lead}, ${n} elements: decoded in place`);
+        assert.deepEqual(new Uint32Array(out.buffer), new Uint32Array(expected.buffer), `offset ${lead}, ${n} elements`);
+      }
+    }
+    const out = new Float32Array(8).fill(7);
+    assert.equal(kernels.decodeBf16(source.subarray(0, 8), out), false, 'words outside its memory are not its job');
+    assert.deepEqual(out, new Float32Array(8).fill(7));
   } finally {
     releaseResidentScaleKernels(kernels);
   }

@@ -73,6 +73,15 @@ test('runs view rows: running vs ended wording, config rows from the run config'
   assert.equal(runRow(store.get('long')!.summary).label, 'tiny · F,D,W mxfp4 · 16:49');
 });
 
+test('runs view "stats every" row names the opt-in layer groups and how often each layer reports', () => {
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'all', name: 'all', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
+  store.ingest({ type: 'runStarted', runId: 'grouped', name: 'grouped', startedAt: 't', trainer: { name: 'x', version: '1' }, config: { ...baseConfig, statsLayerGroups: 4 }, layers: [] });
+  const cadence = (runId: string) => configRows(store.get(runId)!.summary).find((r) => r.label === 'stats every')?.value;
+  assert.equal(cadence('all'), `${baseConfig.statsEvery} steps`);
+  assert.equal(cadence('grouped'), `${baseConfig.statsEvery} steps, 1 of 4 layer groups each (a layer every ${baseConfig.statsEvery * 4} steps)`);
+});
+
 test('runs view GEMM rows say where the rotation was padded or skipped and when the stats are simulated', () => {
   const store = new RunStore();
   const hadamard = { ...baseConfig, gemms: { ...baseConfig.gemms, dgrad: { ...baseConfig.gemms.dgrad, rotation: 'hadamard' as const, hadamardBlock: 32 as const } } };

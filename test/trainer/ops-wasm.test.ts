@@ -1,10 +1,11 @@
-// The trainer's WebAssembly kernels (SwiGLU, causal softmax, RMSNorm) against the JavaScript loops they replace.
+// The trainer's WebAssembly kernels (SwiGLU, causal softmax, RMSNorm, AdamW, transposes, the
+// cross-entropy's float64 exp and attention's RoPE permutes) against the JavaScript loops they replace.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '../../src/mx/index.js';
 import { AdamW } from '../../src/trainer/optimizer.js';
 import { createParam } from '../../src/trainer/params.js';
-import { rmsNormBackward, rmsNormForward, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, transpose, useWasmTrainerKernels } from '../../src/trainer/ops.js';
+import { crossEntropy, residualRmsNormForward, rmsNormBackward, rmsNormForward, ropePermute, softmaxCausal, softmaxCausalBackward, swigluBackward, swigluForward, transpose, trainerKernels, useWasmTrainerKernels } from '../../src/trainer/ops.js';
 
 function random(n: number, seed: number, spread: number): Float32Array {
   const rng = new Rng(seed);
@@ -48,14 +49,16 @@ test('SwiGLU forward and backward match the loops to a few ulp, tails and extrem
       const out = new Float32Array(n);
       const dGate = new Float32Array(n);
       const dUp = new Float32Array(n);
-      swigluForward(gate, up, out);
-      swigluBackward(gate, up, dOut, dGate, dUp);
-      return { out, dGate, dUp };
+      const sig = new Float32Array(n);
+      swigluForward(gate, up, out, sig);
+      swigluBackward(gate, up, sig, dOut, dGate, dUp);
+      return { out, dGate, dUp, sig };
     });
     assertClose(wasm.out, js.out, 1e-6, `n=${n} out`);
     // dGate = dOut·up·s·(1 + gate·(1 − s)): the bracket cancels near gate ≈ −1.28.
     assertClose(wasm.dGate, js.dGate, 1e-6, `n=${n} dGate`, (i) => Math.abs(dOut[i]! * up[i]!) * (1 + Math.abs(gate[i]!)));
     assertClose(wasm.dUp, js.dUp, 1e-6, `n=${n} dUp`);
+    assertClose(wasm.sig, js.sig, 1e-6, `n=${n} sigmoid kept for the backward pass`);
   }
 });
 
@@ -112,6 +115,26 @@ test('RMSNorm forward and backward match the loops, accumulating or not', () => 
   }
 });
 
+test('a residual sum with its RMSNorm: the sum exactly as the loop adds, the norm as rmsNormForward', () => {
+  for (const [rows, cols] of [[7, 64], [300, 128], [3, 6]] as const) {
+    const a = random(rows * cols, rows, 6);
+    const b = random(rows * cols, rows + 1, 6);
+    const gain = random(cols, cols, 2);
+    const { js, wasm } = bothWays(() => {
+      const [sum, y, rstd] = [new Float32Array(rows * cols), new Float32Array(rows * cols), new Float32Array(rows)];
+      residualRmsNormForward(a, b, sum, gain, rows, cols, y, rstd);
+      const [yAlone, rstdAlone] = [new Float32Array(rows * cols), new Float32Array(rows)];
+      rmsNormForward(sum, gain, rows, cols, yAlone, rstdAlone);
+      return { sum, y, rstd, yAlone, rstdAlone };
+    });
+    const where = `${rows}×${cols}`;
+    assert.deepEqual(wasm.sum, js.sum, `${where} sum`);
+    assert.deepEqual(wasm.y, wasm.yAlone, `${where}: the same bits as rmsNormForward of the sum`);
+    assert.deepEqual(wasm.rstd, wasm.rstdAlone, `${where} rstd`);
+    assertClose(wasm.y, js.y, 1e-5, `${where} y`);
+  }
+});
+
 test('the AdamW update matches the loop, with decay, clipping scale and bias correction', () => {
   const params = [createParam('w', [70, 33], true), createParam('g', [33], false)];
   for (const [i, p] of params.entries()) {
@@ -140,5 +163,68 @@ test('the transpose kernel moves every element exactly, and odd shapes fall back
     const { js, wasm } = bothWays(() => transpose(src, rows, cols, new Float32Array(rows * cols)));
     assert.deepEqual(wasm, js, `${rows}×${cols}`);
     assert.equal(wasm[1 * rows + 0], src[1], `${rows}×${cols}: element (0, 1) goes to (1, 0)`);
+  }
+});
+
+/** Bit patterns of float32 values, so ±0 and NaN compare exactly. */
+const bits32 = (values: Float32Array): number[] => Array.from(new Uint32Array(values.buffer, values.byteOffset, values.length));
+
+test('the float64 exp kernel is Math.exp bit for bit, over every branch of its algorithm', () => {
+  const kernels = trainerKernels();
+  assert.ok(kernels, 'WebAssembly SIMD should load in Node');
+  const rng = new Rng(7);
+  // Uniform over ranges that cross each branch boundary (|x| < 2^-28, ½ ln 2, 1.5 ln 2, the SIMD path's
+  // 512, underflow near −745, overflow near 709.8), plus the special values themselves.
+  const ranges = [[-800, 800], [-1.2, 1.2], [-3e-8, 3e-8], [-520, -500], [-746, -700], [700, 712], [-30, 0]] as const;
+  const specials = [0, -0, 1, -1, 2, Infinity, -Infinity, NaN, 709.782712893384, 709.79, -745.1332191019411, -745.14, 1e-300, 2 ** -28, -(2 ** -28), 512, -512, 0.5 * Math.LN2, 1.5 * Math.LN2, -1.5 * Math.LN2];
+  for (const [lo, hi] of ranges) {
+    const x = Float64Array.from({ length: 20_001 }, () => lo + (hi - lo) * rng.nextFloat());
+    x.set(specials);
+    const e = x.slice();
+    kernels.exp64(e);
+    for (let i = 0; i < x.length; i++) assert.ok(Object.is(e[i], Math.exp(x[i]!)), `exp(${x[i]}) = ${e[i]}, Math.exp gives ${Math.exp(x[i]!)}`);
+  }
+});
+
+test('the cross-entropy kernel gives the loop’s loss and gradient bit for bit, extreme rows included', () => {
+  for (const [rows, vocab] of [[512, 256], [3, 8], [5, 6]] as const) {
+    const logits = random(rows * vocab, rows + vocab, 30);
+    logits[0] = 1e30; // one certain class: the rest underflow to 0
+    logits.fill(-2.5, vocab, 2 * vocab); // a flat row: every difference is exactly 0
+    if (rows > 3) {
+      logits[2 * vocab + 1] = -Infinity; // exp(−∞) = 0
+      logits.fill(0, 3 * vocab, 4 * vocab);
+      logits[3 * vocab + 2] = -0;
+    }
+    const targets = Uint8Array.from({ length: rows }, (_, r) => (r * 7) % vocab);
+    const { js, wasm } = bothWays(() => {
+      const dLogits = new Float32Array(rows * vocab);
+      return { loss: crossEntropy(logits, targets, rows, vocab, dLogits), dLogits, lossOnly: crossEntropy(logits, targets, rows, vocab, undefined) };
+    });
+    assert.ok(Object.is(wasm.loss, js.loss), `${rows}×${vocab}: loss ${wasm.loss} vs ${js.loss}`);
+    assert.ok(Object.is(wasm.lossOnly, js.loss), `${rows}×${vocab}: the loss without gradients is the same`);
+    assert.deepEqual(bits32(wasm.dLogits), bits32(js.dLogits), `${rows}×${vocab}: dLogits`);
+  }
+});
+
+test('the RoPE head permutes give the loop’s bits, signed zeros and non-finite values included', () => {
+  for (const shape of [{ batch: 2, seqLen: 5, heads: 3, headDim: 8 }, { batch: 1, seqLen: 4, heads: 2, headDim: 6 }]) {
+    const { batch, seqLen, heads, headDim } = shape;
+    const size = batch * seqLen * heads * headDim;
+    const src = random(size, size, 8);
+    src.set([-0, 0, -0, Infinity, NaN, -Infinity], 0);
+    src.set([-0, -0, 0, 0], headDim / 2); // x2 of the first pairs: −0 − (+0) and −0 + (−0) keep their signs only in order
+    const cos = random(seqLen * (headDim / 2), 3, 2);
+    const sin = random(seqLen * (headDim / 2), 4, 2);
+    for (const rope of [-1, 0, 1] as const) {
+      for (const split of [true, false]) {
+        const { js, wasm } = bothWays(() => {
+          const dst = new Float32Array(size);
+          ropePermute(src, dst, cos, sin, shape, rope, split);
+          return dst;
+        });
+        assert.deepEqual(bits32(wasm), bits32(js), `${JSON.stringify(shape)} rope ${rope} split ${split}`);
+      }
+    }
   }
 });

@@ -93,8 +93,13 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
     }),
     { label: t('steps'), value: config.steps === 0 ? t('open-ended') : String(config.steps) },
     { label: t('tokens/step'), value: String(config.tokensPerStep) },
-    { label: t('stats every'), value: t('{0} steps', config.statsEvery) },
+    { label: t('stats every'), value: statsCadence(config.statsEvery, config.statsLayerGroups ?? 1) },
     { label: t('seed'), value: String(config.seed) },
     { label: t('data'), value: config.data },
   ];
+}
+
+/** "10 steps", or with the opt-in layer groups which share of the layers each stats step reports. */
+function statsCadence(every: number, groups: number): string {
+  return groups === 1 ? t('{0} steps', every) : t('{0} steps, 1 of {1} layer groups each (a layer every {2} steps)', every, groups, every * groups);
 }

@@ -19,8 +19,16 @@ const COLUMNS: Column[] = [
   { title: 'Wgrad', value: (run) => run.gemms.wgrad },
   { title: 'Seed', value: (run) => (run.seed === undefined ? '—' : String(run.seed)), key: (run) => run.seed ?? -Infinity },
   { title: 'Steps', value: (run) => (run.steps === undefined ? '—' : run.steps === 0 ? 'open-ended' : String(run.steps)), key: (run) => run.steps ?? -Infinity },
+  { title: 'Layer stats', value: statsCadence },
   { title: 'Outcome', value: outcome },
 ];
+
+/** "every 20 steps", or with the opt-in layer groups which share of the layers each stats step reports. */
+function statsCadence(run: RunInfo): string {
+  const groups = run.statsLayerGroups ?? 1;
+  if (groups === 1) return `every ${run.statsEvery} steps`;
+  return `every ${run.statsEvery} steps, 1 of ${groups} layer groups each (a layer every ${run.statsEvery * groups})`;
+}
 
 function outcome(run: RunInfo): string {
   if (run.divergedAt !== null) return `diverged at step ${run.divergedAt}`;
