@@ -23,6 +23,7 @@ interface Episode {
 }
 
 interface RunAlertState {
+  runId: string;
   lossMean: number;
   lossVar: number;
   lossCount: number;
@@ -72,20 +73,19 @@ export class AlertTracker {
     if (record.type === 'runStarted') this.runs.delete(record.runId);
     const state = this.state(record.runId);
     if (record.type === 'runStarted') state.statsEvery = record.config.statsEvery;
+    // Every layerStats record passes here: the checks push into `raised` through raise(), with no
+    // closure made per record.
     const raised: Alert[] = [];
-    const raise = (alert: Omit<Alert, 'runId'>): void => {
-      raised.push({ runId: record.runId, ...alert });
-    };
     switch (record.type) {
       case 'step':
-        if (record.loss === null) this.diverge(state, record.step, 'loss is not finite', raise);
-        else this.checkSpike(state, record.step, record.loss, raise, record.denseStats);
+        if (record.loss === null) this.diverge(state, record.step, 'loss is not finite', raised);
+        else this.checkSpike(state, record.step, record.loss, raised, record.denseStats);
         break;
       case 'runEnded':
-        if (record.status === 'diverged') this.diverge(state, record.step, clip(record.reason) || 'run ended as diverged', raise);
+        if (record.status === 'diverged') this.diverge(state, record.step, clip(record.reason) || 'run ended as diverged', raised);
         break;
       case 'layerStats':
-        this.checkLayer(state, record, raise);
+        this.checkLayer(state, record, raised);
         break;
       case 'checkpointSaved':
         if (record.reason !== undefined) state.keptCheckpoint = { step: record.step, path: record.path };
@@ -93,6 +93,10 @@ export class AlertTracker {
     }
     if (raised.length > 0) this.keep(raised);
     return raised;
+  }
+
+  private raise(raised: Alert[], state: RunAlertState, alert: Omit<Alert, 'runId'>): void {
+    raised.push({ runId: state.runId, ...alert });
   }
 
   private keep(raised: Alert[]): void {
@@ -107,13 +111,13 @@ export class AlertTracker {
     if (!state) {
       // Per-run state of runs long gone (the store keeps at most WEBVIEW_LIMITS.runs) goes first.
       if (this.runs.size >= WEBVIEW_LIMITS.runs) this.runs.delete(this.runs.keys().next().value!);
-      state = { lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), statsEvery: 10, departures: new DepartureTracker(), keptCheckpoint: null };
+      state = { runId, lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), statsEvery: 10, departures: new DepartureTracker(), keptCheckpoint: null };
       this.runs.set(runId, state);
     }
     return state;
   }
 
-  private diverge(state: RunAlertState, step: number, why: string, raise: (alert: Omit<Alert, 'runId'>) => void): void {
+  private diverge(state: RunAlertState, step: number, why: string, raised: Alert[]): void {
     if (state.divergedAt !== null) return;
     state.divergedAt = step;
     const alert = this.firstMover(state, step, `Diverged at step ${step}: ${why}`);
@@ -123,7 +127,7 @@ export class AlertTracker {
       alert.message += ` Checkpoint from before it (step ${kept.step}): ${clip(kept.path)}; "Start Next Run from Checkpoint…" offers it.`;
       alert.checkpoint = kept.path;
     }
-    raise({ kind: 'divergence', step, ...alert });
+    this.raise(raised, state, { kind: 'divergence', step, ...alert });
   }
 
   /** The layer and GEMM that left their running range first before a loss event at `step`, in the alert. */
@@ -133,7 +137,7 @@ export class AlertTracker {
     return { layer: first.layer, gemm: first.gemm, metric: first.gridMetric, message: `${message}. First out of its running range: ${describeDeparture(first)}.` };
   }
 
-  private checkSpike(state: RunAlertState, step: number, loss: number, raise: (alert: Omit<Alert, 'runId'>) => void, dense?: { until: number }): void {
+  private checkSpike(state: RunAlertState, step: number, loss: number, raised: Alert[], dense?: { until: number }): void {
     const deviation = loss - state.lossMean;
     const sigma = Math.sqrt(state.lossVar);
     const isSpike = state.lossCount >= SPIKE.warmup && deviation > SPIKE.sigmas * sigma && deviation > SPIKE.minRelative * Math.abs(state.lossMean);
@@ -141,7 +145,7 @@ export class AlertTracker {
       const alert = this.firstMover(state, step, `Loss spike at step ${step}: ${loss.toPrecision(4)} vs running mean ${state.lossMean.toPrecision(4)}`);
       // The trainer announced a dense-stats window: say where to look.
       if (dense) alert.message += ` The trainer takes layer stats at every step through step ${dense.until}.`;
-      raise({ kind: 'loss-spike', step, ...alert });
+      this.raise(raised, state, { kind: 'loss-spike', step, ...alert });
     }
     state.spiking = isSpike;
     if (isSpike) return; // a spike must not drag the baseline it is measured against
@@ -153,15 +157,16 @@ export class AlertTracker {
     state.lossCount++;
   }
 
-  private checkLayer(state: RunAlertState, record: LayerStatsRecord, raise: (alert: Omit<Alert, 'runId'>) => void): void {
+  private checkLayer(state: RunAlertState, record: LayerStatsRecord, raised: Alert[]): void {
     state.departures.observe(record);
-    const nanBlocks = record.operands.reduce((sum, operand) => sum + operand.histogram.nanBlocks, 0);
+    let nanBlocks = 0;
+    for (const operand of record.operands) nanBlocks += operand.histogram.nanBlocks;
     if (episode(state.nan, record.step, nanBlocks > 0)) {
-      raise({ kind: 'nan-scales', step: record.step, layer: record.layer, gemm: record.gemm, message: `NaN block scales at step ${record.step}, first in ${record.layer} (${record.gemm}, ${nanBlocks} blocks)` });
+      this.raise(raised, state, { kind: 'nan-scales', step: record.step, layer: record.layer, gemm: record.gemm, message: `NaN block scales at step ${record.step}, first in ${record.layer} (${record.gemm}, ${nanBlocks} blocks)` });
     }
     const ratio = record.wgradError?.gradToErr;
     if (record.gemm === 'wgrad' && episode(state.gradToErr, record.step, ratio !== undefined && ratio !== null && ratio < GRAD_TO_ERR_FLOOR)) {
-      raise({ kind: 'grad-to-err', step: record.step, layer: record.layer, gemm: 'wgrad', message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}` });
+      this.raise(raised, state, { kind: 'grad-to-err', step: record.step, layer: record.layer, gemm: 'wgrad', message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}` });
     }
   }
 }

@@ -46,16 +46,24 @@ interface Running {
 }
 
 export class DepartureTracker {
-  private readonly running = new Map<string, Running>();
+  /**
+   * Per layer, per GEMM, the running range of each WATCHED metric (same index; undefined until it
+   * has a value). Found by the layer name as it came: every layerStats record passes here, and a
+   * key string built per metric and record cost more than the rest of the tracking.
+   */
+  private readonly running = new Map<string, Partial<Record<GemmKind, (Running | undefined)[]>>>();
   private readonly departures: Departure[] = [];
 
   observe(record: LayerStatsRecord): void {
-    for (const watched of WATCHED) {
+    let layer = this.running.get(record.layer);
+    if (!layer) this.running.set(record.layer, (layer = {}));
+    const states = (layer[record.gemm] ??= new Array<Running | undefined>(WATCHED.length));
+    for (let i = 0; i < WATCHED.length; i++) {
+      const watched = WATCHED[i]!;
       const value = watched.value(record);
       if (value === null || !Number.isFinite(value)) continue;
-      const key = `${record.layer}\u0000${record.gemm}\u0000${watched.label}`;
-      let state = this.running.get(key);
-      if (!state) this.running.set(key, (state = { mean: value, variance: 0, count: 0, out: false }));
+      let state = states[i];
+      if (!state) states[i] = state = { mean: value, variance: 0, count: 0, out: false };
       const deviation = value - state.mean;
       const outside = state.count >= RANGE.warmup && Math.abs(deviation) > Math.max(RANGE.sigmas * Math.sqrt(state.variance), watched.floor);
       if (outside && !state.out) {

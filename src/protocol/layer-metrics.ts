@@ -43,20 +43,25 @@ export function formatNumber(value: number | null, digits = 3): string {
 
 /** Mean unbiased block exponent over the record's operands (NaN blocks left out); null without blocks. */
 export function meanExponent(record: LayerStatsRecord): number | null {
+  // Plain loops, no closures or arrays: the host's alerts read this off every layerStats record.
   let sum = 0;
   let count = 0;
   for (const { histogram } of record.operands) {
-    histogram.counts.forEach((n, i) => {
-      sum += n * (histogram.minExp + i);
-      count += n;
-    });
+    const { counts, minExp } = histogram;
+    for (let i = 0; i < counts.length; i++) {
+      sum += counts[i]! * (minExp + i);
+      count += counts[i]!;
+    }
   }
   return count > 0 ? sum / count : null;
 }
 
 /** The worst operand of the record: the largest fraction, as a percentage; null without operands. */
-const worstPercent = (record: LayerStatsRecord, fraction: (operand: OperandStats) => number): number | null =>
-  record.operands.length === 0 ? null : Math.max(...record.operands.map((operand) => fraction(operand) * 100));
+function worstPercent(record: LayerStatsRecord, fraction: (operand: OperandStats) => number): number | null {
+  let worst = -Infinity;
+  for (const operand of record.operands) worst = Math.max(worst, fraction(operand) * 100);
+  return record.operands.length === 0 ? null : worst;
+}
 
 /** How bad a value of a metric that is `worse` is: larger is worse (worst-first order, shading). */
 export const badness = (value: number, worse: LayerMetricSpec['worse']): number => (worse === 'higher' ? value : worse === 'lower' ? -value : Math.abs(value));

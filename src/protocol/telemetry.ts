@@ -1,7 +1,7 @@
 // Telemetry records: what a trainer (the TypeScript emulation or a native bridge) publishes, what a
 // run log stores one per line (NDJSON), and what the extension draws. Every record names its run.
 import { runConfigSchema, GEMM_KINDS, PRECISIONS, type GemmKind, type Precision, type RunConfig } from './config.js';
-import { arrayOf, bool, intIn, isoDateTime, literal, nonNegInt, nullable, num, numIn, object, optional, refined, str, union, ValidationError, type Schema } from './validate.js';
+import { arrayOf, bool, fastPath, intIn, isoDateTime, literal, nonNegInt, nullable, num, numIn, object, optional, refined, str, union, ValidationError, type Schema } from './validate.js';
 
 export const OPERANDS = ['x', 'w', 'dy'] as const;
 /** `x`: the layer input (activations), `w`: the weight, `dy`: the gradient of the layer output. */
@@ -368,6 +368,100 @@ function checkLayerStats(record: LayerStatsRecord, p: string): void {
   }
 }
 
+/** The full layerStats schema: every field and rule, with the path of the first that is wrong. */
+export const layerStatsSchema: Schema<LayerStatsRecord> = refined(
+  object<LayerStatsRecord>({
+    type: literal('layerStats'),
+    runId,
+    step: nonNegInt,
+    layer: str(LIMITS.name),
+    gemm: literal(...GEMM_KINDS),
+    precision: literal(...PRECISIONS),
+    operands: arrayOf(operandStatsSchema, 2),
+    wgradError: optional(wgradErrorSchema),
+    simulated: optional(bool),
+  }),
+  checkLayerStats,
+);
+
+// The fast path for layerStats, most of what a host receives (672 records per stats step of an
+// 8B-sized run). The schema above walks each field through a closure and builds its path string
+// whether or not the field is wrong, which cost about as much as JSON.parse itself. This predicate
+// makes the same checks inline and builds nothing; it answers only "valid or not", so a record it
+// does not accept goes through the schema, which names what was wrong. It must never accept what
+// the schema refuses (test/protocol/layer-stats-fast.test.ts fuzzes the pair).
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+function isNonNegInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER;
+}
+function isFraction(v: unknown): boolean {
+  return typeof v === 'number' && v >= 0 && v <= 1;
+}
+function isNullableFinite(v: unknown): boolean {
+  return v === null || (typeof v === 'number' && Number.isFinite(v));
+}
+function isNorm(v: unknown): boolean {
+  return typeof v === 'number' && v >= 0 && v <= Number.MAX_VALUE;
+}
+function isFiniteArray(v: unknown): v is unknown[] {
+  if (!Array.isArray(v) || v.length > LIMITS.sketch) return false;
+  for (let i = 0; i < v.length; i++) {
+    const x: unknown = v[i];
+    if (typeof x !== 'number' || !Number.isFinite(x)) return false;
+  }
+  return true;
+}
+
+/** An operand's fields, its format's shape, layerStats.blocks-sum and layerStats.exponent-range. */
+function isValidOperand(v: unknown, expected: Operand): boolean {
+  if (!isObject(v) || v.operand !== expected) return false;
+  const { format, blockSize, kernel, histogram } = v;
+  if (!isNonNegInt(v.blocks) || !isNonNegInt(v.elements) || !isFraction(v.saturatedFrac) || !isFraction(v.flushedFrac) || !isNullableFinite(v.sqnrDb)) return false;
+  if (kernel !== undefined && typeof kernel !== 'boolean') return false;
+  if (format !== undefined && !(STATS_FORMATS as readonly unknown[]).includes(format)) return false;
+  if (blockSize !== undefined && blockSize !== 16 && blockSize !== 32 && blockSize !== 256) return false;
+  if (!isObject(histogram)) return false;
+  const { kind, minExp, counts, nanBlocks } = histogram;
+  if (kind !== undefined && !(SCALE_KINDS as readonly unknown[]).includes(kind)) return false;
+  if (typeof minExp !== 'number' || !Number.isInteger(minExp) || minExp < -127 || minExp > 127 || !isNonNegInt(nanBlocks)) return false;
+  if (!Array.isArray(counts) || counts.length > LIMITS.histogramBins) return false;
+  let blocks = nanBlocks;
+  for (let b = 0; b < counts.length; b++) {
+    const count: unknown = counts[b];
+    if (!isNonNegInt(count)) return false;
+    blocks += count;
+  }
+  if (v.blocks !== blocks || minExp + counts.length - 1 > MAX_SCALE_EXP) return false;
+  const shape = FORMAT_SHAPES[(format as StatsFormat | undefined) ?? 'mxfp4'];
+  const scaleKind = (kind as ScaleKind | undefined) ?? 'e8m0';
+  if (scaleKind !== shape.kind || !shape.blockSizes.includes((blockSize as number | undefined) ?? 32)) return false;
+  return scaleKind !== 'e4m3' || (minExp >= 0 && minExp + counts.length - 1 <= MAX_E4M3_SCALE_CODE);
+}
+
+function isValidWgradError(v: unknown): boolean {
+  if (!isObject(v)) return false;
+  const { sketch, sketchPrev } = v;
+  if (!isNorm(v.gradNorm) || !isNorm(v.errNorm)) return false;
+  if (!isNullableFinite(v.relErr) || !isNullableFinite(v.cosErrGrad) || !isNullableFinite(v.alignment) || !isNullableFinite(v.gradToErr) || !isNullableFinite(v.lag1Cos)) return false;
+  if (!isFiniteArray(sketch)) return false;
+  return sketchPrev === null || (isFiniteArray(sketchPrev) && sketchPrev.length === sketch.length);
+}
+
+/** True only for a layerStats record `layerStatsSchema` accepts (its `type` already matched). */
+export function isValidLayerStats(v: unknown): boolean {
+  if (!isObject(v) || v.type !== 'layerStats') return false;
+  const { runId, layer, gemm, operands, wgradError, simulated } = v;
+  if (typeof runId !== 'string' || runId.length > 256 || typeof layer !== 'string' || layer.length > LIMITS.name || !isNonNegInt(v.step)) return false;
+  if (!(PRECISIONS as readonly unknown[]).includes(v.precision) || (simulated !== undefined && typeof simulated !== 'boolean')) return false;
+  if (!(GEMM_KINDS as readonly unknown[]).includes(gemm) || !Array.isArray(operands) || operands.length !== 2) return false;
+  const pair = GEMM_OPERANDS[gemm as GemmKind];
+  if (!isValidOperand(operands[0], pair[0]) || !isValidOperand(operands[1], pair[1])) return false;
+  return wgradError === undefined || (gemm === 'wgrad' && isValidWgradError(wgradError));
+}
+
 /** runEnded.diverged-step: a diverged run names the step whose loss diverged. */
 function checkRunEnded(record: RunEndedRecord, p: string): void {
   if (record.status === 'diverged' && record.step < 0) throw new ValidationError(`${p}.step`, 'the step whose loss diverged (≥ 0) when status is "diverged"', record.step);
@@ -399,20 +493,7 @@ export const telemetryRecordSchema: Schema<TelemetryRecord> = union<TelemetryRec
     stepMs: numIn(0, Number.MAX_VALUE),
     denseStats: optional(object<{ until: number; reason: string }>({ until: nonNegInt, reason: str(512) })),
   }),
-  layerStats: refined(
-    object<LayerStatsRecord>({
-      type: literal('layerStats'),
-      runId,
-      step: nonNegInt,
-      layer: str(LIMITS.name),
-      gemm: literal(...GEMM_KINDS),
-      precision: literal(...PRECISIONS),
-      operands: arrayOf(operandStatsSchema, 2),
-      wgradError: optional(wgradErrorSchema),
-      simulated: optional(bool),
-    }),
-    checkLayerStats,
-  ),
+  layerStats: fastPath(isValidLayerStats, layerStatsSchema),
   validation: object<ValidationRecord>({ type: literal('validation'), runId, step: nonNegInt, tokens: nonNegInt, loss: lossValue }),
   runEnded: refined(
     object<RunEndedRecord>({

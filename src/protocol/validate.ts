@@ -159,6 +159,15 @@ export function refined<T>(schema: Schema<T>, rule: (value: T, path: string) => 
   };
 }
 
+/**
+ * `schema` behind a predicate that accepts the common case without walking it: what `accepts`
+ * takes is returned as it is; anything else goes through `schema`, which accepts it or names what
+ * was wrong. `accepts` must never accept a value `schema` refuses.
+ */
+export function fastPath<T>(accepts: (value: unknown) => boolean, schema: Schema<T>): Schema<T> {
+  return (v, p) => (accepts(v) ? (v as T) : schema(v, p));
+}
+
 const ISO_8601 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$/;
 
 /** An ISO 8601 date-time with a zone, as `Date.toISOString()` and Python's `isoformat()` write it. */

@@ -10,8 +10,9 @@ import { GEMM_OPERANDS, SCALE_KINDS, STATS_FORMATS, type LayerStatsRecord, type 
 // Row layout: length, seq (NaN when absent: records from a live link carry their frame's), step,
 // precision, simulated, hasWgradError; per operand (two, in GEMM_OPERANDS
 // order) format, blockSize, kernel, blocks, elements, kind, minExp, nanBlocks, saturatedFrac,
-// flushedFrac, sqnrDb, counts (length, then values); then the wgradError's numbers and its sketches.
-// Absent optional fields are 0, others 1 + their index; null numbers are NaN.
+// flushedFrac, sqnrDb, counts (length, then the values as 32-bit integers, two to a slot); then the
+// wgradError's numbers and its sketches. Absent optional fields are 0, others 1 + their index; null
+// numbers are NaN.
 const WGRAD_NUMBERS = ['gradNorm', 'errNorm', 'relErr', 'cosErrGrad', 'alignment', 'gradToErr', 'lag1Cos'] as const;
 /** Of WGRAD_NUMBERS, these may be null (stored as NaN; a NaN number is refused so it cannot be mistaken for one). */
 const WGRAD_NULLABLE = new Set<string>(['relErr', 'cosErrGrad', 'alignment', 'gradToErr', 'lag1Cos']);
@@ -19,9 +20,19 @@ const WGRAD_NULLABLE = new Set<string>(['relErr', 'cosErrGrad', 'alignment', 'gr
 class Refused extends Error {}
 const refused = new Refused();
 
+/**
+ * Histogram counts below this are kept as 32-bit integers, two to a float64 slot: a third of a
+ * GEMM's row and two thirds of an fprop or dgrad row were counts, and filling a run's slabs costs
+ * mostly the fresh pages it touches. Below 2^30 the word that is a slot's high half never makes a
+ * NaN, so no copy of the slot as a number can change its bits.
+ */
+const MAX_PACKED_COUNT = 2 ** 30;
+
 /** Grows as needed; one per process, reused for every record. */
 class RowWriter {
   buffer = new Float64Array(512);
+  /** The same memory as 32-bit words. */
+  words = new Uint32Array(this.buffer.buffer);
   length = 0;
 
   reset(): void {
@@ -32,6 +43,7 @@ class RowWriter {
     const grown = new Float64Array(Math.max(this.buffer.length * 2, this.length + n));
     grown.set(this.buffer.subarray(0, this.length));
     this.buffer = grown;
+    this.words = new Uint32Array(grown.buffer);
   }
   put(value: number): void {
     this.room(1);
@@ -52,6 +64,22 @@ class RowWriter {
     const index = allowed.indexOf(value);
     if (index < 0) throw refused;
     this.put(index + 1);
+  }
+  /** Non-negative integers below MAX_PACKED_COUNT (not -0): the length, then two values to a slot. */
+  counts(values: unknown): void {
+    if (!Array.isArray(values)) throw refused;
+    const slots = Math.ceil(values.length / 2);
+    this.room(slots + 1);
+    this.buffer[this.length++] = values.length;
+    const words = this.words;
+    const first = 2 * this.length;
+    for (let i = 0; i < values.length; i++) {
+      const value: unknown = values[i];
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value >= MAX_PACKED_COUNT || Object.is(value, -0)) throw refused;
+      words[first + i] = value;
+    }
+    if (values.length % 2 === 1) words[first + values.length] = 0;
+    this.length += slots;
   }
   numbers(values: unknown): void {
     if (!Array.isArray(values)) throw refused;
@@ -95,7 +123,7 @@ function writeOperand(out: RowWriter, operand: unknown, expected: string): void 
   out.number(operand.saturatedFrac);
   out.number(operand.flushedFrac);
   out.nullable(operand.sqnrDb);
-  out.numbers(histogram.counts);
+  out.counts(histogram.counts);
 }
 
 function writeWgradError(out: RowWriter, error: unknown): void {
@@ -147,7 +175,11 @@ export function encodeLayerStats(record: LayerStatsRecord): Float64Array | undef
 class RowReader {
   private at = 0;
 
-  constructor(private readonly row: Float64Array) {}
+  private readonly words: Uint32Array;
+
+  constructor(private readonly row: Float64Array) {
+    this.words = new Uint32Array(row.buffer, row.byteOffset, 2 * row.length);
+  }
 
   private next(): number {
     return this.row[this.at++]!;
@@ -155,6 +187,14 @@ class RowReader {
   private nullable(): number | null {
     const value = this.next();
     return Number.isNaN(value) ? null : value;
+  }
+  private counts(): number[] {
+    const length = this.next();
+    const values = new Array<number>(length);
+    const first = 2 * this.at;
+    for (let i = 0; i < length; i++) values[i] = this.words[first + i]!;
+    this.at += Math.ceil(length / 2);
+    return values;
   }
   private numbers(): number[] {
     const length = this.next();
@@ -172,7 +212,7 @@ class RowReader {
     const histogram: ScaleHistogram = { minExp: this.next(), counts: [], nanBlocks: this.next() };
     if (kind !== 0) histogram.kind = SCALE_KINDS[kind - 1];
     const stats: OperandStats = { operand: name as OperandStats['operand'], blocks, elements, histogram, saturatedFrac: this.next(), flushedFrac: this.next(), sqnrDb: this.nullable() };
-    histogram.counts = this.numbers();
+    histogram.counts = this.counts();
     if (format !== 0) stats.format = STATS_FORMATS[format - 1];
     if (blockSize !== 0) stats.blockSize = blockSize;
     if (kernel !== 0) stats.kernel = BOOLEANS[kernel - 1];

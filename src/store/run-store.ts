@@ -119,8 +119,12 @@ class StoredRun implements RunView {
     this.statsStepSeries = new ThinningSeries(limits.stepsPerRun);
   }
 
-  /** Names of runStarted.layers: layerStats for any other name are refused, so series stay bounded. */
-  private declared = new Set<string>();
+  /**
+   * The series of each layer runStarted declared, by GEMM (layerStats for any other name are
+   * refused, so series stay bounded): one lookup per record by the layer name as it came, where
+   * a key made of layer and GEMM would be built and hashed afresh for every record.
+   */
+  private declared = new Map<string, Record<GemmKind, LayerStatsSeries | undefined>>();
 
   /** Returns why the record was refused, or undefined when it was stored. */
   ingest(record: TelemetryRecord): string | undefined {
@@ -133,7 +137,7 @@ class StoredRun implements RunView {
         summary.logDir = record.logDir;
         summary.status = summary.ended ? summary.ended.status : 'running';
         this.layers = record.layers;
-        this.declared = new Set(record.layers.map((layer) => layer.name));
+        this.declared = new Map(record.layers.map((layer) => [layer.name, { fprop: undefined, dgrad: undefined, wgrad: undefined }]));
         break;
       case 'step':
         this.stepSeries.push(record);
@@ -144,14 +148,17 @@ class StoredRun implements RunView {
         }
         break;
       case 'layerStats': {
-        if (!this.declared.has(record.layer)) {
+        const layerSeries = this.declared.get(record.layer);
+        if (!layerSeries) {
           return summary.config
             ? `layerStats for layer "${record.layer.slice(0, 200)}" refused: run ${record.runId}'s runStarted did not declare it`
             : `layerStats for run ${record.runId} refused: its runStarted (which declares the layers) was not received`;
         }
-        const key = seriesKey(record.layer, record.gemm);
-        let series = this.stats.get(key);
-        if (!series) this.stats.set(key, (series = new LayerStatsSeries(this.limits.statsPerSeries, { runId: record.runId, layer: record.layer, gemm: record.gemm })));
+        let series = layerSeries[record.gemm];
+        if (!series) {
+          series = layerSeries[record.gemm] = new LayerStatsSeries(this.limits.statsPerSeries, { runId: record.runId, layer: record.layer, gemm: record.gemm });
+          this.stats.set(seriesKey(record.layer, record.gemm), series);
+        }
         series.push(record);
         if (this.statsStepSeries.latest !== record.step) this.statsStepSeries.push(record.step);
         break;

@@ -41,8 +41,17 @@ function records(): LayerStatsRecord[] {
   return out;
 }
 
+/** Counts are packed two to a slot: an odd number of them, the largest packed, none. */
+function countsRecords(): LayerStatsRecord[] {
+  const [base] = records();
+  return [[2 ** 30 - 1, 0, 3], [7], []].map((counts) => {
+    const blocks = counts.reduce((sum, n) => sum + n, 0);
+    return { ...base!, operands: [{ ...base!.operands[0]!, blocks, histogram: { minExp: -3, counts, nanBlocks: 0 } }, base!.operands[1]!] };
+  });
+}
+
 test('a row gives back the record it was made from, optional fields, nulls, -0 and seq included', () => {
-  for (const record of records()) {
+  for (const record of [...records(), ...countsRecords()]) {
     const row = encodeLayerStats(record);
     assert.ok(row, `step ${record.step} fits a row`);
     assert.deepStrictEqual(decodeLayerStats(Float64Array.from(row), IDENTITY), record);
@@ -58,6 +67,8 @@ test('records a row cannot give back exactly are refused: unknown fields at any 
     ['NaN sqnrDb', { ...base!, operands: [{ ...base!.operands[0]!, sqnrDb: NaN }, base!.operands[1]!] }],
     ['operands swapped', { ...base!, operands: [base!.operands[1]!, base!.operands[0]!] }],
     ['a string count', { ...base!, operands: [{ ...base!.operands[0]!, histogram: { ...base!.operands[0]!.histogram, counts: ['1'] as never } }, base!.operands[1]!] }],
+    // Counts a 32-bit word cannot give back, or whose word could make the slot a NaN.
+    ...[2 ** 30, 2 ** 32, -0, 0.5, -1].map((count): [string, LayerStatsRecord] => [`count ${Object.is(count, -0) ? '-0' : count}`, { ...base!, operands: [{ ...base!.operands[0]!, histogram: { ...base!.operands[0]!.histogram, counts: [1, count] } }, base!.operands[1]!] }]),
   ];
   for (const [name, record] of odd) assert.equal(encodeLayerStats(record), undefined, name);
 });

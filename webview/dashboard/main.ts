@@ -41,7 +41,8 @@ class Dashboard implements Context {
   /** Open requestLayer / requestLayerGrid requests, each with the key its reply is stored under. */
   private readonly requests = new PendingRequests<string>();
   private readonly requested = new Set<string>();
-  private updateQueued = false;
+  /** The animation frame an update is queued for (0: none). */
+  private updateFrame = 0;
   private hasSnapshot = false;
 
   constructor(private readonly vscode: VsCodeApi<WebviewToHost>) {
@@ -125,7 +126,7 @@ class Dashboard implements Context {
         const changed = this.data.applyDelta(message);
         for (const key of [...this.requested]) if (changed.has(JSON.parse(key)[0])) this.requested.delete(key);
         if (message.runs.length > 0) this.renderChips();
-        this.scheduleUpdate();
+        this.updateNow();
         break;
       }
       case 'layerGrid':
@@ -143,13 +144,24 @@ class Dashboard implements Context {
     }
   }
 
+  /** Coalesces updates (a slider sends many per frame) into one, in the next animation frame. */
   private scheduleUpdate(): void {
-    if (this.updateQueued || !this.view) return;
-    this.updateQueued = true;
-    requestAnimationFrame(() => {
-      this.updateQueued = false;
+    if (this.updateFrame !== 0 || !this.view) return;
+    this.updateFrame = requestAnimationFrame(() => {
+      this.updateFrame = 0;
       this.view?.update();
     });
+  }
+
+  /**
+   * Deltas come at most every flush interval (250 ms), so one is drawn as it arrives: the drawing
+   * overlaps the wait for the next frame, which then only presents it. Drawn in that frame's
+   * animation callback instead, a step was painted a whole draw later.
+   */
+  private updateNow(): void {
+    cancelAnimationFrame(this.updateFrame);
+    this.updateFrame = 0;
+    this.view?.update();
   }
 
   private remount(): void {

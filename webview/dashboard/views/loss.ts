@@ -152,7 +152,9 @@ export class LossView implements View {
 
   update(): void {
     const { state, data, theme } = this.ctx;
-    this.emaLabel.textContent = state.ema.toFixed(2);
+    // Set only when it changes: a new text node makes the next frame lay the controls out again.
+    const ema = state.ema.toFixed(2);
+    if (this.emaLabel.textContent !== ema) this.emaLabel.textContent = ema;
     const xOf = (series: LossSeries) => (state.xAxis === 'tokens' ? series.tokens : series.step);
     // ~1 bucket per 2 px: up to 4 points each, so min/max detail stays at pixel resolution.
     const buckets = Math.max(100, (this.chart.width || 800) / 2);
@@ -256,14 +258,18 @@ export class LossView implements View {
   }
 
   /**
-   * The gradient-norm and learning-rate charts draw in the frame after the loss chart: a live run's
-   * step then costs two frames of about half the work each, not one frame over budget.
+   * The gradient-norm and learning-rate charts draw in the frame after the one that shows the loss
+   * chart: a live run's step then costs two frames of about half the work each, not one frame over
+   * budget. The dashboard draws a delta as it arrives, so the next frame shows the loss chart and
+   * these wait for the one after it.
    */
   private scheduleOptimizerCharts(): void {
     if (!this.gradNorm || this.optimizerFrame !== 0) return;
     this.optimizerFrame = requestAnimationFrame(() => {
-      this.optimizerFrame = 0;
-      this.updateOptimizerCharts();
+      this.optimizerFrame = requestAnimationFrame(() => {
+        this.optimizerFrame = 0;
+        this.updateOptimizerCharts();
+      });
     });
   }
 
