@@ -9,7 +9,8 @@ import { describeDeparture, DepartureTracker } from './departures.js';
 
 export const GRAD_TO_ERR_FLOOR = Math.sqrt(3);
 
-/** A loss event is traced back to layers that left their running range this many stats intervals before it. */
+/** A loss event is traced back to layers that left their running range this many stats intervals before it
+ * (a layer's interval: statsEvery, times statsLayerGroups when each stats step reports one group). */
 const LOOKBACK_STATS_STEPS = 3;
 
 /** EMA weight of the running loss mean/variance, and how far above the mean a spike is. */
@@ -31,7 +32,8 @@ interface RunAlertState {
   divergedAt: number | null;
   nan: Episode;
   gradToErr: Episode;
-  statsEvery: number;
+  /** Steps between two stats of one layer: statsEvery · statsLayerGroups. */
+  layerStatsInterval: number;
   departures: DepartureTracker;
   /** The newest checkpoint the trainer kept on its own (it has a reason: before a suspicious update). */
   keptCheckpoint: { step: number; path: string } | null;
@@ -72,7 +74,7 @@ export class AlertTracker {
   ingest(record: TelemetryRecord): Alert[] {
     if (record.type === 'runStarted') this.runs.delete(record.runId);
     const state = this.state(record.runId);
-    if (record.type === 'runStarted') state.statsEvery = record.config.statsEvery;
+    if (record.type === 'runStarted') state.layerStatsInterval = record.config.statsEvery * (record.config.statsLayerGroups ?? 1);
     // Every layerStats record passes here: the checks push into `raised` through raise(), with no
     // closure made per record.
     const raised: Alert[] = [];
@@ -111,7 +113,7 @@ export class AlertTracker {
     if (!state) {
       // Per-run state of runs long gone (the store keeps at most WEBVIEW_LIMITS.runs) goes first.
       if (this.runs.size >= WEBVIEW_LIMITS.runs) this.runs.delete(this.runs.keys().next().value!);
-      state = { runId, lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), statsEvery: 10, departures: new DepartureTracker(), keptCheckpoint: null };
+      state = { runId, lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), layerStatsInterval: 10, departures: new DepartureTracker(), keptCheckpoint: null };
       this.runs.set(runId, state);
     }
     return state;
@@ -132,7 +134,7 @@ export class AlertTracker {
 
   /** The layer and GEMM that left their running range first before a loss event at `step`, in the alert. */
   private firstMover(state: RunAlertState, step: number, message: string): Pick<Alert, 'layer' | 'gemm' | 'metric' | 'message' | 'checkpoint'> {
-    const first = state.departures.first(step - LOOKBACK_STATS_STEPS * state.statsEvery, step);
+    const first = state.departures.first(step - LOOKBACK_STATS_STEPS * state.layerStatsInterval, step);
     if (!first) return { layer: null, message: `${message}. No layer left its running range in the stats before it.` };
     return { layer: first.layer, gemm: first.gemm, metric: first.gridMetric, message: `${message}. First out of its running range: ${describeDeparture(first)}.` };
   }

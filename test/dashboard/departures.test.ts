@@ -6,6 +6,7 @@ import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DepartureTracker } from '../../src/dashboard/departures.js';
 import { NoticeFilter } from '../../src/dashboard/notice.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
+import type { LayerStatsRecord } from '../../src/protocol/telemetry.js';
 
 const run = { runId: 'r', blocks: 3, steps: 300, statsEvery: 10, evalEvery: 0, sketchSize: 16, rotation: 'none' as const, seed: 4 };
 
@@ -20,6 +21,22 @@ test('the divergence alert names the layer and GEMM that left its running range 
     assert.equal(alert.gemm, 'fprop', 'fprop is the first GEMM of the layer whose flush grew at step 200');
     assert.match(alert.message, /First out of its running range: blocks\.1\.attn\.v \(fprop\): flushed % [\d.]+ against a running [\d.]+ at step 200/);
   }
+});
+
+test('with layer groups the look-back spans three of a layer\'s stats intervals, not three stats steps', () => {
+  // Steady stats through step 190, then one layer's Wgrad error jumps at step 200 and the loss turns NaN at 239.
+  const steady = [...syntheticRun(run)].filter((record) => record.type !== 'runEnded' && (!('step' in record) || record.step < 200));
+  const before = steady.find((r): r is LayerStatsRecord => r.type === 'layerStats' && r.step === 190 && r.layer === 'blocks.1.attn.v' && r.gemm === 'wgrad')!;
+  const jump: LayerStatsRecord = { ...before, step: 200, wgradError: { ...before.wgradError!, relErr: before.wgradError!.relErr! * 10, errNorm: before.wgradError!.errNorm * 10 } };
+  const named = (groups: number) => {
+    const tracker = new AlertTracker();
+    for (const record of steady) tracker.ingest(record.type === 'runStarted' ? { ...record, config: { ...record.config, statsLayerGroups: groups } } : record);
+    tracker.ingest(jump);
+    tracker.ingest({ type: 'step', runId: 'r', step: 239, tokens: 1, loss: null, lr: 1, gradNorm: 1, stepMs: 1 });
+    return tracker.alerts.find((a) => a.kind === 'divergence')!.layer;
+  };
+  assert.equal(named(1), null, 'step 200 is more than three stats steps (30) before 239');
+  assert.equal(named(4), 'blocks.1.attn.v', 'a layer reporting every 40 steps is looked back at over 120');
 });
 
 test('a loss event with steady layers says no layer moved', () => {
