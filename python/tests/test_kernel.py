@@ -81,6 +81,16 @@ class KernelLayouts(unittest.TestCase):
             kernel_quantized(torch.full((18,), 127, dtype=torch.uint8), values=torch.full((6, 96), 5.0))
 
 
+def train_handing_layer_0s_x(bridge, model, x, raw, q, steps):
+    """Steps in which a trainer's kernel hands the bridge layer "0"'s quantized X on every stats step."""
+    for step in range(steps):
+        bridge.begin_step(step)
+        if bridge.wants_stats:
+            bridge.kernel_operand("0", "fprop", "x", scale=raw, codes=codes_of(q, 64), original=x)
+        model(x).sum().backward()
+        bridge.end_step(loss=0.0)
+
+
 class KernelThroughTheBridge(unittest.TestCase):
     def test_a_kernel_operand_replaces_the_simulated_one_on_stats_steps(self):
         torch.manual_seed(0)
@@ -92,12 +102,7 @@ class KernelThroughTheBridge(unittest.TestCase):
         # A kernel whose scales are one binade higher than ours (e.g. another scale rounding).
         t, q = mx_layout(x)
         raw = (t.scale.view(torch.uint8) if E8M0 is not None else t.scale) + 1
-        for step in range(3):
-            bridge.begin_step(step)
-            if bridge.wants_stats:
-                bridge.kernel_operand("0", "fprop", "x", scale=raw, codes=codes_of(q, 64), original=x)
-            model(x).sum().backward()
-            bridge.end_step(loss=0.0)
+        train_handing_layer_0s_x(bridge, model, x, raw, q, steps=3)
         with self.assertRaisesRegex(ValueError, "layer 'nope' is not observed"):
             bridge.kernel_operand("nope", "fprop", "x", scale=raw)
         with self.assertRaisesRegex(ValueError, "'fprop' has no operand 'dy'"):
@@ -124,12 +129,7 @@ class KernelThroughTheBridge(unittest.TestCase):
         x = torch.randn(16, 64)
         t, q = mx_layout(x)
         raw = t.scale.view(torch.uint8) if E8M0 is not None else t.scale
-        for step in range(5):
-            bridge.begin_step(step)
-            if bridge.wants_stats:
-                bridge.kernel_operand("0", "fprop", "x", scale=raw, codes=codes_of(q, 64), original=x)
-            model(x).sum().backward()
-            bridge.end_step(loss=0.0)
+        train_handing_layer_0s_x(bridge, model, x, raw, q, steps=5)
         run_dir = bridge.run_dir
         bridge.end_run()
         fprop = [(r["step"], r["layer"], r["operands"][0].get("kernel", False)) for r in read_log(run_dir) if r["type"] == "layerStats" and r["gemm"] == "fprop"]
