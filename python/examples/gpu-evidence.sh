@@ -3,13 +3,15 @@
 # Single-GPU modes train the 1.1B Llama in emulated MXFP4 with that rotation; `ddp` and `fsdp` run two
 # ranks under torchrun (DistributedDataParallel, or FSDP2 fully_shard) and check the reduction; `tp`
 # observes a column- then row-parallel Linear pair on two ranks and unsharded on one GPU (tp_pair.py).
-# Figures land in $OUT (or /tmp/mxscope-evidence). STEPS and BUDGET (seconds per mode) scale each run.
+# Figures land in $OUT (or /tmp/mxscope-evidence). STEPS and BUDGET (seconds per mode) scale each run;
+# LAYER_GROUPS (default 1) passes --stats-layer-groups to the llama runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/mxscope-evidence}
 budget=${BUDGET:-170}
 steps=${STEPS:-300}
+groups=${LAYER_GROUPS:-1}
 mkdir -p "$out"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count(), torch.cuda.get_device_name(0))'
 for mode in "$@"; do
@@ -19,7 +21,7 @@ for mode in "$@"; do
   case $mode in
     ddp | fsdp | ddp-observe | fsdp-observe | ddp-observe-thread | fsdp-observe-thread)  # -observe: bf16 with hooks only, against plain bf16; -thread: Bridge(backward_thread=True)
       parallel=${mode%%-*}
-      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe $thread --check-reduction --rotation hadamard --steps "$steps" \
+      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe $thread --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" \
         --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
     tp)
       CUDA_VISIBLE_DEVICES=0 python3 examples/tp_pair.py --out "$out/tp-single.ndjson" >"$out/tp-single.log" 2>&1
