@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { setMxBackend } from '../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../src/checkpoint/analysis.js';
 import type { AnalysisOptions } from '../src/protocol/checkpoint-report.js';
-import { openCheckpoint } from '../src/checkpoint/checkpoint.js';
+import { openCheckpoint, type CheckpointTensor } from '../src/checkpoint/checkpoint.js';
 import { COLS, ROWS, TENSOR_BYTES, writeBf16Checkpoint } from './bf16-checkpoint.js';
 import { fmt } from './timing.js';
 
@@ -41,17 +41,24 @@ interface Measurement {
 
 let rawBuffers: readonly [Uint8Array, Uint8Array] | undefined;
 
-/** Every tensor's bytes through the chunk reader the analysis uses, in its chunk size, untouched, into two buffers kept between passes. */
+/**
+ * Every tensor's bytes through the chunk reader the analysis uses, in its chunk size, untouched, into
+ * two buffers kept between passes, reading ahead across tensors as the analysis does.
+ */
 async function rawRead(path: string, chunkBytes: number): Promise<number> {
   const checkpoint = await openCheckpoint(path);
   const buffers = (rawBuffers ??= [new Uint8Array(chunkBytes), new Uint8Array(chunkBytes)]);
+  const chunkElements = (tensor: CheckpointTensor): number => {
+    const cols = tensor.shape[tensor.shape.length - 1]!;
+    return Math.max(1, Math.floor(chunkBytes / (cols * (tensor.byteLength / tensor.elements)))) * cols;
+  };
   let total = 0;
   try {
-    for (const tensor of checkpoint.tensors) {
-      const elementBytes = tensor.byteLength / tensor.elements;
-      const cols = tensor.shape[tensor.shape.length - 1]!;
-      const chunkRows = Math.max(1, Math.floor(chunkBytes / (cols * elementBytes)));
-      for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, buffers)) total += chunk.byteLength;
+    for (let i = 0; i < checkpoint.tensors.length; i++) {
+      const tensor = checkpoint.tensors[i]!;
+      const next = checkpoint.tensors[i + 1];
+      const then = next && next.file === tensor.file ? { info: next, chunkElements: chunkElements(next) } : undefined;
+      for await (const chunk of tensor.file.chunks(tensor, chunkElements(tensor), buffers, then)) total += chunk.byteLength;
     }
     return total;
   } finally {

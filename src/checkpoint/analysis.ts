@@ -6,6 +6,7 @@ import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
 import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type FormatQuantizability, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
 import { createMxStats, E8M0_BIAS, E8M0_NAN, mxfp4Stats, mxfp8Stats, nvfp4Stats, hadamardInPlace, acquireResidentScaleKernels, releaseResidentScaleKernels, type MxStats } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
+import type { NextRead } from './file.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
 
@@ -202,7 +203,27 @@ function throwIfAborted(signal: AbortSignal | undefined): void {
 /** A row over the chunk size is read in segments of a multiple of this many columns (every MX and Hadamard block whole). */
 const SEGMENT_ALIGN = 128;
 
-async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions, scratch: Scratch, control: AnalysisControl = {}, doneBefore = 0): Promise<MatrixAnalysis> {
+/** How a tensor is read: whole rows `chunkRows` at a time, or (wide) each row in segments of `segment` elements. */
+function chunking(tensor: CheckpointTensor, options: AnalysisOptions): { wide: boolean; chunkRows: number; segment: number } {
+  const cols = tensor.shape[tensor.shape.length - 1];
+  const rows = tensor.elements / cols;
+  const elementBytes = DTYPE_BYTES[tensor.dtype as FloatDtype];
+  // A row wider than a chunk is read in segments, so memory follows the chunk size, not the row
+  // length (a [1, 2^28] F32 tensor needed 2 GiB of buffers and 2 GiB of SQNR scratch).
+  const wide = cols * elementBytes > options.chunkBytes;
+  const chunkRows = wide ? 1 : Math.max(1, Math.min(rows, Math.floor(options.chunkBytes / (cols * elementBytes))));
+  const segment = wide ? Math.max(SEGMENT_ALIGN, Math.floor(options.chunkBytes / elementBytes / SEGMENT_ALIGN) * SEGMENT_ALIGN) : cols;
+  return { wide, chunkRows, segment };
+}
+
+/** What `tensor` is read through, given the tensor analysed after it: its first chunk can be read ahead when it is read whole-row from the same file. */
+function nextRead(tensor: CheckpointTensor, next: CheckpointTensor | undefined, options: AnalysisOptions): NextRead | undefined {
+  if (!next || next.file !== tensor.file || chunking(tensor, options).wide) return undefined;
+  const { wide, chunkRows } = chunking(next, options);
+  return wide ? undefined : { info: next, chunkElements: chunkRows * next.shape[next.shape.length - 1] };
+}
+
+async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions, scratch: Scratch, control: AnalysisControl = {}, doneBefore = 0, then?: NextRead): Promise<MatrixAnalysis> {
   const dtype = tensor.dtype as FloatDtype;
   const cols = tensor.shape[tensor.shape.length - 1];
   const rows = tensor.elements / cols;
@@ -211,11 +232,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
   const stats = createMxStats();
   const hadamardSkipped = cols % options.hadamardBlock === 0 ? undefined : `cols ${cols} is not a multiple of the Hadamard block ${options.hadamardBlock}`;
   const sample = exponentsOnly ? null : new RowSample(rows, options.sqnrRows);
-  // A row wider than a chunk is read in segments, so memory follows the chunk size, not the row
-  // length (a [1, 2^28] F32 tensor needed 2 GiB of buffers and 2 GiB of SQNR scratch).
-  const wide = cols * elementBytes > options.chunkBytes;
-  const chunkRows = wide ? 1 : Math.max(1, Math.min(rows, Math.floor(options.chunkBytes / (cols * elementBytes))));
-  const segment = wide ? Math.max(SEGMENT_ALIGN, Math.floor(options.chunkBytes / elementBytes / SEGMENT_ALIGN) * SEGMENT_ALIGN) : cols;
+  const { wide, chunkRows, segment } = chunking(tensor, options);
   const sampleRows = wide ? 1 : Math.min(chunkRows, sample?.size ?? 0);
   const sqnr = sample
     ? new SqnrAccumulator(cols, scratch.float32('sample', wide ? 0 : sampleRows * cols), scratch.float32('rotated', sampleRows * segment), hadamardSkipped ? null : options.hadamardBlock)
@@ -254,7 +271,7 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
     }
   } else {
     let firstRow = 0;
-    for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.chunkBuffers(chunkRows * cols * elementBytes))) {
+    for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.chunkBuffers(chunkRows * cols * elementBytes), then)) {
       throwIfAborted(control.signal);
       const rowsHere = chunk.byteLength / elementBytes / cols;
       scanChunk(chunk, rowsHere, cols);
@@ -298,16 +315,21 @@ export async function analyseCheckpoint(checkpoint: Checkpoint, options: Analysi
   const scratch = new Scratch();
   const tensors: TensorReport[] = [];
   let done = 0;
+  const analysed = checkpoint.tensors.filter((tensor) => skipReason(tensor) === undefined);
+  const following = new Map(analysed.map((tensor, i) => [tensor, analysed[i + 1]]));
   try {
     for (const tensor of checkpoint.tensors) {
       throwIfAborted(control.signal);
       const skipped = skipReason(tensor);
-      const analysis = skipped ? null : await analyseTensor(tensor, options, scratch, control, done);
+      const then = skipped ? undefined : nextRead(tensor, following.get(tensor), options);
+      const analysis = skipped ? null : await analyseTensor(tensor, options, scratch, control, done, then);
       done += tensor.byteLength;
       control.onProgress?.(done);
       tensors.push({ name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, analysis, ...(skipped ? { skipped } : {}) });
     }
   } finally {
+    // A first chunk read ahead must land before the buffers go back to the pool.
+    await Promise.all([...new Set(checkpoint.tensors.map((tensor) => tensor.file))].map((file) => file.settle()));
     scratch.release();
   }
   return {

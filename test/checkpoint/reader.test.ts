@@ -3,7 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
+import { openCheckpoint, type CheckpointTensor } from '../../src/checkpoint/checkpoint.js';
+import type { NextRead } from '../../src/checkpoint/file.js';
 import { readSafetensors } from '../../src/checkpoint/safetensors.js';
 
 const fixtures = join(__dirname, '..', 'fixtures', 'safetensors') + '/';
@@ -81,4 +82,56 @@ test('a caller that stops reading chunks early can close the file at once', asyn
     break; // the read of the second chunk is already in flight here
   }
   await checkpoint.close();
+});
+
+/** Every byte of `tensor` through `chunks` (chunks of `elements`, through `buffers`, reading `then` ahead). */
+async function bytesOf(tensor: CheckpointTensor, elements: number, buffers?: readonly [Uint8Array, Uint8Array], then?: NextRead, onChunk?: () => void): Promise<number[]> {
+  const bytes: number[] = [];
+  for await (const chunk of tensor.file.chunks(tensor, elements, buffers, then)) {
+    bytes.push(...chunk);
+    onChunk?.();
+  }
+  return bytes;
+}
+
+test('reading ahead across tensors: the next tensor\'s first chunk is read during this one\'s last, and every tensor reads back exactly', async () => {
+  const checkpoint = await openCheckpoint(`${fixtures}mixed.safetensors`);
+  try {
+    const [k, q, up] = ['blocks.0.attn.k.weight', 'blocks.0.attn.q.weight', 'blocks.0.mlp.up.weight'].map((name) => checkpoint.tensors.find((t) => t.name === name)!);
+    const plain = await Promise.all([k, q, up].map((tensor) => bytesOf(tensor, tensor.elements)));
+    // Reads the file issued, by offset (the handle is the file's own: spied on here).
+    const file = k.file as unknown as { handle: { read: (...args: unknown[]) => Promise<unknown> } };
+    const offsets: number[] = [];
+    const read = file.handle.read.bind(file.handle);
+    file.handle.read = (...args: unknown[]) => (offsets.push(args[3] as number), read(...args));
+    const buffers: [Uint8Array, Uint8Array] = [new Uint8Array(64), new Uint8Array(64)];
+    let seenAhead = false;
+    const kBytes = await bytesOf(k, 16, buffers, { info: q, chunkElements: 32 }, () => (seenAhead ||= offsets.includes(q.fileOffset)));
+    assert.ok(seenAhead, "q's first chunk was requested while k's chunks were being handed out");
+    assert.deepEqual(kBytes, plain[0]);
+    assert.deepEqual(await bytesOf(q, 32, buffers, { info: up, chunkElements: 32 }), plain[1], 'q from the chunk read ahead, then its own');
+    // The caller reads another tensor than the one read ahead (up), or in another chunk size: the read ahead is waited out, not used.
+    assert.deepEqual(await bytesOf(k, 16, buffers), plain[0]);
+    assert.deepEqual(await bytesOf(q, 16, buffers, { info: up, chunkElements: 32 }), plain[1]);
+    assert.deepEqual(await bytesOf(up, 16, buffers), plain[2], 'up in 16-element chunks though 32 were read ahead');
+    assert.equal(offsets.filter((offset) => offset === up.fileOffset).length, 3, 'up\'s first chunk: read ahead after each q, then read again in the size asked for');
+  } finally {
+    await checkpoint.close();
+  }
+});
+
+test('a chunk read ahead is never read into a buffer too small for it, and settle waits it out', async () => {
+  const checkpoint = await openCheckpoint(`${fixtures}mixed.safetensors`);
+  try {
+    const [k, up] = ['blocks.0.attn.k.weight', 'blocks.0.mlp.up.weight'].map((name) => checkpoint.tensors.find((t) => t.name === name)!);
+    const small: [Uint8Array, Uint8Array] = [new Uint8Array(32), new Uint8Array(32)];
+    await bytesOf(k, 32, small, { info: up, chunkElements: 64 }); // up's first chunk (128 bytes) does not fit: no read ahead
+    assert.equal((k.file as unknown as { ahead?: unknown }).ahead, undefined);
+    await bytesOf(k, 32, small, { info: up, chunkElements: 16 });
+    assert.notEqual((k.file as unknown as { ahead?: unknown }).ahead, undefined);
+    await k.file.settle();
+    assert.equal((k.file as unknown as { ahead?: unknown }).ahead, undefined);
+  } finally {
+    await checkpoint.close();
+  }
 });
