@@ -110,10 +110,7 @@ class Bridge:
         self.generators = DeviceGenerators(self.config["seed"] + 7919 * self.rank)
         self.layers = observed_modules(model, include, exclude, adapters, modules)
         self._names = {name for name, _, _ in self.layers}
-        for kind in GEMM_KINDS:  # refuse at attach time a recipe that cannot run, and what no layer can honour
-            check_gemm(self.config["gemms"][kind], f"config.gemms.{kind}")
-        check_layer_groups(self.config)
-        self._check_fits(self.config)
+        self._checked_fits(self.config)  # refuse at attach time a recipe that cannot run, and what no layer can honour
         self.run_id: Optional[str] = None
         self.run_dir: Optional[str] = None
         self.stop_requested = False
@@ -275,10 +272,7 @@ class Bridge:
             box = [config]
             torch.distributed.broadcast_object_list(box, src=0, group=self.group)
             config = box[0]
-        for kind in GEMM_KINDS:
-            check_gemm(config["gemms"][kind], f"config.gemms.{kind}")
-        check_layer_groups(config)
-        fits = self._check_fits(config)
+        fits = self._checked_fits(config)
         self.config = config
         if self.server:
             self.server.set_next_run_config(copy.deepcopy(config))
@@ -496,7 +490,11 @@ class Bridge:
 
     # ------------------------------------------------------------------ emulation and rotation plan
 
-    def _check_fits(self, config: dict) -> List[dict]:
+    def _checked_fits(self, config: dict) -> List[dict]:
+        """Refuses (ConfigError) a config that cannot run, then how each layer's reduction dims fit its rotations."""
+        for kind in GEMM_KINDS:
+            check_gemm(config["gemms"][kind], f"config.gemms.{kind}")
+        check_layer_groups(config)
         infos = [layer_info(n, m, 0, 0, a) for n, m, a in self.layers]
         return rotation_fits(infos, config["gemms"], self.misfit)
 

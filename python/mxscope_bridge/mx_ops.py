@@ -20,7 +20,15 @@ def _triton_fits(x: torch.Tensor, r: Optional[Rotation]) -> bool:
 
 #: Rows of one zeroed slab: a stats step takes ~5 rows per layer, each of which was a zeroing launch.
 SLAB_ROWS = 64
-_slabs = threading.local()
+
+
+class _Slabs(threading.local):
+    def __init__(self):
+        #: device -> (this thread's current slab, rows of it handed out)
+        self.by_device = {}
+
+
+_slabs = _Slabs()
 
 
 def stats_row(device) -> torch.Tensor:
@@ -28,11 +36,9 @@ def stats_row(device) -> torch.Tensor:
     slab of this thread's (a thread keeps to one stream). Rows are never handed out twice; a slab is
     freed with its last row."""
     key = torch.device(device)
-    slab, used = getattr(_slabs, "by_device", {}).get(key, (None, SLAB_ROWS))
+    slab, used = _slabs.by_device.get(key, (None, SLAB_ROWS))
     if used == SLAB_ROWS:
         slab, used = torch.zeros(SLAB_ROWS, mxfp4_triton.STATS_LEN, dtype=torch.float64, device=key), 0
-    if not hasattr(_slabs, "by_device"):
-        _slabs.by_device = {}
     _slabs.by_device[key] = (slab, used + 1)
     return slab[used]
 
