@@ -146,6 +146,8 @@ def run_step(trainer, samples, kind, **bridge):
 
 
 HOOK_SECONDS = {}
+#: Whether the bridge block being run is timed (after its warm-up has compiled the kernels).
+TIMED = {"now": False}
 
 
 def _time_hooks():
@@ -172,7 +174,7 @@ def _profile_hooks(path):
     inner, profiler = observe._observe, cProfile.Profile()
 
     def profiled(config, capture, *args, **kwargs):
-        if not capture.with_stats or not HOOK_SECONDS.get("timed"):  # stats steps after the warm-up (kernels compiled)
+        if not capture.with_stats or not TIMED["now"]:
             return inner(config, capture, *args, **kwargs)
         profiler.enable()
         try:
@@ -209,9 +211,10 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
                 trainer.step(bridge=bridge, bridge_step=k)
             k += 1
 
+    TIMED["now"] = False
     bridge_block(timed=False, steps=stats_every * groups + 1)  # warm-up: every group's stats step and a pre-stats step (compiles kernels, fills caches)
     HOOK_SECONDS.clear()
-    HOOK_SECONDS["timed"] = True
+    TIMED["now"] = True
     for _ in range(-(-args.rounds // groups) * groups):  # each layer group's stats step timed equally often
         for _ in range(stats_every):
             run_step(trainer, samples, "plain")
@@ -297,7 +300,7 @@ def main():
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
             print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
             GC_MS.clear()
-            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items() if k != "timed"}
+            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
             print("  host ms of the bridge's backward work per step (its worker thread) " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
