@@ -62,11 +62,11 @@ interface ShardIndex {
 async function readShardIndex(path: string): Promise<ShardIndex> {
   const { size } = await stat(path);
   if (size > MAX_HEADER_BYTES) throw new CheckpointFormatError(path, `shard index is ${size} bytes, over the ${MAX_HEADER_BYTES}-byte limit`);
-  const bytes = await readFile(path);
-  if (!withinDepth(bytes)) throw new CheckpointFormatError(path, `shard index nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
+  const text = await readFile(path, 'utf8');
+  if (!withinDepth(text)) throw new CheckpointFormatError(path, `shard index nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
   let json: unknown;
   try {
-    json = JSON.parse(bytes.toString('utf8'));
+    json = JSON.parse(text);
   } catch (error) {
     throw new CheckpointFormatError(path, `shard index is not valid JSON (${(error as Error).message})`);
   }

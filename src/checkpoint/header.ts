@@ -116,12 +116,19 @@ function elementCount(entry: RawEntry, file: string): number {
  * minus 8 minus the header length): every tensor must lie inside it and together they must fill it.
  */
 export function parseHeader(headerBytes: Uint8Array, dataLength: number, file: string): SafetensorsHeader {
-  if (!withinDepth(headerBytes)) throw new CheckpointFormatError(file, `header nests JSON deeper than ${MAX_JSON_DEPTH} levels (a safetensors header nests 3): not a safetensors file, or a hostile one`);
+  const notJson = (error: unknown) => new CheckpointFormatError(file, `header is not valid UTF-8 JSON (${(error as Error).message})`);
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(headerBytes);
+  } catch (error) {
+    throw notJson(error);
+  }
+  if (!withinDepth(text)) throw new CheckpointFormatError(file, `header nests JSON deeper than ${MAX_JSON_DEPTH} levels (a safetensors header nests 3): not a safetensors file, or a hostile one`);
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(headerBytes));
+    json = JSON.parse(text);
   } catch (error) {
-    throw new CheckpointFormatError(file, `header is not valid UTF-8 JSON (${(error as Error).message})`);
+    throw notJson(error);
   }
   if (!isPlainObject(json)) throw new CheckpointFormatError(file, 'header must be a JSON object mapping tensor names to entries');
 

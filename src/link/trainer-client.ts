@@ -126,7 +126,10 @@ export class TrainerClient {
     // No Origin header: servers refuse upgrades that carry one (that is how they keep browsers out).
     const headers = this.token ? { Authorization: `Bearer ${this.token}` } : undefined;
     this.connectionSeq = 0;
-    const socket = new WebSocket(this.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES, perMessageDeflate: false });
+    // skipUTF8Validation: readFrame checks every text frame's UTF-8 as it decodes it (one pass for
+    // ASCII frames instead of two) and drops a bad frame with an error saying so, where ws would
+    // close the connection, and the reconnect would replay the same frame.
+    const socket = new WebSocket(this.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES, perMessageDeflate: false, skipUTF8Validation: true });
     this.socket = socket;
     socket.on('open', () => {
       const client = this.options.client ?? { name: 'mxscope-client', version: '0.1.0' };

@@ -6,7 +6,9 @@ import { startTrainerServer } from '../../src/link/trainer-server.js';
 import { TrainerClient } from '../../src/link/trainer-client.js';
 import { formatListeningLine, parseListeningLine } from '../../src/link/listening-line.js';
 import { isLoopbackHost } from '../../src/link/auth.js';
-import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from '../../src/protocol/index.js';
+import { MAX_FRAME_BYTES, PROTOCOL_VERSION, SERVER_MESSAGE_TYPES, serverMessageSchema, type ServerTelemetry } from '../../src/protocol/index.js';
+import { readFrame, telemetryFrame } from '../../src/link/frames.js';
+import { syntheticStep } from '../fixtures/synthetic-llama8b.js';
 import { baseConfig, fakeLauncher } from './fake-run.js';
 import { framesOfType, rawPeer, until } from './helpers.js';
 
@@ -62,6 +64,44 @@ test('a client refuses a server hello of another major version and stays closed'
     assert.match(detail, new RegExp(`trainer speaks protocol 2\\.1; this client speaks ${PROTOCOL_VERSION.major}\\.${PROTOCOL_VERSION.minor}`));
   } finally {
     wss.close();
+  }
+});
+
+test('a server frame that is not UTF-8 is dropped with an error saying so; the connection lives and the next frame arrives', async () => {
+  // A step whose runId holds the byte 0xff, which no UTF-8 text contains.
+  const bad = Buffer.from(telemetryFrame(syntheticStep('r?', 0), 1));
+  bad[bad.indexOf('r?') + 1] = 0xff;
+  let connections = 0;
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  wss.on('connection', (socket) => {
+    connections++;
+    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: PROTOCOL_VERSION, trainer: { name: 't', version: '1' }, sessionId: 's', capabilities: [], lastSeq: 0 }));
+    socket.send(bad, { binary: false });
+    socket.send(telemetryFrame(syntheticStep('r', 10), 2));
+  });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  const logs: string[] = [];
+  const received: ServerTelemetry[] = [];
+  const client = new TrainerClient({ url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`, onTelemetry: (record) => received.push(record), log: (line) => logs.push(line) });
+  try {
+    await until(() => received.length === 1, 'the frame after the bad one');
+    assert.equal(received[0]!.type === 'step' && received[0]!.step, 10);
+    assert.ok(logs.some((line) => line.includes('dropped a server frame: frame is not valid UTF-8')), logs.join('\n'));
+    assert.equal(connections, 1, 'no reconnect');
+    assert.equal(client.state, 'connected');
+  } finally {
+    client.close();
+    wss.close();
+  }
+});
+
+test('readFrame decodes non-ASCII UTF-8 as UTF-8 and refuses bytes that are not UTF-8, naming it', () => {
+  const read = (bytes: Buffer) => readFrame(bytes, false, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_FRAME_BYTES);
+  const frame = read(Buffer.from(telemetryFrame(syntheticStep('läuft-✓-𝄞', 0), 1)));
+  assert.equal(frame.kind === 'message' && frame.message.type === 'step' && frame.message.runId, 'läuft-✓-𝄞');
+  for (const invalid of [[0xff], [0xc3], [0xed, 0xa0, 0x80] /* a lone surrogate */, [0xc0, 0xaf] /* overlong '/' */]) {
+    const bytes = Buffer.concat([Buffer.from('{"seq":1,"type":"step","runId":"'), Buffer.from(invalid), Buffer.from('"}')]);
+    assert.deepEqual(read(bytes), { kind: 'error', code: 'bad-json', message: 'frame is not valid UTF-8 (protocol v1 frames are UTF-8 JSON text); dropped' }, invalid.join(','));
   }
 });
 
