@@ -3,8 +3,11 @@
 // extension wires them, src/host/dashboard/register.ts) in this (the "host") process;
 // host CPU at a paced 20,000 records/s (goal: under 50% of a core); and the store's retained memory
 // for 10,000 and 20,000 steps of an 8B-sized run. Baselines in the same run: JSON.parse alone, and
-// JSON.parse + protocol validation, of the same frames.
+// JSON.parse + protocol validation, of the same frames. `--against DIR` also runs the paced run with
+// the host code of another checkout (e.g. a `git worktree` of main), in turns with this one's.
 import { spawnSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { TrainerClient } from '../src/link/trainer-client.js';
@@ -88,8 +91,26 @@ class StretchClock {
   }
 }
 
+/** The host classes a ws run uses: this checkout's, or another's (`--against`). */
+interface HostCode {
+  TrainerClient: typeof TrainerClient;
+  RunStore: typeof RunStore;
+  AlertTracker: typeof AlertTracker;
+}
+const THIS_CODE: HostCode = { TrainerClient, RunStore, AlertTracker };
+
+/** The host classes of the checkout at `dir`, loaded as this process loads its own (tsx). */
+async function codeAt(dir: string): Promise<HostCode> {
+  const load = async <T>(file: string, name: string) => ((await import(pathToFileURL(join(resolve(dir), file)).href)) as Record<string, T>)[name]!;
+  return {
+    TrainerClient: await load<typeof TrainerClient>('src/link/trainer-client.ts', 'TrainerClient'),
+    RunStore: await load<typeof RunStore>('src/store/run-store.ts', 'RunStore'),
+    AlertTracker: await load<typeof AlertTracker>('src/dashboard/alerts.ts', 'AlertTracker'),
+  };
+}
+
 /** A store with the alert tracker the extension feeds every stored record to. */
-function hostStore(): RunStore {
+function hostStore({ RunStore, AlertTracker }: HostCode = THIS_CODE): RunStore {
   const store = new RunStore();
   const alerts = new AlertTracker();
   store.onDidChange((change) => change.record && alerts.ingest(change.record));
@@ -97,10 +118,10 @@ function hostStore(): RunStore {
 }
 
 /** Spawns a publisher, connects, starts its run and ingests it into a store; CPU of this process only. */
-async function ingestThroughWs(statsSteps: number, rate: number): Promise<Ingest> {
+async function ingestThroughWs(statsSteps: number, rate: number, code = THIS_CODE): Promise<Ingest> {
   // The same file in publisher mode, loaded the way this process was (tsx, or a bundle).
   const child = await spawnTrainer({ nodePath: process.execPath, args: [...process.execArgv, process.argv[1]!, '--publisher', String(statsSteps), String(rate)] });
-  const store = hostStore();
+  const store = hostStore(code);
   const fillingRecords = (store.limits.statsPerSeries + 1) * RECORDS_PER_STATS_STEP;
   if (statsSteps * RECORDS_PER_STATS_STEP <= fillingRecords) throw new Error(`${statsSteps} stats steps do not get past the series filling`);
   let layerStats = 0;
@@ -109,7 +130,7 @@ async function ingestThroughWs(statsSteps: number, rate: number): Promise<Ingest
   let filling: Stretch | undefined;
   let finish: (value: Ingest) => void = () => {};
   const result = new Promise<Ingest>((resolve) => (finish = resolve));
-  const client = new TrainerClient({
+  const client = new code.TrainerClient({
     url: child.info.url,
     onTelemetry: (record) => {
       if (record.type === 'layerStats') {
@@ -212,11 +233,31 @@ async function main(): Promise<void> {
   // a one-off per run); after that a run costs what the second line says.
   console.log(`  of which the first ${fmt(paced.filling.records)} records (series filling):   host CPU ${(paced.filling.cpuFraction * 100).toFixed(0)}%, ${ratio(paced.filling)}`);
   console.log(`  and the last ${fmt(paced.full.records)} records (series full):        host CPU ${(paced.full.cpuFraction * 100).toFixed(0)}%, ${ratio(paced.full)}`);
+  const against = process.argv.indexOf('--against');
+  if (against > 0) await compareWith(process.argv[against + 1]!, frames);
   for (const steps of [10_000, 20_000]) {
     // In a child process of its own: ArrayBuffers the ws runs above freed are swept lazily and would blur the figure.
     const child = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, '--retained', String(steps)], { encoding: 'utf8' });
     if (child.status !== 0) throw new Error(`memory child failed: ${child.stderr}`);
     console.log(`store memory, 8B-sized run, ${fmt(steps)} steps (stats every 10 → ${fmt((steps / 10) * RECORDS_PER_STATS_STEP)} layer-stat records): ${Number(child.stdout).toFixed(1)} MiB retained (JS heap and ArrayBuffers)`);
+  }
+}
+
+/**
+ * The paced run with this checkout's host code and `dir`'s, three each in turns (this, other, other,
+ * this, this, other), each after a full GC where the process allows one (--expose-gc) and with its
+ * own floor: JSON.parse of the same frames right before and right after it.
+ */
+async function compareWith(dir: string, frames: readonly string[]): Promise<void> {
+  const other = await codeAt(dir);
+  const gc = (globalThis as { gc?: () => void }).gc;
+  for (const [label, code] of [['this checkout', THIS_CODE], [dir, other], [dir, other], ['this checkout', THIS_CODE], ['this checkout', THIS_CODE], [dir, other]] as const) {
+    gc?.();
+    const before = cpuPerFrame(frames, (frame) => JSON.parse(frame));
+    const run = await ingestThroughWs(150, 20_000, code);
+    const floor = (before + cpuPerFrame(frames, (frame) => JSON.parse(frame))) / 2;
+    const x = (stretch: Stretch) => `${(stretch.perRecordUs / floor).toFixed(2)}×`;
+    console.log(`paced at 20,000/s, ${label}: ${run.perRecordUs.toFixed(1)} µs CPU/record = ${x(run)} its JSON.parse floor of ${floor.toFixed(1)} µs; filling ${x(run.filling)}, full ${run.full.perRecordUs.toFixed(1)} µs = ${x(run.full)}; host CPU ${(run.cpuFraction * 100).toFixed(0)}%`);
   }
 }
 
