@@ -173,6 +173,15 @@ function cpuPerFrame(frames: readonly string[], work: (frame: string) => unknown
   return (cpu.user + cpu.system) / (3 * frames.length);
 }
 
+/**
+ * µs of CPU per frame of JSON.parse alone, after a full GC where the process allows one
+ * (--expose-gc, as `npm run bench` runs it): the floor, without collecting what ran before it.
+ */
+function parseFloor(frames: readonly string[]): number {
+  (globalThis as { gc?: () => void }).gc?.();
+  return cpuPerFrame(frames, (frame) => JSON.parse(frame));
+}
+
 /** Per-record CPU time (µs, this process) of the same frames: JSON.parse alone, with validation, and into a store and alerts (no ws). */
 function baselines(frames: readonly string[]): { parse: number; parseAndCheck: number; noWs: number } {
   const layers = syntheticLayers();
@@ -223,7 +232,7 @@ async function main(): Promise<void> {
   const paced = await ingestThroughWs(150, 20_000);
   // The floor again, right after: on a shared machine the load changes within the minute the ws
   // runs take, and JSON.parse slows with it. The ratios are to the mean of both.
-  const parseAfter = cpuPerFrame(frames, (frame) => JSON.parse(frame));
+  const parseAfter = parseFloor(frames);
   const floor = (base.parse + parseAfter) / 2;
   console.log(`JSON.parse alone again, after the ws runs: ${parseAfter.toFixed(1)} µs CPU/record; the floor below is the mean, ${floor.toFixed(1)} µs`);
   const ratio = (stretch: Stretch) => `${stretch.perRecordUs.toFixed(1)} µs CPU/record = ${(stretch.perRecordUs / floor).toFixed(2)}× the JSON.parse floor`;
@@ -245,17 +254,15 @@ async function main(): Promise<void> {
 
 /**
  * The paced run with this checkout's host code and `dir`'s, three each in turns (this, other, other,
- * this, this, other), each after a full GC where the process allows one (--expose-gc) and with its
- * own floor: JSON.parse of the same frames right before and right after it.
+ * this, this, other), each with its own floor: JSON.parse of the same frames right before and right
+ * after it.
  */
 async function compareWith(dir: string, frames: readonly string[]): Promise<void> {
   const other = await codeAt(dir);
-  const gc = (globalThis as { gc?: () => void }).gc;
   for (const [label, code] of [['this checkout', THIS_CODE], [dir, other], [dir, other], ['this checkout', THIS_CODE], ['this checkout', THIS_CODE], [dir, other]] as const) {
-    gc?.();
-    const before = cpuPerFrame(frames, (frame) => JSON.parse(frame));
+    const before = parseFloor(frames);
     const run = await ingestThroughWs(150, 20_000, code);
-    const floor = (before + cpuPerFrame(frames, (frame) => JSON.parse(frame))) / 2;
+    const floor = (before + parseFloor(frames)) / 2;
     const x = (stretch: Stretch) => `${(stretch.perRecordUs / floor).toFixed(2)}×`;
     console.log(`paced at 20,000/s, ${label}: ${run.perRecordUs.toFixed(1)} µs CPU/record = ${x(run)} its JSON.parse floor of ${floor.toFixed(1)} µs; filling ${x(run.filling)}, full ${run.full.perRecordUs.toFixed(1)} µs = ${x(run.full)}; host CPU ${(run.cpuFraction * 100).toFixed(0)}%`);
   }
