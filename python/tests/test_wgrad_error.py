@@ -71,6 +71,13 @@ class WgradErrors(unittest.TestCase):
         for key in whole:
             self.assertTrue(math.isclose(split[key]["gradNorm"], 2 * whole[key]["gradNorm"], rel_tol=1e-4), key)
 
+    def test_the_process_wide_tf32_setting_is_never_changed(self):
+        # The Wgrad products run on the backward worker's thread while the trainer's own GEMMs run on
+        # another: flipping the process-wide setting there changed the precision of those GEMMs.
+        with mock.patch.object(torch._C, "_set_cublas_allow_tf32") as setter:
+            self.assertTrue(run(steps=3))
+        self.assertEqual(setter.call_args_list, [], "the bridge set torch.backends.cuda.matmul.allow_tf32")
+
     def test_a_second_backward_without_micro_batches_is_named(self):
         with self.assertRaisesRegex(RuntimeError, "micro_batches"):
             self._two_backwards()
