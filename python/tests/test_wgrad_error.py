@@ -47,14 +47,14 @@ def run(steps=6, micro_batches=1, chunk_bytes=None, **kwargs):
 
 
 class WgradErrors(unittest.TestCase):
-    def assert_close(self, got, want):
+    def assert_close(self, got, want, rel=1e-9):
         self.assertEqual(sorted(got), sorted(want))
         for key in want:
             for field in ("gradNorm", "errNorm", "relErr", "cosErrGrad", "alignment", "lag1Cos"):
                 a, b = got[key][field], want[key][field]
                 self.assertEqual(a is None, b is None, f"{key} {field}")
                 if a is not None:
-                    self.assertTrue(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), f"{key} {field}: {a} vs {b}")
+                    self.assertTrue(math.isclose(a, b, rel_tol=rel, abs_tol=1e-12), f"{key} {field}: {a} vs {b}")
             self.assertEqual(got[key]["sketch"], want[key]["sketch"], key)
             self.assertEqual(got[key]["sketchPrev"], want[key]["sketchPrev"], key)
 
@@ -62,7 +62,8 @@ class WgradErrors(unittest.TestCase):
         whole = run()
         self.assertIsNotNone(whole[(3, "lm_head")]["lag1Cos"], "the stats step after a pre-stats step reports lag-1")
         self.assertIsNone(whole[(0, "lm_head")]["lag1Cos"])
-        self.assert_close(run(chunk_bytes=256), whole)
+        # A chunk's ∇W is its own GEMM: BLAS libraries that block by shape (torch 2.11's on x86) round its sums apart in the last bits.
+        self.assert_close(run(chunk_bytes=256), whole, rel=1e-6)
 
     def test_micro_batches_sum_before_the_norms(self):
         # Two micro-batches, each a mean over half the batch, sum to twice the whole batch's mean gradient.
