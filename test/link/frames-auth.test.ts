@@ -8,7 +8,9 @@ import { formatListeningLine, parseListeningLine } from '../../src/link/listenin
 import { isLoopbackHost } from '../../src/link/auth.js';
 import { MAX_FRAME_BYTES, PROTOCOL_VERSION, SERVER_MESSAGE_TYPES, serverMessageSchema, type ServerTelemetry } from '../../src/protocol/index.js';
 import { readFrame, telemetryFrame } from '../../src/link/frames.js';
-import { syntheticStep } from '../fixtures/synthetic-llama8b.js';
+import { syntheticLayerStats, syntheticStep } from '../fixtures/synthetic-llama8b.js';
+import { Fuzzer } from '../fuzz/mutate.js';
+import { isUtf8 } from 'node:buffer';
 import { baseConfig, fakeLauncher } from './fake-run.js';
 import { framesOfType, rawPeer, until } from './helpers.js';
 
@@ -103,6 +105,43 @@ test('readFrame decodes non-ASCII UTF-8 as UTF-8 and refuses bytes that are not 
     const bytes = Buffer.concat([Buffer.from('{"seq":1,"type":"step","runId":"'), Buffer.from(invalid), Buffer.from('"}')]);
     assert.deepEqual(read(bytes), { kind: 'error', code: 'bad-json', message: 'frame is not valid UTF-8 (protocol v1 frames are UTF-8 JSON text); dropped' }, invalid.join(','));
   }
+});
+
+test('readFrame reads any bytes as UTF-8 would: 3,000 seeded byte edits of a frame, valid or not', () => {
+  // The ASCII fast path (latin1) must never change what a frame says: whatever the bytes, a frame is
+  // refused as not UTF-8 exactly when it is not, and otherwise reads as its UTF-8 decoding parses.
+  const fuzz = new Fuzzer(18);
+  const base = Buffer.from(telemetryFrame(syntheticLayerStats('r', 10, 'blocks.0.q', 'fprop', 1), 1));
+  const inserts = [Buffer.from('é'), Buffer.from('✓'), Buffer.from('𝄞'), Buffer.from([0xff]), Buffer.from([0xc3]), Buffer.from([0x80]), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from([0xf4, 0x90, 0x80, 0x80])];
+  const name = base.indexOf('blocks.0.q');
+  let refused = 0;
+  let read = 0;
+  for (let i = 0; i < 3000; i++) {
+    let bytes = base;
+    for (let edits = 1 + fuzz.int(3); edits > 0; edits--) {
+      // Mostly inside the layer name, where an edit can leave a valid record; anywhere otherwise.
+      const at = fuzz.chance(0.8) ? name + fuzz.int(10) : fuzz.int(bytes.length);
+      bytes = fuzz.chance(0.5) ? Buffer.concat([bytes.subarray(0, at), fuzz.pick(inserts), bytes.subarray(at)]) : Buffer.concat([bytes.subarray(0, at), Buffer.from([fuzz.int(256)]), bytes.subarray(at + 1)]);
+    }
+    const frame = readFrame(bytes, false, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_FRAME_BYTES);
+    if (!isUtf8(bytes)) {
+      assert.deepEqual(frame, { kind: 'error', code: 'bad-json', message: 'frame is not valid UTF-8 (protocol v1 frames are UTF-8 JSON text); dropped' }, bytes.toString('hex'));
+      refused++;
+      continue;
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(bytes.toString('utf8'));
+    } catch {
+      assert.equal(frame.kind === 'error' && frame.code, 'bad-json', bytes.toString('utf8'));
+      continue;
+    }
+    if (frame.kind === 'message') {
+      assert.deepEqual(frame.message, parsed);
+      read++;
+    } else assert.notEqual(frame.kind === 'error' && frame.code, 'bad-json', bytes.toString('utf8'));
+  }
+  assert.ok(refused > 300 && read > 300, `${refused} refused as not UTF-8, ${read} read: both must be exercised`);
 });
 
 test('a token-protected server refuses clients without the right token, accepts query and bearer tokens', async () => {
