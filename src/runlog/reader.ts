@@ -3,6 +3,7 @@
 import { createReadStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { MAX_JSON_DEPTH, withinDepth } from '../protocol/json-depth.js';
 import { tryCheck } from '../protocol/validate.js';
 import { telemetryRecordSchema, type TelemetryRecord } from '../protocol/telemetry.js';
 import { TELEMETRY_NDJSON } from './format.js';
@@ -22,6 +23,10 @@ export async function readRunLogLines(dir: string, onRecord: (record: TelemetryR
   for await (const line of lines) {
     lineNumber++;
     if (line.trim() === '') continue;
+    if (!withinDepth(line)) {
+      warnings.push(`${path} line ${lineNumber}: nests JSON deeper than ${MAX_JSON_DEPTH} levels (a record nests at most 5); skipped`);
+      continue;
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(line);

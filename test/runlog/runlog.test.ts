@@ -56,6 +56,22 @@ test('invalid and torn lines are skipped with a warning naming the line; the res
   rmSync(dir, { recursive: true, force: true });
 });
 
+test('a line nested deeper than 64 levels is skipped before parsing, with a warning saying so', async () => {
+  const dir = join(tempDir(), 'r1');
+  const writer = new RunLogWriter(dir, started);
+  writer.append(step(0));
+  writer.close();
+  const deep = (levels: number) => `${'['.repeat(levels)}0${']'.repeat(levels)}`;
+  appendFileSync(join(dir, TELEMETRY_NDJSON), `${JSON.stringify(step(1)).slice(0, -1)},"x":${deep(64)}}\n${deep(1_000_000)}\n${JSON.stringify(step(2))}\n`);
+  const summary = await readRunLogLines(dir, () => {});
+  assert.equal(summary.records, 3);
+  assert.deepEqual(summary.warnings.map((warning) => warning.replace(/^.* line (\d+): /, '$1: ')), [
+    '3: nests JSON deeper than 64 levels (a record nests at most 5); skipped',
+    '4: nests JSON deeper than 64 levels (a record nests at most 5); skipped',
+  ]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test('the log of a trainer killed mid-run reloads up to the last complete line', async () => {
   const outDir = tempDir();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/train.ts', '--steps', '1000', '--stats-every', '2', '--out', outDir], { stdio: 'ignore' });
