@@ -1,0 +1,72 @@
+// Entry point of a sample worker (a Node worker thread, see sqnr-workers.ts): quantizes the SQNR
+// samples of the tensors the analysing thread hands it, while that thread reads and counts. Each
+// message is done whole before the next: a batch of rows is decoded and quantized at once, so the
+// batches are the ones the analysing thread would have quantized itself.
+import { parentPort } from 'node:worker_threads';
+import { mxBackendInUse, setMxBackend } from '../mx/index.js';
+import { decodeInto, DTYPE_BYTES, type FloatDtype } from './dtypes.js';
+import { FloatBuffers, SqnrAccumulator, type SampleShape, type SqnrTotals } from './sqnr-sample.js';
+
+export type ToSampleWorker =
+  | { type: 'begin'; id: number; shape: SampleShape; dtype: FloatDtype; backend: 'ts' | 'wasm' }
+  /** Whole sampled rows (`rows`) or part of one wide row (`segment`): `length` raw bytes at the start of `bytes`, which comes back. */
+  | { type: 'rows' | 'segment'; id: number; bytes: ArrayBuffer; length: number }
+  | { type: 'endRow' | 'end' | 'drop'; id: number };
+
+export type FromSampleWorker =
+  | { type: 'buffer'; bytes: ArrayBuffer }
+  | { type: 'totals'; id: number; totals: SqnrTotals }
+  | { type: 'failed'; id: number; message: string };
+
+interface Sample {
+  accumulator: SqnrAccumulator;
+  shape: SampleShape;
+  dtype: FloatDtype;
+}
+
+const samples = new Map<number, Sample>();
+const floats = new FloatBuffers();
+
+function quantize(sample: Sample, kind: 'rows' | 'segment', bytes: Uint8Array): void {
+  const count = bytes.byteLength / DTYPE_BYTES[sample.dtype];
+  const values = floats.get(kind, count);
+  decodeInto(sample.dtype, bytes, values, count);
+  if (kind === 'rows') sample.accumulator.quantizeRows(values, count / sample.shape.cols, floats.get('rotated', count));
+  else sample.accumulator.quantizeSegment(values, floats.get('rotated', count));
+}
+
+function handle(message: ToSampleWorker, post: (reply: FromSampleWorker, transfer?: ArrayBuffer[]) => void): void {
+  if (message.type === 'begin') {
+    // The analysing thread's kernels, so the statistics are the same bits (both paths are exact, but this is the rule).
+    if (mxBackendInUse() !== message.backend) setMxBackend(message.backend);
+    samples.set(message.id, { accumulator: new SqnrAccumulator(message.shape), shape: message.shape, dtype: message.dtype });
+    return;
+  }
+  const sample = samples.get(message.id);
+  if (message.type === 'rows' || message.type === 'segment') {
+    try {
+      if (sample) quantize(sample, message.type, new Uint8Array(message.bytes, 0, message.length));
+    } finally {
+      post({ type: 'buffer', bytes: message.bytes }, [message.bytes]);
+    }
+  } else if (message.type === 'endRow') {
+    sample?.accumulator.endRow();
+  } else {
+    samples.delete(message.id);
+    if (message.type === 'end' && sample) post({ type: 'totals', id: message.id, totals: sample.accumulator.totals });
+  }
+}
+
+if (parentPort) {
+  const port = parentPort;
+  // Compiled here once, when the worker starts, not per analysis.
+  setMxBackend('auto');
+  port.on('message', (message: ToSampleWorker) => {
+    try {
+      handle(message, (reply, transfer) => port.postMessage(reply, transfer));
+    } catch (error) {
+      samples.delete(message.id);
+      port.postMessage({ type: 'failed', id: message.id, message: (error as Error).message } satisfies FromSampleWorker);
+    }
+  });
+}
