@@ -3,7 +3,7 @@
 // message is done whole before the next: a batch of rows is decoded and quantized at once, so the
 // batches are the ones the analysing thread would have quantized itself.
 import { parentPort } from 'node:worker_threads';
-import { mxBackendInUse, setMxBackend } from '../mx/index.js';
+import { acquireResidentScaleKernels, mxBackendInUse, setMxBackend, type ResidentScaleKernels } from '../mx/index.js';
 import { decodeInto, DTYPE_BYTES, type FloatDtype } from './dtypes.js';
 import { FloatBuffers, SqnrAccumulator, type SampleShape, type SqnrTotals } from './sqnr-sample.js';
 
@@ -26,11 +26,23 @@ interface Sample {
 
 const samples = new Map<number, Sample>();
 const floats = new FloatBuffers();
+/** The SIMD BF16 decoder, which reads only its own memory: the sampled bytes are copied in first (still about a quarter of the TypeScript loop's time). */
+let decoder: ResidentScaleKernels | undefined;
+
+/** Decoding is exact whichever way it runs. */
+function decode(dtype: FloatDtype, bytes: Uint8Array, out: Float32Array, count: number): void {
+  if (dtype === 'BF16' && decoder) {
+    const landing = decoder.buffers(bytes.byteLength)[0].subarray(0, bytes.byteLength);
+    landing.set(bytes);
+    if (decoder.decodeBf16(new Uint16Array(landing.buffer, landing.byteOffset, count), out)) return;
+  }
+  decodeInto(dtype, bytes, out, count);
+}
 
 function quantize(sample: Sample, kind: 'rows' | 'segment', bytes: Uint8Array): void {
   const count = bytes.byteLength / DTYPE_BYTES[sample.dtype];
   const values = floats.get(kind, count);
-  decodeInto(sample.dtype, bytes, values, count);
+  decode(sample.dtype, bytes, values, count);
   if (kind === 'rows') sample.accumulator.quantizeRows(values, count / sample.shape.cols, floats.get('rotated', count));
   else sample.accumulator.quantizeSegment(values, floats.get('rotated', count));
 }
@@ -61,6 +73,7 @@ if (parentPort) {
   const port = parentPort;
   // Compiled here once, when the worker starts, not per analysis.
   setMxBackend('auto');
+  decoder = acquireResidentScaleKernels();
   port.on('message', (message: ToSampleWorker) => {
     try {
       handle(message, (reply, transfer) => port.postMessage(reply, transfer));

@@ -20,6 +20,12 @@ import type { FromSampleWorker, ToSampleWorker } from './sqnr-worker.js';
 const MAX_SAMPLE_WORKERS = 3;
 /** Buffers of sampled bytes a worker may hold: one being quantized, one queued, one being filled. */
 export const MAX_IN_FLIGHT = 3;
+/**
+ * Tensors a worker may hold (one being quantized, one queued) before the analysing thread keeps the
+ * next tensor's sample: it quantizes it itself rather than wait. So the work splits by how fast each
+ * side goes: evenly on idle cores, nearly all in-thread where the worker gets no core (a busy machine).
+ */
+const MAX_QUEUED_TENSORS = 2;
 
 let workerCount = Math.max(0, Math.min(MAX_SAMPLE_WORKERS, availableParallelism() - 1));
 const workers: SampleWorker[] = [];
@@ -47,14 +53,14 @@ export function takeSampleBytesHighWater(): number {
 }
 
 /**
- * A sink that quantizes one tensor's sample on a worker, or undefined when there are none.
- * `label` names the tensor in errors ("<file>: tensor "<name>"").
+ * A sink that quantizes one tensor's sample on a worker, or undefined when there are none or all are
+ * behind (the caller quantizes it itself). `label` names the tensor in errors ("<file>: tensor "<name>"").
  */
 export function remoteSample(label: string, shape: SampleShape, dtype: FloatDtype, batchRows: number): SampleSink | undefined {
   if (workerCount === 0) return undefined;
   while (workers.length < workerCount) workers.push(new SampleWorker());
   const worker = workers.reduce((best, worker) => (worker.load < best.load ? worker : best));
-  return new RemoteSample(worker, label, shape, dtype, batchRows);
+  return worker.load < MAX_QUEUED_TENSORS ? new RemoteSample(worker, label, shape, dtype, batchRows) : undefined;
 }
 
 interface Pending {
