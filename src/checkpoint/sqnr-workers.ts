@@ -109,10 +109,13 @@ class SampleWorker {
     this.post({ type: 'begin', id, shape, dtype, backend: mxBackendInUse() });
   }
 
-  /** A buffer of at least `bytes` to fill and hand over with `send`. */
+  /** A buffer of at least `bytes` to fill and hand over with `send`: the smallest that came back and fits (fresh pages cost a first touch), else a new one. */
   buffer(bytes: number): ArrayBuffer {
-    const index = this.free.findIndex((buffer) => buffer.byteLength >= bytes);
-    return index >= 0 ? this.free.splice(index, 1)[0]! : new ArrayBuffer(bytes);
+    let best = -1;
+    this.free.forEach((buffer, i) => {
+      if (buffer.byteLength >= bytes && (best < 0 || buffer.byteLength < this.free[best]!.byteLength)) best = i;
+    });
+    return best >= 0 ? this.free.splice(best, 1)[0]! : new ArrayBuffer(bytes);
   }
 
   send(type: 'rows' | 'segment', id: number, bytes: ArrayBuffer, length: number): void {
