@@ -3,7 +3,10 @@
 // analysis with an error naming the file and the tensor, without hanging, and the next one works.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { truncate, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { Rng } from '../../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, type AnalysisControl } from '../../src/checkpoint/analysis.js';
@@ -13,6 +16,7 @@ import { MAX_IN_FLIGHT, sampleWorkerCount, setSampleWorkers, stopSampleWorkers, 
 import type { AnalysisOptions, CheckpointReport } from '../../src/protocol/checkpoint-report.js';
 import { withTempDir } from './temp-dir.js';
 
+const run = promisify(execFile);
 const defaultWorkers = sampleWorkerCount();
 after(async () => {
   setSampleWorkers(defaultWorkers);
@@ -152,5 +156,18 @@ test('a file truncated while its samples are on a worker fails with the file nam
     }
     await writeMixed(path);
     assert.equal(JSON.stringify(await analyse(path, OPTIONS)), inThread);
+  });
+});
+
+test('the bundled mxscope-inspect starts the bundled worker (dist/checkpoint/sqnr-worker.js) and prints the in-thread report', { timeout: 60_000 }, async () => {
+  assert.ok(existsSync('dist/cli/inspect.js') && existsSync('dist/checkpoint/sqnr-worker.js'), 'run npm run build first (npm test does)');
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'mixed.safetensors');
+    await writeMixed(path);
+    setSampleWorkers(0);
+    const inThread = await analyse(path, { ...DEFAULT_ANALYSIS_OPTIONS, hadamardBlock: 64, sqnrRows: 0 });
+    const { stdout } = await run(process.execPath, ['dist/cli/inspect.js', path, '--json', '--hadamard-block', '64', '--sqnr-rows', '0']);
+    const { seconds: _, ...printed } = JSON.parse(stdout) as CheckpointReport;
+    assert.deepEqual(printed, JSON.parse(JSON.stringify(inThread)));
   });
 });
