@@ -1,7 +1,8 @@
 // MXFP4 quantizability of every weight matrix in a checkpoint, streamed chunk by chunk so memory
 // stays at a few chunks whatever the file size. A tensor of shape [..., cols] is analysed as a
 // [rows, cols] matrix with 32-element blocks along its last (contiguous) axis, the reduction axis
-// of the forward GEMM for a [out, in] weight.
+// of the forward GEMM for a [out, in] weight. The full pass's SQNR sample is quantized on a sample
+// worker where one is free (sqnr-workers.ts), else here; the report is the same bits either way.
 import type { ScaleHistogram } from '../protocol/index.js';
 import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
 import { createMxStats, E8M0_BIAS, E8M0_NAN, acquireResidentScaleKernels, releaseResidentScaleKernels } from '../mx/index.js';

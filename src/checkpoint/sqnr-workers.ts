@@ -48,8 +48,7 @@ export async function stopSampleWorkers(): Promise<void> {
 
 /** Bytes of sampled rows handed to workers and not yet back, at most, since the last call: the memory bound, for tests. */
 export function takeSampleBytesHighWater(): number {
-  const high = Math.max(0, ...workers.map((worker) => worker.takeHighWater()));
-  return high;
+  return Math.max(0, ...workers.map((worker) => worker.takeHighWater()));
 }
 
 /**
