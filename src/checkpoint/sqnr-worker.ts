@@ -14,6 +14,8 @@ export type ToSampleWorker =
   | { type: 'endRow' | 'end' | 'drop'; id: number };
 
 export type FromSampleWorker =
+  /** Its kernels are compiled: it takes tensors from now on. */
+  | { type: 'ready' }
   | { type: 'buffer'; bytes: ArrayBuffer }
   | { type: 'totals'; id: number; totals: SqnrTotals }
   | { type: 'failed'; id: number; message: string };
@@ -74,6 +76,7 @@ if (parentPort) {
   // Compiled here once, when the worker starts, not per analysis.
   setMxBackend('auto');
   decoder = acquireResidentScaleKernels();
+  port.postMessage({ type: 'ready' } satisfies FromSampleWorker);
   port.on('message', (message: ToSampleWorker) => {
     try {
       handle(message, (reply, transfer) => port.postMessage(reply, transfer));

@@ -41,6 +41,20 @@ export function sampleWorkerCount(): number {
   return workerCount;
 }
 
+/**
+ * Starts the sample workers, if not yet running; resolves when they take tensors (their kernels
+ * compiled: about 0.1-0.2 s). Until then an analysis quantizes its samples itself, so a worker's
+ * start never delays one; starting them early (a checkpoint editor opening) lets the first use them.
+ */
+export async function startSampleWorkers(): Promise<void> {
+  await Promise.all(ensureWorkers().map((worker) => worker.whenStarted()));
+}
+
+function ensureWorkers(): SampleWorker[] {
+  while (workers.length < workerCount) workers.push(new SampleWorker());
+  return workers;
+}
+
 /** Stops every sample worker (deactivation); a later full analysis starts new ones. */
 export async function stopSampleWorkers(): Promise<void> {
   await Promise.all(workers.splice(0).map((worker) => worker.stop()));
@@ -56,10 +70,8 @@ export function takeSampleBytesHighWater(): number {
  * behind (the caller quantizes it itself). `label` names the tensor in errors ("<file>: tensor "<name>"").
  */
 export function remoteSample(label: string, shape: SampleShape, dtype: FloatDtype, batchRows: number): SampleSink | undefined {
-  if (workerCount === 0) return undefined;
-  while (workers.length < workerCount) workers.push(new SampleWorker());
-  const worker = workers.reduce((best, worker) => (worker.load < best.load ? worker : best));
-  return worker.load < MAX_QUEUED_TENSORS ? new RemoteSample(worker, label, shape, dtype, batchRows) : undefined;
+  const worker = ensureWorkers().reduce<SampleWorker | undefined>((best, worker) => (worker.load < (best?.load ?? MAX_QUEUED_TENSORS) ? worker : best), undefined);
+  return worker && new RemoteSample(worker, label, shape, dtype, batchRows);
 }
 
 interface Pending {
@@ -86,25 +98,47 @@ class SampleWorker {
   private bytesInFlight = 0;
   private highWater = 0;
   private died: Error | undefined;
+  private isReady = false;
+  private markReady = (): void => undefined;
+  /** Resolves when the worker takes tensors; rejects if it dies first. */
+  private readonly started = new Promise<void>((resolve, reject) => {
+    this.markReady = resolve;
+    this.worker.once('exit', (code) => reject(new Error(`the SQNR sample worker exited with code ${code} while starting`)));
+  });
+  /** Callers of whenStarted still waiting. */
+  private startWaiters = 0;
 
   constructor() {
-    // Only tensors waiting for their totals keep the process alive (ref'd while there are any).
-    this.worker.unref();
+    this.started.catch(() => undefined);
     this.worker.on('message', (message: FromSampleWorker) => this.receive(message));
     this.worker.on('error', (error) => this.fail(`it threw: ${error.message}`));
     this.worker.on('messageerror', (error) => this.fail(`a message could not be read: ${error.message}`));
     this.worker.on('exit', (code) => this.fail(`it exited with code ${code}`));
+    // After the listeners: adding a 'message' listener refs the worker again.
+    this.holdProcess();
   }
 
-  /** Tensors it holds: the next tensor goes to the least loaded worker. */
+  /** Resolves when the worker takes tensors (the process is kept alive meanwhile); rejects if it dies first. */
+  async whenStarted(): Promise<void> {
+    this.startWaiters++;
+    this.holdProcess();
+    try {
+      await this.started;
+    } finally {
+      this.startWaiters--;
+      this.holdProcess();
+    }
+  }
+
+  /** Tensors it holds (infinite until it is ready or once it died): the next tensor goes to the least loaded worker. */
   get load(): number {
-    return this.pending.size;
+    return this.isReady && !this.died ? this.pending.size : Infinity;
   }
 
   begin(id: number, pending: Pending, shape: SampleShape, dtype: FloatDtype): void {
     if (this.died) return pending.reject(this.died);
-    if (this.pending.size === 0) this.worker.ref();
     this.pending.set(id, pending);
+    this.holdProcess();
     this.post({ type: 'begin', id, shape, dtype, backend: mxBackendInUse() });
   }
 
@@ -139,7 +173,7 @@ class SampleWorker {
   forget(id: number): void {
     if (!this.pending.delete(id)) return;
     this.post({ type: 'drop', id });
-    if (this.pending.size === 0) this.worker.unref();
+    this.holdProcess();
   }
 
   takeHighWater(): number {
@@ -153,6 +187,11 @@ class SampleWorker {
   }
 
   private receive(message: FromSampleWorker): void {
+    if (message.type === 'ready') {
+      this.isReady = true;
+      this.markReady();
+      return;
+    }
     if (message.type === 'buffer') {
       this.inFlight--;
       this.bytesInFlight -= message.bytes.byteLength;
@@ -175,7 +214,13 @@ class SampleWorker {
     for (const { label, reject } of this.pending.values()) reject(new Error(`${label}: ${this.died.message}`));
     this.pending.clear();
     for (const waiter of this.waiting.splice(0)) waiter.reject(this.died);
-    this.worker.unref();
+    this.holdProcess();
+  }
+
+  /** Only tensors waiting for their totals, or callers waiting for the start, keep the process alive: an idle worker never does. */
+  private holdProcess(): void {
+    if (!this.died && (this.pending.size > 0 || this.startWaiters > 0)) this.worker.ref();
+    else this.worker.unref();
   }
 }
 

@@ -12,7 +12,7 @@ import { Rng } from '../../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS, type AnalysisControl } from '../../src/checkpoint/analysis.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { encodeHeader } from '../../src/checkpoint/safetensors.js';
-import { MAX_IN_FLIGHT, sampleWorkerCount, setSampleWorkers, stopSampleWorkers, takeSampleBytesHighWater } from '../../src/checkpoint/sqnr-workers.js';
+import { MAX_IN_FLIGHT, sampleWorkerCount, setSampleWorkers, startSampleWorkers, stopSampleWorkers, takeSampleBytesHighWater } from '../../src/checkpoint/sqnr-workers.js';
 import type { AnalysisOptions, CheckpointReport } from '../../src/protocol/checkpoint-report.js';
 import { withTempDir } from './temp-dir.js';
 
@@ -85,6 +85,7 @@ test('the report is the same bits with the SQNR sample on 0, 1 or 2 workers (BF1
       const inThread = JSON.stringify(await analyse(path, options));
       for (const workers of [1, 2]) {
         setSampleWorkers(workers);
+        await startSampleWorkers();
         takeSampleBytesHighWater();
         const report = JSON.stringify(await analyse(path, options));
         assert.ok(takeSampleBytesHighWater() > 0, `${workers} worker(s): some samples went to a worker`);
@@ -93,6 +94,21 @@ test('the report is the same bits with the SQNR sample on 0, 1 or 2 workers (BF1
     }
     const report = JSON.parse(JSON.stringify(await analyse(path, OPTIONS))) as CheckpointReport;
     assert.ok(report.tensors.every((t) => t.analysis?.sqnr?.formats !== undefined), 'every tensor has its SQNR and side-by-side formats');
+  });
+});
+
+test('until a worker has started, analyses quantize their samples themselves: a starting worker delays nothing', { timeout: 60_000 }, async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'mixed.safetensors');
+    await writeMixed(path);
+    await stopSampleWorkers();
+    setSampleWorkers(1);
+    takeSampleBytesHighWater();
+    const report = JSON.stringify(await analyse(path, OPTIONS)); // the worker is only starting (well over the analysis's few ms)
+    assert.equal(takeSampleBytesHighWater(), 0, 'no sample waited for the starting worker');
+    await startSampleWorkers();
+    assert.equal(JSON.stringify(await analyse(path, OPTIONS)), report);
+    assert.ok(takeSampleBytesHighWater() > 0, 'once started, the worker takes samples');
   });
 });
 
@@ -105,6 +121,7 @@ test('sampled bytes handed to a worker stay within MAX_IN_FLIGHT chunks, however
     // A new worker, whose buffers are all this analysis's (each at most a chunk).
     await stopSampleWorkers();
     setSampleWorkers(1);
+    await startSampleWorkers();
     // Every row sampled: 512 batches of a chunk each, all on the one worker, which is slower than the read.
     const report = await analyse(path, { ...OPTIONS, sqnrRows: 0, chunkBytes });
     const high = takeSampleBytesHighWater();
@@ -120,7 +137,7 @@ test('a sample worker that dies fails the analysis with an error naming the file
     setSampleWorkers(0);
     const inThread = JSON.stringify(await analyse(path, OPTIONS));
     setSampleWorkers(1);
-    await analyse(path, OPTIONS); // the worker is up
+    await startSampleWorkers();
     let killed = false;
     const onProgress = () => {
       if (killed) return;
@@ -142,6 +159,7 @@ test('a file truncated while its samples are on a worker fails with the file nam
     setSampleWorkers(0);
     const inThread = JSON.stringify(await analyse(path, OPTIONS));
     setSampleWorkers(1);
+    await startSampleWorkers();
     const checkpoint = await openCheckpoint(path);
     try {
       let cut = false;
@@ -166,7 +184,8 @@ test('the bundled mxscope-inspect starts the bundled worker (dist/checkpoint/sqn
     await writeMixed(path);
     setSampleWorkers(0);
     const inThread = await analyse(path, { ...DEFAULT_ANALYSIS_OPTIONS, hadamardBlock: 64, sqnrRows: 0 });
-    const { stdout } = await run(process.execPath, ['dist/cli/inspect.js', path, '--json', '--hadamard-block', '64', '--sqnr-rows', '0']);
+    // It must also exit by itself: an idle worker (still starting, for a file this small) keeps no process alive.
+    const { stdout } = await run(process.execPath, ['dist/cli/inspect.js', path, '--json', '--hadamard-block', '64', '--sqnr-rows', '0'], { timeout: 30_000 });
     const { seconds: _, ...printed } = JSON.parse(stdout) as CheckpointReport;
     assert.deepEqual(printed, JSON.parse(JSON.stringify(inThread)));
   });
