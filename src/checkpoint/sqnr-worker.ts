@@ -4,6 +4,7 @@
 // batches are the ones the analysing thread would have quantized itself.
 import { parentPort } from 'node:worker_threads';
 import { acquireResidentScaleKernels, mxBackendInUse, setMxBackend, type ResidentScaleKernels } from '../mx/index.js';
+import { warmUpMxKernels } from '../mx/warm-up.js';
 import { decodeInto, DTYPE_BYTES, type FloatDtype } from './dtypes.js';
 import { FloatBuffers, SqnrAccumulator, type SampleShape, type SqnrTotals } from './sqnr-sample.js';
 
@@ -73,8 +74,11 @@ function handle(message: ToSampleWorker, post: (reply: FromSampleWorker, transfe
 
 if (parentPort) {
   const port = parentPort;
-  // Compiled here once, when the worker starts, not per analysis.
+  // Compiled here once, when the worker starts, not per analysis; and taken to V8's optimizing tier
+  // before the first tensor comes (a worker is a new isolate: the analysing thread's tier-up is not
+  // shared, and a kernel met cold on a batch of samples runs at the baseline tier throughout).
   setMxBackend('auto');
+  warmUpMxKernels();
   decoder = acquireResidentScaleKernels();
   port.postMessage({ type: 'ready' } satisfies FromSampleWorker);
   port.on('message', (message: ToSampleWorker) => {
