@@ -92,8 +92,9 @@ async function measure(mode: Mode, path: string): Promise<Measurement> {
   const wasm = setMxBackend(mode === 'histogram-ts' ? 'ts' : 'auto');
   if (mode === 'full-1thread') setSampleWorkers(0);
   // Started before the untimed pass, which warms them as it warms the analysing thread: the timed
-  // passes are steady state (a worker's first tensors pay its first touch and JIT, as the first pass does).
-  await startSampleWorkers();
+  // passes are steady state (a worker's first tensors pay its first touch and JIT, as the first pass
+  // does). Only where they are used: a starting worker takes CPU from the pass beside it.
+  if (mode === 'full' || mode === 'sqnr-all') await startSampleWorkers();
   const pass = (): Promise<number> =>
     mode === 'idle' ? Promise.resolve(0)
     : mode === 'read' ? rawRead(path, DEFAULT_ANALYSIS_OPTIONS.chunkBytes)
