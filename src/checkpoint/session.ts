@@ -5,7 +5,7 @@
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from './analysis.js';
 import { openCheckpoint, type Checkpoint } from './checkpoint.js';
 import { compareCheckpoints } from './compare.js';
-import { startSampleWorkers } from './sqnr-workers.js';
+import { sampleWorkersUnavailable, startSampleWorkers } from './sqnr-workers.js';
 import type { AnalysisOptions } from '../protocol/checkpoint-report.js';
 import { checkpointWebviewMessageSchema, type CheckpointHostMessage } from '../protocol/checkpoint-webview.js';
 import { tryCheck } from '../protocol/validate.js';
@@ -89,6 +89,8 @@ export class CheckpointSession {
           ? { type: 'report', report: await analyseCheckpoint(opened[0], this.options, control) }
           : { type: 'comparison', comparison: await compareCheckpoints(opened[0], opened[1], { chunkBytes: this.options.chunkBytes }, control) };
       if (!controller.signal.aborted) this.send(result);
+      const workersDown = sampleWorkersUnavailable();
+      if (workersDown) this.log(`checkpoint: ${workersDown.message}; analyses run in one thread (same results, slower)`);
     } catch (error) {
       if (controller.signal.aborted) return;
       const message = (error as Error).message;

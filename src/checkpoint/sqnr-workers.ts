@@ -1,8 +1,8 @@
 // The sample workers: Node worker threads, one fewer than the machine's cores (at most
 // MAX_SAMPLE_WORKERS), that quantize the full pass's SQNR samples while the analysing thread reads
 // and counts. The sample is most of the full pass's CPU time (four formats on 256 rows per tensor),
-// so on two cores this is the difference between one core and both. Each tensor's sample goes to one
-// worker, whole and in order, so its totals are the same bits as in-thread (sample-sink.ts).
+// so where a core is free the analysis uses it. Each tensor's sample goes to one worker, whole and
+// in order, so its totals are the same bits as in-thread (sample-sink.ts).
 //
 // Bounded: a worker has at most MAX_IN_FLIGHT buffers of sampled bytes in hand (each at most a
 // chunk); the analysis waits before its next chunk while it is behind. A worker that dies fails the
@@ -30,11 +30,19 @@ const MAX_QUEUED_TENSORS = 2;
 let workerCount = Math.max(0, Math.min(MAX_SAMPLE_WORKERS, availableParallelism() - 1));
 const workers: SampleWorker[] = [];
 let nextId = 1;
+/** Why a worker died before it was ready (a broken install): no more are started, analyses run in one thread. */
+let startFailure: Error | undefined;
 
 /** How many sample workers full analyses use; 0 quantizes every sample in the analysing thread. Stops workers beyond it. */
 export function setSampleWorkers(count: number): void {
   workerCount = count;
-  for (const worker of workers.splice(count)) worker.stop();
+  startFailure = undefined;
+  for (const worker of workers.splice(count)) void worker.stop();
+}
+
+/** Why the sample workers could not start, if they could not (analyses then run in one thread, with the same results). */
+export function sampleWorkersUnavailable(): Error | undefined {
+  return startFailure;
 }
 
 export function sampleWorkerCount(): number {
@@ -51,12 +59,13 @@ export async function startSampleWorkers(): Promise<void> {
 }
 
 function ensureWorkers(): SampleWorker[] {
-  while (workers.length < workerCount) workers.push(new SampleWorker());
+  while (!startFailure && workers.length < workerCount) workers.push(new SampleWorker());
   return workers;
 }
 
 /** Stops every sample worker (deactivation); a later full analysis starts new ones. */
 export async function stopSampleWorkers(): Promise<void> {
+  startFailure = undefined;
   await Promise.all(workers.splice(0).map((worker) => worker.stop()));
 }
 
@@ -211,6 +220,7 @@ class SampleWorker {
     this.died = new Error(`the SQNR sample worker stopped (${why}); analyse again to start a new one`);
     const index = workers.indexOf(this);
     if (index >= 0) workers.splice(index, 1);
+    if (index >= 0 && !this.isReady) startFailure = new Error(`the SQNR sample worker did not start (${why})`);
     for (const { label, reject } of this.pending.values()) reject(new Error(`${label}: ${this.died.message}`));
     this.pending.clear();
     for (const waiter of this.waiting.splice(0)) waiter.reject(this.died);

@@ -5,7 +5,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { truncate, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, truncate, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { Rng } from '../../src/mx/index.js';
@@ -186,6 +186,28 @@ test('the bundled mxscope-inspect starts the bundled worker (dist/checkpoint/sqn
     const inThread = await analyse(path, { ...DEFAULT_ANALYSIS_OPTIONS, hadamardBlock: 64, sqnrRows: 0 });
     // It must also exit by itself: an idle worker (still starting, for a file this small) keeps no process alive.
     const { stdout } = await run(process.execPath, ['dist/cli/inspect.js', path, '--json', '--hadamard-block', '64', '--sqnr-rows', '0'], { timeout: 30_000 });
+    const { seconds: _, ...printed } = JSON.parse(stdout) as CheckpointReport;
+    assert.deepEqual(printed, JSON.parse(JSON.stringify(inThread)));
+  });
+  // Where the bundles look for it (dist/<entry folder>/../checkpoint), it starts and gets ready: a
+  // worker that cannot start leaves every analysis in one thread, with the same report, so the
+  // comparison above cannot tell.
+  const started = `const { Worker } = require('node:worker_threads');
+    const worker = new Worker(require('node:path').resolve('dist', 'cli', '..', 'checkpoint', 'sqnr-worker.js'));
+    worker.on('message', (m) => { if (m.type === 'ready') { console.log('ready'); process.exit(0); } });
+    worker.on('error', (e) => { console.error(e.message); process.exit(1); });`;
+  assert.equal((await run(process.execPath, ['-e', started], { timeout: 30_000 })).stdout.trim(), 'ready');
+});
+
+test('a bundle whose worker cannot start (missing from the install) analyses in one thread, with the same report', { timeout: 60_000 }, async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'mixed.safetensors');
+    await writeMixed(path);
+    setSampleWorkers(0);
+    const inThread = await analyse(path, { ...DEFAULT_ANALYSIS_OPTIONS, hadamardBlock: 64 });
+    await mkdir(join(dir, 'cli'));
+    await copyFile('dist/cli/inspect.js', join(dir, 'cli', 'inspect.js')); // no checkpoint/sqnr-worker.js beside it
+    const { stdout } = await run(process.execPath, [join(dir, 'cli', 'inspect.js'), path, '--json', '--hadamard-block', '64'], { timeout: 30_000 });
     const { seconds: _, ...printed } = JSON.parse(stdout) as CheckpointReport;
     assert.deepEqual(printed, JSON.parse(JSON.stringify(inThread)));
   });
