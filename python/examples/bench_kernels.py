@@ -87,19 +87,20 @@ def main():
                 moved = x.numel() * 2 * (2 if write else 1)
                 label = "values" if write and not with_stats else "stats" if not write else "values+stats"
                 print(f"| {rotation} {rounding} | {axis} | {label} | {torch_ms:.2f} | {triton_ms:.3f} | {moved / triton_ms / 1e6:.0f} |", flush=True)
-    print("| stats tile | warps | hadamard stats, last axis ms | first axis ms | hadamard values+stats, first axis ms |")
-    print("|---|---|---|---|---|")
+    print("| stats launch (elements, warps, programs per SM) | hadamard stats, last axis ms | first axis ms | hadamard values+stats, first axis ms |")
+    print("|---|---|---|---|")
     gemm = {"precision": "mxfp4", "rotation": "hadamard", "hadamardBlock": 32, "rounding": "nearest-even", "srPrescale": False}
     r = make_rotation("hadamard", 32, x.shape[1], x.device, generator)
     rt = make_rotation("hadamard", 32, x.shape[0], x.device, generator)
-    for tile in (1024, 2048, 4096, 8192):
-        for warps in (4, 8):
-            mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = tile, warps
-            last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
-            first = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", None, True))
-            both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
-            print(f"| {tile} | {warps} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
-    mxfp4_triton.TILE["stats"], mxfp4_triton.WARPS["stats"] = 2048, 4
+    shipped = dict(mxfp4_triton.LAUNCH)
+    for launch in sorted({shipped["stats", True], shipped["stats", False], mxfp4_triton.Launch(2048, 4, 8), mxfp4_triton.Launch(1024, 2, 16),
+                          mxfp4_triton.Launch(2048, 8, 8), mxfp4_triton.Launch(4096, 4, 8)}):
+        mxfp4_triton.LAUNCH["stats", True] = mxfp4_triton.LAUNCH["stats", False] = launch
+        last = timed(lambda: mx_ops.quantize_operand(x, gemm, r, generator, "b", None, True))
+        first = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", None, True))
+        both = timed(lambda: mx_ops.quantize_operand(x.t(), gemm, rt, generator, "b", torch.bfloat16, True, out_row_major=True))
+        print(f"| {tuple(launch)} | {last:.3f} | {first:.3f} | {both:.3f} |", flush=True)
+    mxfp4_triton.LAUNCH.update(shipped)
     chunk = x[:, :2048].t()  # a ∇Yᵀ chunk of an observed Wgrad: the quantized values and the exact product's row-major copy
     apart = timed(lambda: (mx_ops.quantize_operand(chunk, gemm, rt, generator, "b", torch.bfloat16, out_row_major=True), chunk.contiguous()))
     fused = timed(lambda: mx_ops.quantize_operand_and_copy(chunk, gemm, rt, generator, "b", torch.bfloat16))

@@ -6,7 +6,6 @@ several micro-batches add up; the Wgrad error goes to `wgrad_error.WgradErrors` 
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Dict, Optional, Set, Tuple
 
 import torch
@@ -22,36 +21,25 @@ from .protocol import GEMM_OPERANDS
 GRADIENT_OPERANDS = ("dy",)
 
 
-@contextlib.contextmanager
-def exact_matmuls(source_dtype: torch.dtype):
-    """Allow TF32 only where it is exact: operands that are bf16/fp16 values (or MXFP4 values)."""
-    exact = source_dtype in (torch.bfloat16, torch.float16)
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = exact
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
-
-
 #: Why mm_float32 could not multiply bf16 operands directly (for the benchmark's report).
 FALLBACKS = []
 
 
 def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch.Tensor:
     """a·b with float32 accumulation and output. Operands holding `exact_in` values (bf16/fp16, of
-    which MXFP4 values are a subset) are multiplied exactly: on CUDA straight from bf16/fp16 with a
-    float32 output (the bf16 rate), elsewhere as float32 with TF32 allowed only where exact."""
-    if a.is_cuda and a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16):
+    which MXFP4 values are a subset) are multiplied exactly: on CUDA as bf16/fp16 with a float32 output
+    (the bf16 rate). Otherwise the product is float32 under the trainer's own TF32 setting, the one its
+    own ∇W gets: the setting is process-wide, and flipping it here, on the backward worker's thread,
+    would change the precision of the trainer's GEMMs running meanwhile."""
+    if a.is_cuda and exact_in in (torch.bfloat16, torch.float16):
         # Measured on an H100 (torch 2.11): with a transposed view as an operand, the float32-output
         # product copies both to float32 and runs a TF32 kernel; row-major operands run at the bf16 rate.
-        a, b = a.contiguous(), b.contiguous()
+        a16, b16 = a.to(exact_in).contiguous(), b.to(exact_in).contiguous()
         try:
-            return torch.mm(a, b, out_dtype=torch.float32)
+            return torch.mm(a16, b16, out_dtype=torch.float32)
         except (TypeError, RuntimeError) as error:  # torch before out_dtype, or a layout it does not take
-            FALLBACKS.append(f"{tuple(a.shape)}{a.stride()} x {tuple(b.shape)}{b.stride()}: {error}"[:300])
-    with exact_matmuls(exact_in):
-        return a.to(torch.float32) @ b.to(torch.float32)
+            FALLBACKS.append(f"{tuple(a16.shape)}{a16.stride()} x {tuple(b16.shape)}{b16.stride()}: {error}"[:300])
+    return a.to(torch.float32) @ b.to(torch.float32)
 
 
 class StepCapture:

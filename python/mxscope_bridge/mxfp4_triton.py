@@ -15,7 +15,7 @@ float64 sums of float32 squares, summed in another order (equal to about 1e-15, 
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -165,21 +165,34 @@ if triton is not None:
             tl.atomic_add(stats_ptr + 3, signal_sum)
             tl.atomic_add(stats_ptr + 4, noise_sum)
             bins = tl.arange(0, 256)
-            tl.atomic_add(stats_ptr + 5 + bins, (hist.to(tl.int64) - tl.where(bins == 0, outside_blocks, 0)).to(tl.float64))
+            counts = hist.to(tl.int64) - tl.where(bins == 0, outside_blocks, 0)
+            tl.atomic_add(stats_ptr + 5 + bins, counts.to(tl.float64), mask=counts != 0)  # most bins are empty
 
 
-_PROGRAMS_PER_SM = 8
-#: Elements per tile (with and without stats) and warps per program; examples/bench_kernels.py compares settings.
-TILE = {"values": 4096, "stats": 2048}
-WARPS = {"values": 4, "stats": 4}
+class Launch(NamedTuple):
+    #: elements per tile, warps per program, programs per SM
+    elements: int
+    warps: int
+    programs_per_sm: int
+
+
+#: How the kernel is launched, by (what it makes, whether its blocks run along the operand's last axis).
+#: With stats, fewer warps per program run faster: each tile's sums take fewer cross-warp steps
+#: (H100, 8192 × 5632 bf16, H32: stats along the last axis 0.278 → 0.207 ms on one warp, values and
+#: stats along the first 0.490 → 0.412 ms on two; examples/results/h100-2026-11-24c/stats-kernel-launch.log).
+#: examples/bench_kernels.py compares settings.
+LAUNCH = {("values", True): Launch(4096, 4, 8), ("values", False): Launch(4096, 4, 8),
+          ("stats", True): Launch(1024, 1, 16), ("stats", False): Launch(2048, 2, 8)}
+#: Elements a thread holds at most with stats (at 64, values and stats along tokens ran 5× slower).
+STATS_PER_THREAD = 32
 _sm_count = {}
 
 
-def _programs(device: torch.device, tiles: int) -> int:
+def _programs(device: torch.device, tiles: int, per_sm: int) -> int:
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _sm_count:
         _sm_count[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return max(1, min(tiles, _sm_count[index] * _PROGRAMS_PER_SM))
+    return max(1, min(tiles, _sm_count[index] * per_sm))
 
 
 def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stochastic: bool, prescale: bool,
@@ -205,14 +218,13 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     if copy is not None and (out is None or copy.stride() != out.stride() or copy.shape != x.shape or copy.dtype != x.dtype):
         raise ValueError(f"quantize: copy= must have x's shape {tuple(x.shape)} and dtype {x.dtype}, strided like the values")
     bk = max(BLOCK, hadamard)
-    # A tile is about 4096 elements (2048 with stats, which keep more alive); along the first axis
-    # its rows are the contiguous ones.
-    kind = "stats" if stats is not None else "values"
-    elements = TILE[kind]
-    br = max(elements // bk, 16) if along_last else max(elements // bk, 64)
+    # Along the first axis a tile's rows are the contiguous ones: at least 64 of them.
+    launch = LAUNCH["stats" if stats is not None else "values", along_last]
+    br = max(launch.elements // bk, 16) if along_last else max(launch.elements // bk, 64)
+    warps = max(launch.warps, br * bk // (32 * STATS_PER_THREAD)) if stats is not None else launch.warps
     n_ktiles = -(-k_pad // bk)
     tiles = -(-rows // br) * n_ktiles
-    programs = _programs(x.device, tiles)
+    programs = _programs(x.device, tiles, launch.programs_per_sm)
     dummy = x
     _mx_kernel[(programs,)](
         x, x.stride(0), x.stride(1), out if out is not None else dummy, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
@@ -220,7 +232,7 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
         stats if stats is not None else dummy,
         rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard),
         HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
-        WRITE=out is not None, COPY=copy is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=WARPS[kind])
+        WRITE=out is not None, COPY=copy is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=warps)
     return out
 
 

@@ -211,12 +211,22 @@ def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch
         weight = module_weight.detach()
     x, dy = _whole_local(x, dy, module_weight)
     x, weight, dy = _whole(x), _whole(weight), _whole(dy)
-    args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
     worker = bridge.backward_worker
+    if worker is not None and _memory_of(weight) == _memory_of(module_weight):
+        # The worker may read W after backward has returned and an optimizer step has updated the
+        # parameter in place (fp32 or bf16 weights without autocast, whose GEMM saved W itself).
+        weight = weight.clone()
+    args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
     if worker is None:
         _observe(*args)
     else:
         worker.submit(dy.device, _observe, *args)
+
+
+def _memory_of(t: torch.Tensor) -> int:
+    """The address of the storage behind t (a DTensor's local shard): views of one tensor share it."""
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.untyped_storage().data_ptr() if hasattr(local, "untyped_storage") else local.storage().data_ptr()
 
 
 def _whole(t: torch.Tensor) -> torch.Tensor:

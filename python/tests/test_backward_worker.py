@@ -2,6 +2,7 @@
 running it inside the hooks reports; what it raises reaches the training thread."""
 import tempfile
 import threading
+import time
 import unittest
 from unittest import mock
 
@@ -32,7 +33,44 @@ def records(inline: bool, threads: list):
     return [dict(r, runId=None, stepMs=None) for r in read_log(run_dir) if r["type"] in ("layerStats", "step")]
 
 
+def records_with_update_before_end_step(inline: bool):
+    """fp32 training whose optimizer steps between backward and end_step, with the observing work
+    slowed down so that the worker reads the last layers' W after the update when it reads the parameter."""
+    torch.manual_seed(0)
+    model = TinyNet()
+    bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=2)
+    if inline:
+        bridge.backward_worker = None
+    inner = observe._observe
+
+    def slow(*args):
+        time.sleep(0.05)
+        return inner(*args)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    generator = torch.Generator().manual_seed(0)
+    with mock.patch.object(observe, "_observe", slow):
+        bridge.start_run()
+        for step in range(3):
+            bridge.begin_step(step)
+            loss = model(torch.randn(4, 16, 64, generator=generator)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            bridge.end_step(loss=loss.item())
+        run_dir = bridge.run_dir
+        bridge.end_run()
+    bridge.close()
+    return [dict(r, runId=None) for r in read_log(run_dir) if r["type"] == "layerStats"]
+
+
 class BackwardWorkerTest(unittest.TestCase):
+    def test_an_optimizer_step_before_end_step_does_not_change_the_weights_observed(self):
+        got = records_with_update_before_end_step(inline=False)
+        want = records_with_update_before_end_step(inline=True)
+        self.assertEqual(len(got), 2 * 5 * 3, "stats steps 0 and 2, 5 layers, 3 GEMMs")
+        for g, w in zip(got, want):
+            self.assertEqual(g, w, f"{g['layer']} {g['gemm']} at step {g['step']}: the worker saw W after the optimizer's update")
+
     def test_the_worker_reports_what_the_hooks_report(self):
         on_worker, in_hooks = [], []
         got = records(False, on_worker)

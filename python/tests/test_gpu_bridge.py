@@ -3,13 +3,14 @@ through the torch path, and the same with activation checkpointing (reentrant or
 Skipped where CUDA or Triton is missing (CI)."""
 import math
 import tempfile
+import time
 import unittest
 from unittest import mock
 
 import torch
 import torch.utils.checkpoint
 
-from mxscope_bridge import mxfp4_triton, wgrad_error
+from mxscope_bridge import mxfp4_triton, observe, wgrad_error
 
 from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log
 
@@ -27,20 +28,35 @@ class Checkpointed(torch.nn.Module):
         return self.net.lm_head(x)
 
 
-def run(model, observed, out_dir, steps=6, **kwargs):
+def scribble():
+    """Tensors of the sizes backward frees (TinyNet's activations and gradients), filled with NaN on
+    the trainer's stream: memory the allocator handed back too early would now hold NaN."""
+    return [torch.full((n,), float("nan"), device="cuda") for n in (4 * 64 * 64, 4 * 64 * 96, 4 * 64 * 32) * 64]
+
+
+def run(model, observed, out_dir, steps=6, inline=False, autocast=True, update_before_end_step=False, **kwargs):
+    """A short run's layerStats. inline: the hooks' work runs in the hooks (no backward worker);
+    update_before_end_step: the optimizer steps and the trainer fills freed memory with NaN before end_step."""
     bridge = bridge_for(observed, out_dir, gemms=mx_gemms("hadamard"), stats_every=3, **kwargs)
+    if inline:
+        bridge.backward_worker = None
     bridge.start_run()
     generator = torch.Generator(device="cuda").manual_seed(0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1 if update_before_end_step else 0.01)
     for step in range(steps):
         bridge.begin_step(step)
         x = torch.randn(4, 64, 64, device="cuda", generator=generator, requires_grad=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
             loss = model(x).float().pow(2).mean()
         loss.backward()
+        if update_before_end_step:
+            optimizer.step()
+            optimizer.zero_grad()
+            nan_filled = scribble()  # alive until end_step: the freed memory stays written over
         bridge.end_step(loss=loss.item())
-        optimizer.step()
-        optimizer.zero_grad()
+        if not update_before_end_step:
+            optimizer.step()
+            optimizer.zero_grad()
     run_dir = bridge.run_dir
     bridge.end_run()
     bridge.close()
@@ -52,7 +68,7 @@ class BridgeOnGpu(unittest.TestCase):
     def setUp(self):
         self.out = tempfile.mkdtemp(prefix="mxscope-gpu-")
 
-    def records(self, checkpoint=None, torch_path=False, chunk_bytes=None):
+    def records(self, checkpoint=None, torch_path=False, chunk_bytes=None, slow_worker=False, **run_options):
         torch.manual_seed(0)
         net = TinyNet().cuda()
         model = Checkpointed(net, checkpoint == "reentrant") if checkpoint else net
@@ -61,10 +77,13 @@ class BridgeOnGpu(unittest.TestCase):
             patches.append(mock.patch.object(mxfp4_triton, "available", lambda _: False))
         if chunk_bytes:
             patches.append(mock.patch.object(wgrad_error, "CHUNK_BYTES", chunk_bytes))
+        if slow_worker:  # each layer's telemetry starts 20 ms late: backward and the trainer's next calls run ahead of it
+            inner = observe._observe
+            patches.append(mock.patch.object(observe, "_observe", lambda *args: (time.sleep(0.02), inner(*args))[1]))
         for p in patches:
             p.start()
         try:
-            return run(model, net, self.out)
+            return run(model, net, self.out, **run_options)
         finally:
             for p in patches:
                 p.stop()
@@ -100,6 +119,15 @@ class BridgeOnGpu(unittest.TestCase):
 
     def test_row_chunks_report_the_same(self):
         self.assert_same_records(self.records(chunk_bytes=1024), self.records(), "chunked vs whole")
+
+    def test_the_worker_reports_what_the_hooks_report_while_the_trainer_reuses_memory(self):
+        # The worker launches late while the optimizer updates the weights and the trainer writes NaN
+        # over the memory backward freed: it must report what the hooks would have (bf16 autocast, and
+        # fp32 weights, whose GEMM saved W itself and whose own GEMMs must not see the bridge's TF32 use).
+        for autocast in (True, False):
+            want = self.records(inline=True, autocast=autocast, update_before_end_step=True)
+            got = self.records(slow_worker=True, autocast=autocast, update_before_end_step=True)
+            self.assert_same_records(got, want, f"worker vs hooks, autocast {autocast}")
 
     def test_checkpointing_reports_each_micro_batch_once(self):
         plain = self.records()

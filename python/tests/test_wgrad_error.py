@@ -47,22 +47,30 @@ def run(steps=6, micro_batches=1, chunk_bytes=None, **kwargs):
 
 
 class WgradErrors(unittest.TestCase):
-    def assert_close(self, got, want):
+    def assert_close(self, got, want, rel=1e-9):
         self.assertEqual(sorted(got), sorted(want))
         for key in want:
             for field in ("gradNorm", "errNorm", "relErr", "cosErrGrad", "alignment", "lag1Cos"):
                 a, b = got[key][field], want[key][field]
                 self.assertEqual(a is None, b is None, f"{key} {field}")
                 if a is not None:
-                    self.assertTrue(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), f"{key} {field}: {a} vs {b}")
-            self.assertEqual(got[key]["sketch"], want[key]["sketch"], key)
-            self.assertEqual(got[key]["sketchPrev"], want[key]["sketchPrev"], key)
+                    # Cosines near 0 are small differences of large sums: held to `rel` of their range [-1, 1].
+                    bounded = field in ("cosErrGrad", "alignment", "lag1Cos")
+                    self.assertTrue(math.isclose(a, b, rel_tol=rel, abs_tol=rel if bounded else 1e-12), f"{key} {field}: {a} vs {b}")
+            for field in ("sketch", "sketchPrev"):
+                a, b = got[key][field], want[key][field]
+                self.assertEqual(a is None, b is None, f"{key} {field}")
+                if a is not None:
+                    scale = max(map(abs, b), default=0.0)
+                    self.assertTrue(len(a) == len(b) and all(math.isclose(u, v, rel_tol=rel, abs_tol=10 * rel * scale) for u, v in zip(a, b)),
+                                    f"{key} {field}: {a} vs {b}")
 
     def test_row_chunks_give_the_whole_tensor_figures(self):
         whole = run()
         self.assertIsNotNone(whole[(3, "lm_head")]["lag1Cos"], "the stats step after a pre-stats step reports lag-1")
         self.assertIsNone(whole[(0, "lm_head")]["lag1Cos"])
-        self.assert_close(run(chunk_bytes=256), whole)
+        # A chunk's ∇W is its own GEMM: BLAS libraries that block by shape (torch 2.11's on x86) round its sums apart in the last bits.
+        self.assert_close(run(chunk_bytes=256), whole, rel=1e-6)
 
     def test_micro_batches_sum_before_the_norms(self):
         # Two micro-batches, each a mean over half the batch, sum to twice the whole batch's mean gradient.
@@ -70,6 +78,13 @@ class WgradErrors(unittest.TestCase):
         split = run(micro_batches=2)
         for key in whole:
             self.assertTrue(math.isclose(split[key]["gradNorm"], 2 * whole[key]["gradNorm"], rel_tol=1e-4), key)
+
+    def test_the_process_wide_tf32_setting_is_never_changed(self):
+        # The Wgrad products run on the backward worker's thread while the trainer's own GEMMs run on
+        # another: flipping the process-wide setting there changed the precision of those GEMMs.
+        with mock.patch.object(torch._C, "_set_cublas_allow_tf32") as setter:
+            self.assertTrue(run(steps=3))
+        self.assertEqual(setter.call_args_list, [], "the bridge set torch.backends.cuda.matmul.allow_tf32")
 
     def test_a_second_backward_without_micro_batches_is_named(self):
         with self.assertRaisesRegex(RuntimeError, "micro_batches"):
