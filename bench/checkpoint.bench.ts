@@ -13,6 +13,7 @@
 // The histogram pass runs on the 'auto' backend (WebAssembly where it loads) and, for comparison, on
 // the TypeScript loops.
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,13 +21,19 @@ import { setMxBackend } from '../src/mx/index.js';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../src/checkpoint/analysis.js';
 import type { AnalysisOptions } from '../src/protocol/checkpoint-report.js';
 import { openCheckpoint, type CheckpointTensor } from '../src/checkpoint/checkpoint.js';
+import { sampleWorkerCount, setSampleWorkers, startSampleWorkers } from '../src/checkpoint/sqnr-workers.js';
 import { COLS, ROWS, TENSOR_BYTES, writeBf16Checkpoint } from './bf16-checkpoint.js';
 import { fmt } from './timing.js';
 
 /** Each measurement times whole passes over its file until this much data, or this long, has gone by. */
 const TIMED_BYTES = 2 ** 30;
+/**
+ * The default full report of the 1 GiB file (bf16-checkpoint.ts writes the same bits every time),
+ * without timing and paths (path, shards), as the code before the sample workers (main at 04cdec3) gave it.
+ */
+const FULL_REPORT_SHA256 = 'e137d71347fd39bb9c0dad373cd68aed5addd69b83f734979b75edfedc3c529d';
 const TIMED_SECONDS = 1;
-const MODES = ['idle', 'read', 'histogram', 'histogram-ts', 'full', 'sqnr-all'] as const;
+const MODES = ['idle', 'read', 'histogram', 'histogram-ts', 'full', 'full-1thread', 'sqnr-all'] as const;
 type Mode = (typeof MODES)[number];
 
 interface Measurement {
@@ -37,6 +44,8 @@ interface Measurement {
   maxRssMiB: number;
   /** Which kernels ran. */
   path: 'wasm' | 'ts';
+  /** SHA-256 of the last pass's report without its timing and its (temporary) paths: where the sample ran must not change a bit. */
+  digest: string;
 }
 
 let rawBuffers: readonly [Uint8Array, Uint8Array] | undefined;
@@ -66,10 +75,13 @@ async function rawRead(path: string, chunkBytes: number): Promise<number> {
   }
 }
 
+let digest = '';
+
 async function analyse(path: string, options: Partial<AnalysisOptions>): Promise<number> {
   const checkpoint = await openCheckpoint(path);
   try {
-    await analyseCheckpoint(checkpoint, { ...DEFAULT_ANALYSIS_OPTIONS, ...options });
+    const { seconds: _, path: __, shards: ___, ...report } = await analyseCheckpoint(checkpoint, { ...DEFAULT_ANALYSIS_OPTIONS, ...options });
+    digest = createHash('sha256').update(JSON.stringify(report)).digest('hex');
     return checkpoint.dataBytes;
   } finally {
     await checkpoint.close();
@@ -78,11 +90,16 @@ async function analyse(path: string, options: Partial<AnalysisOptions>): Promise
 
 async function measure(mode: Mode, path: string): Promise<Measurement> {
   const wasm = setMxBackend(mode === 'histogram-ts' ? 'ts' : 'auto');
+  if (mode === 'full-1thread') setSampleWorkers(0);
+  // Started before the untimed pass, which warms them as it warms the analysing thread: the timed
+  // passes are steady state (a worker's first tensors pay its first touch and JIT, as the first pass
+  // does). Only where they are used: a starting worker takes CPU from the pass beside it.
+  if (mode === 'full' || mode === 'sqnr-all') await startSampleWorkers();
   const pass = (): Promise<number> =>
     mode === 'idle' ? Promise.resolve(0)
     : mode === 'read' ? rawRead(path, DEFAULT_ANALYSIS_OPTIONS.chunkBytes)
     : mode.startsWith('histogram') ? analyse(path, { mode: 'histogram' })
-    : mode === 'full' ? analyse(path, {})
+    : mode === 'full' || mode === 'full-1thread' ? analyse(path, {})
     : analyse(path, { sqnrRows: 0 });
   await pass(); // untimed: page cache, first-touch and compile costs out of the figure
   // Passes until a GiB of data (or a second) is timed, so a small file's figure is not a few
@@ -95,7 +112,7 @@ async function measure(mode: Mode, path: string): Promise<Measurement> {
   while (bytes > 0 && bytes < TIMED_BYTES && elapsed() < TIMED_SECONDS);
   const seconds = elapsed();
   const cpu = process.cpuUsage(cpuBefore);
-  return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, bytes, maxRssMiB: process.resourceUsage().maxRSS / 1024, path: wasm ? 'wasm' : 'ts' };
+  return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, bytes, maxRssMiB: process.resourceUsage().maxRSS / 1024, path: wasm ? 'wasm' : 'ts', digest };
 }
 
 function inChild(mode: Mode, path: string): Measurement {
@@ -123,7 +140,8 @@ async function main(): Promise<void> {
       [0, 'read', 'raw read (baseline)'],
       [0, 'histogram', 'histogram pass'],
       [0, 'histogram-ts', 'histogram pass'],
-      [0, 'full', `full, SQNR ${DEFAULT_ANALYSIS_OPTIONS.sqnrRows} rows`],
+      [0, 'full-1thread', `full, sample in-thread`],
+      [0, 'full', `full, ${sampleWorkerCount()} sample worker${sampleWorkerCount() === 1 ? '' : 's'}`],
       [1, 'read', 'raw read (baseline)'],
       [1, 'histogram', 'histogram pass'],
       [1, 'full', `full, SQNR ${DEFAULT_ANALYSIS_OPTIONS.sqnrRows} rows`],
@@ -134,10 +152,12 @@ async function main(): Promise<void> {
     const rawCpu = new Map<number, number>();
     const histogram = new Map<number, Measurement>();
     let fullOnBig: Measurement | undefined;
+    let inThreadOnBig: Measurement | undefined;
     for (const [index, mode, name] of plan) {
       const m = inChild(mode, files[index].path);
       if (mode === 'histogram') histogram.set(index, m);
       if (mode === 'full' && index === 0) fullOnBig = m;
+      if (mode === 'full-1thread') inThreadOnBig = m;
       const label = mode.startsWith('histogram') ? `${name}, ${m.path}` : name;
       const rate = m.bytes / m.seconds / 1e9;
       const cpuRate = m.bytes / m.cpuSeconds / 1e9;
@@ -157,6 +177,11 @@ async function main(): Promise<void> {
     const full = fullOnBig!;
     const fullRatio = full.bytes / full.seconds / 1e9 / raw.get(0)!;
     console.log(`default full pass on 1 GiB: ${(full.bytes / full.seconds / 1e9).toFixed(2)} GB/s wall, ${fullRatio.toFixed(2)}× raw read wall, ${cpuRatio(full).toFixed(2)}× per CPU-second (goal ≥ 0.5×: ${fullRatio >= 0.5 ? 'met' : 'not met'} wall, ${cpuRatio(full) >= 0.5 ? 'met' : 'not met'} CPU)`);
+    const inThread = inThreadOnBig!;
+    console.log(`default full pass on 1 GiB with the sample in-thread: ${(inThread.bytes / inThread.seconds / 1e9).toFixed(2)} GB/s wall, ${(inThread.bytes / inThread.seconds / 1e9 / raw.get(0)!).toFixed(2)}× raw read wall, ${cpuRatio(inThread).toFixed(2)}× per CPU-second`);
+    const same = (m: Measurement) => (m.digest === FULL_REPORT_SHA256 ? 'unchanged' : `CHANGED (sha256 ${m.digest})`);
+    console.log(`1 GiB full report against the one before the sample workers: ${same(full)} with the workers, ${same(inThread)} in-thread`);
+    if (full.digest !== FULL_REPORT_SHA256 || inThread.digest !== FULL_REPORT_SHA256) process.exitCode = 1;
     console.log(`load average at the end: ${load()}`);
     console.log(`peak RSS above idle, 1 GiB vs 0.25 GiB file: ${(big.maxRssMiB - idle.maxRssMiB).toFixed(0)} vs ${(quarter.maxRssMiB - idle.maxRssMiB).toFixed(0)} MiB (ratio ${((big.maxRssMiB - idle.maxRssMiB) / (quarter.maxRssMiB - idle.maxRssMiB)).toFixed(2)}; 4× the data)`);
   } finally {

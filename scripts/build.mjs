@@ -12,6 +12,8 @@ const nodeEntries = [
   ['src/host/extension.ts', 'host/extension'],
   ['src/cli/train.ts', 'cli/train'],
   ['src/cli/inspect.ts', 'cli/inspect'],
+  // The checkpoint analysis's sample worker, started by path from the bundles above (src/checkpoint/sqnr-workers.ts).
+  ['src/checkpoint/sqnr-worker.ts', 'checkpoint/sqnr-worker'],
 ];
 const webviewEntries = [
   ['webview/dashboard/main.ts', 'webview/dashboard'],

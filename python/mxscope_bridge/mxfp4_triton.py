@@ -179,11 +179,11 @@ class Launch(NamedTuple):
 #: How the kernel is launched, by (what it makes, whether its blocks run along the operand's last axis).
 #: With stats, fewer warps per program run faster: each tile's sums take fewer cross-warp steps
 #: (H100, 8192 × 5632 bf16, H32: stats along the last axis 0.278 → 0.207 ms on one warp, values and
-#: stats along the first 0.490 → 0.412 ms on two; examples/results/h100-2026-11-24c/stats-kernel-launch.log).
-#: examples/bench_kernels.py compares settings.
-LAUNCH = {("values", True): Launch(4096, 4, 8), ("values", False): Launch(4096, 4, 8),
+#: stats along the first 0.490 → 0.412 ms on two); values along the first axis too (0.167 → 0.113 ms).
+#: examples/results/h100-2026-11-24c/*-kernel-*.log; examples/bench_kernels.py compares settings.
+LAUNCH = {("values", True): Launch(4096, 4, 8), ("values", False): Launch(2048, 2, 16),
           ("stats", True): Launch(1024, 1, 16), ("stats", False): Launch(2048, 2, 8)}
-#: Elements a thread holds at most with stats (more spill registers: 64 ran 5× slower).
+#: Elements a thread holds at most with stats (at 64, values and stats along tokens ran 5× slower).
 STATS_PER_THREAD = 32
 _sm_count = {}
 

@@ -13,43 +13,42 @@ from mxscope_bridge.backward_worker import BackwardWorker
 from tests.helpers import TinyNet, bridge_for, read_log, train
 
 
-def records(inline: bool, threads: list):
+def run_log(inline: bool, stats_every: int, around_observe, train_steps) -> list:
+    """The run log of a TinyNet trained by train_steps(model, bridge), the bridge's observing work
+    running as around_observe(inner, *args); inline: in the hooks (no backward worker)."""
     torch.manual_seed(0)
     model = TinyNet()
-    bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=3)
+    bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=stats_every)
     if inline:
         bridge.backward_worker = None
     inner = observe._observe
-
-    def noted(*args):
-        threads.append(threading.current_thread().name)
-        return inner(*args)
-    with mock.patch.object(observe, "_observe", noted):
+    with mock.patch.object(observe, "_observe", lambda *args: around_observe(inner, *args)):
         bridge.start_run()
-        train(model, bridge, 4)
+        train_steps(model, bridge)
         run_dir = bridge.run_dir
         bridge.end_run()
     bridge.close()
-    return [dict(r, runId=None, stepMs=None) for r in read_log(run_dir) if r["type"] in ("layerStats", "step")]
+    return read_log(run_dir)
+
+
+def records(inline: bool, threads: list):
+    def noted(inner, *args):
+        threads.append(threading.current_thread().name)
+        return inner(*args)
+    log = run_log(inline, 3, noted, lambda model, bridge: train(model, bridge, 4))
+    return [dict(r, runId=None, stepMs=None) for r in log if r["type"] in ("layerStats", "step")]
 
 
 def records_with_update_before_end_step(inline: bool):
     """fp32 training whose optimizer steps between backward and end_step, with the observing work
     slowed down so that the worker reads the last layers' W after the update when it reads the parameter."""
-    torch.manual_seed(0)
-    model = TinyNet()
-    bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=2)
-    if inline:
-        bridge.backward_worker = None
-    inner = observe._observe
-
-    def slow(*args):
+    def slow(inner, *args):
         time.sleep(0.05)
         return inner(*args)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    generator = torch.Generator().manual_seed(0)
-    with mock.patch.object(observe, "_observe", slow):
-        bridge.start_run()
+
+    def train_steps(model, bridge):
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        generator = torch.Generator().manual_seed(0)
         for step in range(3):
             bridge.begin_step(step)
             loss = model(torch.randn(4, 16, 64, generator=generator)).pow(2).mean()
@@ -57,10 +56,7 @@ def records_with_update_before_end_step(inline: bool):
             optimizer.step()
             optimizer.zero_grad()
             bridge.end_step(loss=loss.item())
-        run_dir = bridge.run_dir
-        bridge.end_run()
-    bridge.close()
-    return [dict(r, runId=None) for r in read_log(run_dir) if r["type"] == "layerStats"]
+    return [dict(r, runId=None) for r in run_log(inline, 2, slow, train_steps) if r["type"] == "layerStats"]
 
 
 class BackwardWorkerTest(unittest.TestCase):

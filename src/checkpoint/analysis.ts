@@ -1,14 +1,18 @@
 // MXFP4 quantizability of every weight matrix in a checkpoint, streamed chunk by chunk so memory
 // stays at a few chunks whatever the file size. A tensor of shape [..., cols] is analysed as a
 // [rows, cols] matrix with 32-element blocks along its last (contiguous) axis, the reduction axis
-// of the forward GEMM for a [out, in] weight.
-import type { HadamardBlock, ScaleHistogram } from '../protocol/index.js';
-import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type FormatQuantizability, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
-import { createMxStats, E8M0_BIAS, E8M0_NAN, mxfp4Stats, mxfp8Stats, nvfp4Stats, hadamardInPlace, acquireResidentScaleKernels, releaseResidentScaleKernels, type MxStats } from '../mx/index.js';
+// of the forward GEMM for a [out, in] weight. The full pass's SQNR sample is quantized on a sample
+// worker where one is free (sqnr-workers.ts), else here; the report is the same bits either way.
+import type { ScaleHistogram } from '../protocol/index.js';
+import { SAMPLED_SQNR_ROWS, type AnalysisOptions, type CheckpointReport, type MatrixAnalysis, type TensorReport } from '../protocol/checkpoint-report.js';
+import { createMxStats, E8M0_BIAS, E8M0_NAN, acquireResidentScaleKernels, releaseResidentScaleKernels } from '../mx/index.js';
 import type { Checkpoint, CheckpointTensor } from './checkpoint.js';
 import type { NextRead } from './file.js';
 import { DTYPE_BYTES, decodeInto, isFloatDtype, type FloatDtype } from './dtypes.js';
 import { scanBf16, scanF32 } from './exponent-scan.js';
+import { LocalSample, type SampleSink } from './sample-sink.js';
+import { FloatBuffers, sqnrResult } from './sqnr-sample.js';
+import { remoteSample } from './sqnr-workers.js';
 
 export const DEFAULT_ANALYSIS_OPTIONS: AnalysisOptions = {
   mode: 'full',
@@ -54,11 +58,6 @@ function outlierCount(histogram: ScaleHistogram, median: number | null, binades:
   return histogram.counts.reduce((sum, count, i) => (histogram.minExp + i >= median + binades ? sum + count : sum), 0);
 }
 
-function sqnrDb(stats: MxStats): number | null {
-  if (!(stats.signalSq > 0) || !Number.isFinite(stats.signalSq) || !Number.isFinite(stats.errorSq)) return null;
-  return stats.errorSq === 0 ? Infinity : 10 * Math.log10(stats.signalSq / stats.errorSq);
-}
-
 /** Why a tensor gets no MXFP4 analysis, or undefined when it does. */
 function skipReason(tensor: CheckpointTensor): string | undefined {
   if (!isFloatDtype(tensor.dtype)) return `${tensor.dtype} is not a floating-point dtype`;
@@ -67,16 +66,11 @@ function skipReason(tensor: CheckpointTensor): string | undefined {
   return undefined;
 }
 
-interface FloatScratch {
-  decoded: Float32Array;
-  sample: Float32Array;
-  rotated: Float32Array;
-}
 /**
  * The float buffers of the last analysis that finished, for the next one: fresh pages cost a first
  * touch (~3 µs a KiB on this machine, 8 MiB of SQNR scratch with the default options) every time.
  */
-let idleFloats: FloatScratch | undefined;
+let idleFloats: FloatBuffers | undefined;
 
 /** Scratch buffers shared by every tensor of one analysis; each grows to the largest need and stays. */
 class Scratch {
@@ -87,7 +81,7 @@ class Scratch {
    */
   readonly kernels = acquireResidentScaleKernels();
   private raw: readonly [Uint8Array, Uint8Array] = [new Uint8Array(0), new Uint8Array(0)];
-  private readonly floats: FloatScratch = idleFloats ?? { decoded: new Float32Array(0), sample: new Float32Array(0), rotated: new Float32Array(0) };
+  readonly floats = idleFloats ?? new FloatBuffers();
 
   constructor() {
     idleFloats = undefined;
@@ -98,15 +92,11 @@ class Scratch {
     if (this.raw[0].byteLength < size) this.raw = this.kernels ? this.kernels.buffers(size) : [new Uint8Array(size), new Uint8Array(size)];
     return this.raw;
   }
-  float32(use: keyof FloatScratch, size: number): Float32Array {
-    if (this.floats[use].length < size) this.floats[use] = new Float32Array(size);
-    return this.floats[use].subarray(0, size);
-  }
   /** Decodes `count` elements of a chunk (or a piece of one) to float32: BF16 rows in the kernels' buffers by their SIMD decoder. */
-  decode(dtype: FloatDtype, bytes: Uint8Array, out: Float32Array, count: number): void {
+  readonly decode = (dtype: FloatDtype, bytes: Uint8Array, out: Float32Array, count: number): void => {
     if (dtype === 'BF16' && bytes.byteOffset % 2 === 0 && this.kernels?.decodeBf16(new Uint16Array(bytes.buffer, bytes.byteOffset, count), out)) return;
     decodeInto(dtype, bytes, out, count);
-  }
+  };
   release(): void {
     releaseResidentScaleKernels(this.kernels);
     idleFloats = this.floats;
@@ -128,71 +118,6 @@ class RowSample {
     if (row >= end) return -1;
     this.k++;
     return row;
-  }
-}
-
-function quantizability(stats: MxStats): FormatQuantizability {
-  return {
-    db: sqnrDb(stats),
-    saturatedFrac: stats.elements === 0 ? null : stats.saturated / stats.elements,
-    flushedFrac: stats.nonZero === 0 ? (stats.elements === 0 ? null : 0) : stats.flushed / stats.nonZero,
-  };
-}
-
-/**
- * Quantizes the sampled rows gathered so far into stats accumulators: MXFP4 unrotated and rotated,
- * and NVFP4 and MXFP8 (E4M3) unrotated, side by side.
- */
-class SqnrAccumulator {
-  readonly plain = createMxStats();
-  readonly rotated = createMxStats();
-  readonly nvfp4 = createMxStats();
-  readonly mxfp8 = createMxStats();
-  rowsUsed = 0;
-  private pending = 0;
-
-  constructor(
-    private readonly cols: number,
-    private readonly batch: Float32Array,
-    private readonly rotation: Float32Array,
-    private readonly hadamardBlock: HadamardBlock | null,
-  ) {}
-
-  get capacityRows(): number {
-    return this.batch.length / this.cols;
-  }
-  /** Where the caller decodes the next sampled row. */
-  nextRow(): Float32Array {
-    if (this.pending === this.capacityRows) this.flush();
-    return this.batch.subarray(this.pending * this.cols, ++this.pending * this.cols);
-  }
-  /**
-   * Quantizes part of one sampled row at once (rows wider than a chunk are read in pieces). `values`
-   * starts at a multiple of 128 columns, so its MX and Hadamard blocks are the row's own.
-   */
-  quantizeSegment(values: Float32Array, rotation: Float32Array): void {
-    this.addRotated(values, rotation, 1, values.length);
-    mxfp4Stats(values, values.length, this.plain);
-  }
-  /** The statistics-only kernels read the batch without changing it: only the Hadamard rotation needs a copy. */
-  flush(): void {
-    if (this.pending === 0) return;
-    const length = this.pending * this.cols;
-    const values = this.batch.subarray(0, length);
-    nvfp4Stats(values, this.cols, this.nvfp4);
-    mxfp8Stats(values, this.cols, 'e4m3', this.mxfp8);
-    this.addRotated(values, this.rotation, this.pending, this.cols);
-    mxfp4Stats(values, this.cols, this.plain);
-    this.rowsUsed += this.pending;
-    this.pending = 0;
-  }
-  /** MXFP4 statistics of the rows after the Hadamard rotation, which works in place: on a copy. */
-  private addRotated(values: Float32Array, rotation: Float32Array, rows: number, cols: number): void {
-    if (this.hadamardBlock === null) return;
-    const rotated = rotation.subarray(0, values.length);
-    rotated.set(values);
-    hadamardInPlace(rotated, rows, cols, 1, this.hadamardBlock);
-    mxfp4Stats(rotated, cols, this.rotated);
   }
 }
 
@@ -223,7 +148,12 @@ function nextRead(tensor: CheckpointTensor, next: CheckpointTensor | undefined, 
   return wide ? undefined : { info: next, chunkElements: chunkRows * next.shape[next.shape.length - 1] };
 }
 
-async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions, scratch: Scratch, control: AnalysisControl = {}, doneBefore = 0, then?: NextRead): Promise<MatrixAnalysis> {
+/**
+ * Reads and counts one tensor, handing its sampled rows to `sink` (null in histogram mode). Resolves
+ * once the tensor is read, with its analysis still to come: a sample worker may be quantizing the
+ * last rows while the next tensor is read.
+ */
+async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions, scratch: Scratch, control: AnalysisControl, doneBefore: number, then: NextRead | undefined): Promise<{ analysis: Promise<MatrixAnalysis>; sink: SampleSink | null }> {
   const dtype = tensor.dtype as FloatDtype;
   const cols = tensor.shape[tensor.shape.length - 1];
   const rows = tensor.elements / cols;
@@ -233,63 +163,65 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
   const hadamardSkipped = cols % options.hadamardBlock === 0 ? undefined : `cols ${cols} is not a multiple of the Hadamard block ${options.hadamardBlock}`;
   const sample = exponentsOnly ? null : new RowSample(rows, options.sqnrRows);
   const { wide, chunkRows, segment } = chunking(tensor, options);
-  const sampleRows = wide ? 1 : Math.min(chunkRows, sample?.size ?? 0);
-  const sqnr = sample
-    ? new SqnrAccumulator(cols, scratch.float32('sample', wide ? 0 : sampleRows * cols), scratch.float32('rotated', sampleRows * segment), hadamardSkipped ? null : options.hadamardBlock)
-    : null;
+  const shape = { cols, hadamardBlock: hadamardSkipped ? null : options.hadamardBlock };
+  // Rows quantized together: up to a chunk's worth (a wide row goes segment by segment).
+  const batchRows = wide ? 1 : Math.min(chunkRows, sample?.size ?? 0);
+  const sink = sample && (remoteSample(`${tensor.file.path}: tensor "${tensor.name}"`, shape, dtype, batchRows) ?? new LocalSample(shape, dtype, batchRows, scratch.decode, scratch.floats));
 
   const scanChunk = (chunk: Uint8Array, rowsHere: number, rowLength: number): void => {
     const count = chunk.byteLength / elementBytes;
     if (dtype === 'BF16') scanBf16(new Uint16Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly, scratch.kernels);
     else if (dtype === 'F32') scanF32(new Float32Array(chunk.buffer, chunk.byteOffset, count), rowsHere, rowLength, stats, exponentsOnly, scratch.kernels);
     else {
-      const decoded = scratch.float32('decoded', count);
+      const decoded = scratch.floats.get('decoded', count);
       decodeInto(dtype, chunk, decoded, count);
       scanF32(decoded, rowsHere, rowLength, stats, exponentsOnly, scratch.kernels);
     }
   };
 
-  if (wide) {
-    const rowBytes = cols * elementBytes;
-    const buffers = scratch.chunkBuffers(segment * elementBytes);
-    for (let row = 0; row < rows; row++) {
-      // Sampled rows are distinct and increasing: the next one is this row or a later one.
-      const isSampled = sample !== null && sample.nextBelow(row + 1) === row;
-      const rowInfo = { ...tensor, fileOffset: tensor.fileOffset + row * rowBytes, byteLength: rowBytes, elements: cols };
-      for await (const piece of tensor.file.chunks(rowInfo, segment, buffers)) {
+  try {
+    if (wide) {
+      const rowBytes = cols * elementBytes;
+      const buffers = scratch.chunkBuffers(segment * elementBytes);
+      for (let row = 0; row < rows; row++) {
+        // Sampled rows are distinct and increasing: the next one is this row or a later one.
+        const isSampled = sample !== null && sample.nextBelow(row + 1) === row;
+        const rowInfo = { ...tensor, fileOffset: tensor.fileOffset + row * rowBytes, byteLength: rowBytes, elements: cols };
+        for await (const piece of tensor.file.chunks(rowInfo, segment, buffers)) {
+          throwIfAborted(control.signal);
+          await sink?.ready();
+          scanChunk(piece, 1, piece.byteLength / elementBytes);
+          if (isSampled) sink?.segment(piece);
+        }
+        if (isSampled) sink?.endRow();
+        control.onProgress?.(doneBefore + (row + 1) * rowBytes);
+      }
+    } else {
+      let firstRow = 0;
+      for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.chunkBuffers(chunkRows * cols * elementBytes), then)) {
         throwIfAborted(control.signal);
-        const count = piece.byteLength / elementBytes;
-        scanChunk(piece, 1, count);
-        if (isSampled && sqnr) {
-          const values = scratch.float32('decoded', count);
-          scratch.decode(dtype, piece, values, count);
-          sqnr.quantizeSegment(values, scratch.float32('rotated', count));
+        await sink?.ready();
+        const rowsHere = chunk.byteLength / elementBytes / cols;
+        scanChunk(chunk, rowsHere, cols);
+        if (sample && sink) {
+          for (let row = sample.nextBelow(firstRow + rowsHere); row >= 0; row = sample.nextBelow(firstRow + rowsHere)) {
+            const offset = (row - firstRow) * cols * elementBytes;
+            sink.row(chunk.subarray(offset, offset + cols * elementBytes));
+          }
         }
+        firstRow += rowsHere;
+        control.onProgress?.(doneBefore + firstRow * cols * elementBytes);
       }
-      if (isSampled && sqnr) sqnr.rowsUsed++;
-      control.onProgress?.(doneBefore + (row + 1) * rowBytes);
     }
-  } else {
-    let firstRow = 0;
-    for await (const chunk of tensor.file.chunks(tensor, chunkRows * cols, scratch.chunkBuffers(chunkRows * cols * elementBytes), then)) {
-      throwIfAborted(control.signal);
-      const rowsHere = chunk.byteLength / elementBytes / cols;
-      scanChunk(chunk, rowsHere, cols);
-      if (sample && sqnr) {
-        for (let row = sample.nextBelow(firstRow + rowsHere); row >= 0; row = sample.nextBelow(firstRow + rowsHere)) {
-          const offset = (row - firstRow) * cols * elementBytes;
-          scratch.decode(dtype, chunk.subarray(offset, offset + cols * elementBytes), sqnr.nextRow(), cols);
-        }
-      }
-      firstRow += rowsHere;
-      control.onProgress?.(doneBefore + firstRow * cols * elementBytes);
-    }
-    sqnr?.flush();
+  } catch (error) {
+    sink?.drop();
+    throw error;
   }
 
   const histogram = toScaleHistogram(stats.expCounts);
   const medianScaleExp = medianExp(histogram);
-  return {
+  const totals = sink?.finish();
+  const analysis = async (): Promise<MatrixAnalysis> => ({
     rows,
     cols,
     blocks: stats.blocks,
@@ -298,22 +230,16 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
     outlierBlocks: outlierCount(histogram, medianScaleExp, options.outlierBinades),
     saturatedFrac: exponentsOnly ? null : stats.saturated / stats.elements,
     flushedFrac: exponentsOnly ? null : stats.nonZero === 0 ? 0 : stats.flushed / stats.nonZero,
-    sqnr: sqnr && {
-      rowsUsed: sqnr.rowsUsed,
-      noRotationDb: sqnrDb(sqnr.plain),
-      hadamardDb: hadamardSkipped ? null : sqnrDb(sqnr.rotated),
-      hadamardSaturatedFrac: hadamardSkipped ? null : sqnr.rotated.saturated / sqnr.rotated.elements,
-      hadamardFlushedFrac: hadamardSkipped ? null : sqnr.rotated.nonZero === 0 ? 0 : sqnr.rotated.flushed / sqnr.rotated.nonZero,
-      ...(hadamardSkipped ? { hadamardSkipped } : {}),
-      formats: { nvfp4: quantizability(sqnr.nvfp4), mxfp8: quantizability(sqnr.mxfp8) },
-    },
-  };
+    sqnr: totals ? sqnrResult(await totals, hadamardSkipped) : null,
+  });
+  return { analysis: analysis(), sink };
 }
 
 export async function analyseCheckpoint(checkpoint: Checkpoint, options: AnalysisOptions, control: AnalysisControl = {}): Promise<CheckpointReport> {
   const started = performance.now();
   const scratch = new Scratch();
-  const tensors: TensorReport[] = [];
+  const tensors: { report: Omit<TensorReport, 'analysis'>; analysis: Promise<MatrixAnalysis> | null }[] = [];
+  const sinks: SampleSink[] = [];
   let done = 0;
   const analysed = checkpoint.tensors.filter((tensor) => skipReason(tensor) === undefined);
   const following = new Map(analysed.map((tensor, i) => [tensor, analysed[i + 1]]));
@@ -322,23 +248,33 @@ export async function analyseCheckpoint(checkpoint: Checkpoint, options: Analysi
       throwIfAborted(control.signal);
       const skipped = skipReason(tensor);
       const then = skipped ? undefined : nextRead(tensor, following.get(tensor), options);
-      const analysis = skipped ? null : await analyseTensor(tensor, options, scratch, control, done, then);
+      const read = skipped ? null : await analyseTensor(tensor, options, scratch, control, done, then);
+      if (read?.sink) sinks.push(read.sink);
+      // Awaited below, once every tensor is read; a sample that fails before then is not unhandled.
+      read?.analysis.catch(() => undefined);
       done += tensor.byteLength;
       control.onProgress?.(done);
-      tensors.push({ name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, analysis, ...(skipped ? { skipped } : {}) });
+      tensors.push({ report: { name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, ...(skipped ? { skipped } : {}) }, analysis: read?.analysis ?? null });
     }
+    const reports: TensorReport[] = [];
+    for (const { report, analysis } of tensors) {
+      const { skipped, ...rest } = report;
+      reports.push({ ...rest, analysis: analysis && (await analysis), ...(skipped ? { skipped } : {}) });
+    }
+    return {
+      path: checkpoint.path,
+      shards: checkpoint.shards,
+      metadata: checkpoint.metadata,
+      dataBytes: checkpoint.dataBytes,
+      options,
+      tensors: reports,
+      seconds: (performance.now() - started) / 1000,
+    };
   } finally {
+    // Samples still on a worker when the analysis failed or was cancelled: nobody waits for them.
+    for (const sink of sinks) sink.drop();
     // A first chunk read ahead must land before the buffers go back to the pool.
     await Promise.all([...new Set(checkpoint.tensors.map((tensor) => tensor.file))].map((file) => file.settle()));
     scratch.release();
   }
-  return {
-    path: checkpoint.path,
-    shards: checkpoint.shards,
-    metadata: checkpoint.metadata,
-    dataBytes: checkpoint.dataBytes,
-    options,
-    tensors,
-    seconds: (performance.now() - started) / 1000,
-  };
 }

@@ -5,6 +5,7 @@
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from './analysis.js';
 import { openCheckpoint, type Checkpoint } from './checkpoint.js';
 import { compareCheckpoints } from './compare.js';
+import { sampleWorkersUnavailable, startSampleWorkers } from './sqnr-workers.js';
 import type { AnalysisOptions } from '../protocol/checkpoint-report.js';
 import { checkpointWebviewMessageSchema, type CheckpointHostMessage } from '../protocol/checkpoint-webview.js';
 import { tryCheck } from '../protocol/validate.js';
@@ -30,7 +31,10 @@ export class CheckpointSession {
     private readonly post: (message: CheckpointHostMessage) => void,
     private readonly log: (line: string) => void,
     private readonly largeBytes = LARGE_CHECKPOINT_BYTES,
-  ) {}
+  ) {
+    // While the page loads: the first full analysis can then quantize its samples on them.
+    if (target.kind === 'analyse') void startSampleWorkers().catch(() => undefined);
+  }
 
   onMessage(raw: unknown): void {
     const checked = tryCheck(checkpointWebviewMessageSchema, raw);
@@ -85,6 +89,8 @@ export class CheckpointSession {
           ? { type: 'report', report: await analyseCheckpoint(opened[0], this.options, control) }
           : { type: 'comparison', comparison: await compareCheckpoints(opened[0], opened[1], { chunkBytes: this.options.chunkBytes }, control) };
       if (!controller.signal.aborted) this.send(result);
+      const workersDown = sampleWorkersUnavailable();
+      if (workersDown) this.log(`checkpoint: ${workersDown.message}; analyses run in one thread (same results, slower)`);
     } catch (error) {
       if (controller.signal.aborted) return;
       const message = (error as Error).message;

@@ -3,6 +3,7 @@
 // dashboard and checkpoint parts. The only code that imports `vscode` lives under src/host/.
 import * as vscode from 'vscode';
 import { setMxBackend } from '../mx/backend.js';
+import { stopSampleWorkers } from '../checkpoint/sqnr-workers.js';
 import { RunStore } from '../store/run-store.js';
 import { registerCheckpoints } from './checkpoints/register.js';
 import { registerDashboard } from './dashboard/register.js';
@@ -86,7 +87,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
   return services;
 }
 
-/** VS Code waits for this promise: the trainer child process is gone when it resolves. */
-export function deactivate(): Promise<void> | undefined {
-  return emulation?.stop();
+/** VS Code waits for this promise: the trainer child process and the checkpoint sample workers are gone when it resolves. */
+export async function deactivate(): Promise<void> {
+  await Promise.all([emulation?.stop(), stopSampleWorkers()]);
 }

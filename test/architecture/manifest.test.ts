@@ -2,7 +2,7 @@
 // placement), every shown string localisable, every file it names present.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 const manifest = JSON.parse(readFileSync('package.json', 'utf8'));
 const nls = JSON.parse(readFileSync('package.nls.json', 'utf8')) as Record<string, string>;
@@ -52,4 +52,12 @@ test('the walkthrough covers the six steps, and every file the manifest names is
 test('no made-up repository URL; a CHANGELOG ships', () => {
   assert.ok(!JSON.stringify(manifest).includes('example.invalid'));
   assert.ok(existsSync('CHANGELOG.md'));
+});
+
+test('every folder of bundles the build writes ships in the .vsix (a worker bundle left out fails only when a user opens a checkpoint)', () => {
+  assert.ok(existsSync('dist'), 'run npm run build first (npm test does)');
+  const ignore = readFileSync('.vscodeignore', 'utf8').split('\n');
+  for (const folder of readdirSync('dist', { withFileTypes: true }).filter((entry) => entry.isDirectory())) {
+    assert.ok(ignore.includes(`!dist/${folder.name}/**`), `dist/${folder.name} is not in the .vsix (.vscodeignore)`);
+  }
 });

@@ -59,7 +59,7 @@ test('importing the numerics, the trainer and the checkpoint engine leaves the T
 });
 
 test('every process entry point selects its kernels once at start-up', () => {
-  for (const entry of ['src/cli/train.ts', 'src/cli/inspect.ts', 'src/host/extension.ts', 'test/start-up.ts']) {
+  for (const entry of ['src/cli/train.ts', 'src/cli/inspect.ts', 'src/checkpoint/sqnr-worker.ts', 'src/host/extension.ts', 'test/start-up.ts']) {
     assert.equal(readFileSync(entry, 'utf8').match(/setMxBackend\('auto'\)/g)?.length, 1, entry);
   }
   assert.match(readFileSync('scripts/run-tests.mjs', 'utf8'), /'--import', '\.\/test\/start-up\.ts'/);
