@@ -130,7 +130,8 @@ test('sampled bytes handed to a worker stay within MAX_IN_FLIGHT chunks, however
   });
 });
 
-test('a sample worker that dies fails the analysis with an error naming the file and the tensor, no hang; the next analysis starts a new worker', { timeout: 60_000 }, async () => {
+/** The mixed file's in-thread report, then `body` with one sample worker started; the next analysis must give that report again. */
+async function onOneWorker(body: (path: string) => Promise<void>): Promise<void> {
   await withTempDir(async (dir) => {
     const path = join(dir, 'mixed.safetensors');
     await writeMixed(path);
@@ -138,42 +139,41 @@ test('a sample worker that dies fails the analysis with an error naming the file
     const inThread = JSON.stringify(await analyse(path, OPTIONS));
     setSampleWorkers(1);
     await startSampleWorkers();
-    let killed = false;
-    const onProgress = () => {
-      if (killed) return;
-      killed = true;
-      void stopSampleWorkers();
-    };
+    await body(path);
+    await writeMixed(path);
+    assert.equal(JSON.stringify(await analyse(path, OPTIONS)), inThread);
+  });
+}
+
+/** A progress callback that does `action` on the first progress event only. */
+function onFirstProgress(action: () => void): () => void {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    action();
+  };
+}
+
+test('a sample worker that dies fails the analysis with an error naming the file and the tensor, no hang; the next analysis starts a new worker', { timeout: 60_000 }, async () => {
+  await onOneWorker(async (path) => {
+    const onProgress = onFirstProgress(() => void stopSampleWorkers());
     await assert.rejects(analyse(path, OPTIONS, { onProgress }), (error: Error) => {
       assert.match(error.message, /mixed\.safetensors: tensor "a\.bf16": the SQNR sample worker stopped \(it exited with code 1\); analyse again/);
       return true;
     });
-    assert.equal(JSON.stringify(await analyse(path, OPTIONS)), inThread);
   });
 });
 
 test('a file truncated while its samples are on a worker fails with the file named, and leaves the worker clean for the next analysis', { timeout: 60_000 }, async () => {
-  await withTempDir(async (dir) => {
-    const path = join(dir, 'mixed.safetensors');
-    await writeMixed(path);
-    setSampleWorkers(0);
-    const inThread = JSON.stringify(await analyse(path, OPTIONS));
-    setSampleWorkers(1);
-    await startSampleWorkers();
+  await onOneWorker(async (path) => {
     const checkpoint = await openCheckpoint(path);
     try {
-      let cut = false;
-      const onProgress = () => {
-        if (cut) return;
-        cut = true;
-        void truncate(path, 2000);
-      };
+      const onProgress = onFirstProgress(() => void truncate(path, 2000));
       await assert.rejects(analyseCheckpoint(checkpoint, OPTIONS, { onProgress }), /mixed\.safetensors: file ended at byte \d+, expected \d+ more \(was it truncated while open\?\)/);
     } finally {
       await checkpoint.close();
     }
-    await writeMixed(path);
-    assert.equal(JSON.stringify(await analyse(path, OPTIONS)), inThread);
   });
 });
 
