@@ -43,6 +43,10 @@ def run(model, observed, out_dir, steps=6, inline=False, autocast=True, update_b
     bridge.start_run()
     generator = torch.Generator(device="cuda").manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1 if update_before_end_step else 0.01)
+
+    def update():
+        optimizer.step()
+        optimizer.zero_grad()
     for step in range(steps):
         bridge.begin_step(step)
         x = torch.randn(4, 64, 64, device="cuda", generator=generator, requires_grad=True)
@@ -50,13 +54,11 @@ def run(model, observed, out_dir, steps=6, inline=False, autocast=True, update_b
             loss = model(x).float().pow(2).mean()
         loss.backward()
         if update_before_end_step:
-            optimizer.step()
-            optimizer.zero_grad()
+            update()
             nan_filled = scribble()  # alive until end_step: the freed memory stays written over
         bridge.end_step(loss=loss.item())
         if not update_before_end_step:
-            optimizer.step()
-            optimizer.zero_grad()
+            update()
     run_dir = bridge.run_dir
     bridge.end_run()
     bridge.close()
