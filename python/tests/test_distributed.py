@@ -5,6 +5,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import torch
@@ -19,6 +20,40 @@ from tests.wsclient import Client  # noqa: E402
 
 WORLD = 2
 STEPS = 6  # stats at steps 0 and 5 (statsEvery 5); E also at step 4 for lag-1
+
+
+#: How long two ranks may take to save their results.
+RANKS_TIMEOUT_S = 300
+#: How long ranks may stay in gloo's teardown after both saved their results.
+TEARDOWN_GRACE_S = 30
+
+
+def save_result(obj, path):
+    """torch.save through a temporary file, so that the file exists only whole."""
+    torch.save(obj, path + ".part")
+    os.replace(path + ".part", path)
+
+
+def run_ranks(target, args, results):
+    """target(rank, *args) on WORLD processes, each saving its entry of `results` (paths) with
+    save_result; what they saved. A rank that raises fails the test, and so do results missing after
+    RANKS_TIMEOUT_S. Ranks still alive TEARDOWN_GRACE_S after every result was saved are stopped:
+    torch 1.13's gloo now and then hangs in destroy_process_group after both ranks are done."""
+    context = mp.spawn(target, args=args, nprocs=WORLD, join=False)
+    deadline, saved_at = time.monotonic() + RANKS_TIMEOUT_S, None
+    while not context.join(timeout=1):
+        now = time.monotonic()
+        if saved_at is None and all(os.path.exists(path) for path in results):
+            saved_at = now
+        if (saved_at is not None and now - saved_at > TEARDOWN_GRACE_S) or now > deadline:
+            for process in context.processes:
+                process.kill()
+                process.join()
+            break
+    missing = [path for path in results if not os.path.exists(path)]
+    if missing:
+        raise AssertionError(f"the ranks did not save {missing} within {RANKS_TIMEOUT_S} s")
+    return [torch.load(path) for path in results]
 
 
 def free_port():
@@ -49,7 +84,7 @@ def worker(rank, port, out_dir, backward_thread=None):
     run_dir = bridge.run_dir
     bridge.end_run()
     bridge.close()
-    torch.save({"local": local, "grads": grads, "run_dir": run_dir, **threads}, os.path.join(out_dir, f"rank{rank}.pt"))
+    save_result({"local": local, "grads": grads, "run_dir": run_dir, **threads}, os.path.join(out_dir, f"rank{rank}.pt"))
     # Both ranks tear gloo down together: a rank that destroys its group while its peer is still
     # sending hangs now and then in torch 1.13 (a quarter of the runs here).
     dist.barrier()
@@ -87,7 +122,7 @@ def runs_worker(rank, port, out_dir):
             steps += 1
         seen.append((run.id, run.gemms["wgrad"]["rotation"], steps))
     bridge.close()
-    torch.save(seen, os.path.join(out_dir, f"runs{rank}.pt"))
+    save_result(seen, os.path.join(out_dir, f"runs{rank}.pt"))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -95,8 +130,7 @@ def runs_worker(rank, port, out_dir):
 class RunLoopOnTwoRanks(unittest.TestCase):
     def test_every_rank_follows_rank_0s_start_config_and_stop(self):
         out = tempfile.mkdtemp(prefix="mxscope-dist-runs-")
-        mp.spawn(runs_worker, args=(free_port(), out), nprocs=WORLD, join=True)
-        seen = [torch.load(os.path.join(out, f"runs{r}.pt")) for r in range(WORLD)]
+        seen = run_ranks(runs_worker, (free_port(), out), [os.path.join(out, f"runs{r}.pt") for r in range(WORLD)])
         self.assertEqual(seen[0], seen[1], "same runs, configs and step counts on both ranks")
         (_, first, first_steps), (run_id, second, second_steps) = seen[0]
         self.assertEqual((first, first_steps, second), ("none", 6, "hadamard"))
@@ -111,8 +145,7 @@ class DataParallel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.out = tempfile.mkdtemp(prefix="mxscope-dist-")
-        mp.spawn(worker, args=(free_port(), cls.out, cls.backward_thread), nprocs=WORLD, join=True)
-        cls.ranks = [torch.load(os.path.join(cls.out, f"rank{r}.pt")) for r in range(WORLD)]
+        cls.ranks = run_ranks(worker, (free_port(), cls.out, cls.backward_thread), [os.path.join(cls.out, f"rank{r}.pt") for r in range(WORLD)])
         cls.records = read_log(cls.ranks[0]["run_dir"])
 
     def test_where_the_observing_work_runs(self):
