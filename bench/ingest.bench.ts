@@ -13,10 +13,9 @@ import { runInNewContext } from 'node:vm';
 import { TrainerClient } from '../src/link/trainer-client.js';
 import { startTrainerServer } from '../src/link/trainer-server.js';
 import { formatListeningLine } from '../src/link/listening-line.js';
-import { BatchSender } from '../src/link/batch-sender.js';
 import { telemetryFrame } from '../src/link/frames.js';
 import { spawnTrainer } from '../src/live/trainer-process.js';
-import { check, PROTOCOL_VERSION, readsBatches, serverMessageSchema, type LayerInfo, type ProtocolVersion, type LayerStatsRecord, type TelemetryRecord } from '../src/protocol/index.js';
+import { check, serverMessageSchema, type LayerInfo, type LayerStatsRecord, type TelemetryRecord } from '../src/protocol/index.js';
 import { RunStore } from '../src/store/run-store.js';
 import { AlertTracker } from '../src/dashboard/alerts.js';
 import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../test/fixtures/synthetic-llama8b.js';
@@ -97,10 +96,8 @@ interface HostCode {
   TrainerClient: typeof TrainerClient;
   RunStore: typeof RunStore;
   AlertTracker: typeof AlertTracker;
-  /** Whether its client's hello asks for batch frames (protocol 1.4 on): which frames its floor parses. */
-  readsBatches: boolean;
 }
-const THIS_CODE: HostCode = { TrainerClient, RunStore, AlertTracker, readsBatches: readsBatches(PROTOCOL_VERSION) };
+const THIS_CODE: HostCode = { TrainerClient, RunStore, AlertTracker };
 
 /** The host classes of the checkout at `dir`, loaded as this process loads its own (tsx). */
 async function codeAt(dir: string): Promise<HostCode> {
@@ -109,7 +106,6 @@ async function codeAt(dir: string): Promise<HostCode> {
     TrainerClient: await load<typeof TrainerClient>('src/link/trainer-client.ts', 'TrainerClient'),
     RunStore: await load<typeof RunStore>('src/store/run-store.ts', 'RunStore'),
     AlertTracker: await load<typeof AlertTracker>('src/dashboard/alerts.ts', 'AlertTracker'),
-    readsBatches: readsBatches(await load<ProtocolVersion>('src/protocol/wire.ts', 'PROTOCOL_VERSION')),
   };
 }
 
@@ -157,54 +153,39 @@ async function ingestThroughWs(statsSteps: number, rate: number, code = THIS_COD
   return ingest;
 }
 
-/** Frames as the host receives them, and how many layer-stat records they hold. */
-interface Frames {
-  texts: string[];
-  records: number;
-}
-
-/**
- * The layer-stat frames the publisher sends for its first 30 stats steps: one frame per record, as
- * to a client before protocol 1.4, and one batch frame per stats step, as to a client that reads
- * batches (the step record that goes with the first batch is left out of both, so they hold the same records).
- */
-function benchFrames(): { single: Frames; batched: Frames } {
+/** The frames the publisher sends for its first 30 stats steps, as the host receives them. */
+function benchFrames(): string[] {
   const pool = statsStepPool(syntheticLayers());
-  const single: string[] = [];
-  const batched: string[] = [];
+  const frames: string[] = [];
   let seq = 1;
   for (let s = 0; s < 30; s++) {
     pool.restamp(s * 10);
-    const step = pool.records.map((record) => telemetryFrame(record, seq++));
-    single.push(...step);
-    const batches = new BatchSender((frame) => batched.push(frame.toString()));
-    for (const frame of step) batches.add(Buffer.from(frame));
-    batches.flush();
+    for (const record of pool.records) frames.push(telemetryFrame(record, seq++));
   }
-  return { single: { texts: single, records: single.length }, batched: { texts: batched, records: single.length } };
+  return frames;
 }
 
-/** µs of CPU (this process) per record that `work` takes, over three rounds of `frames`. */
-function cpuPerRecord(frames: Frames, work: (frame: string) => unknown): number {
+/** µs of CPU (this process) per frame that `work` takes, over three rounds of `frames`. */
+function cpuPerFrame(frames: readonly string[], work: (frame: string) => unknown): number {
   const begin = process.cpuUsage();
-  for (let round = 0; round < 3; round++) for (const frame of frames.texts) work(frame);
+  for (let round = 0; round < 3; round++) for (const frame of frames) work(frame);
   const cpu = process.cpuUsage(begin);
-  return (cpu.user + cpu.system) / (3 * frames.records);
+  return (cpu.user + cpu.system) / (3 * frames.length);
 }
 
 /**
- * µs of CPU per record of JSON.parse alone, after a full GC where the process allows one
+ * µs of CPU per frame of JSON.parse alone, after a full GC where the process allows one
  * (--expose-gc, as `npm run bench` runs it): the floor, without collecting what ran before it.
  */
-function parseFloor(frames: Frames): number {
+function parseFloor(frames: readonly string[]): number {
   (globalThis as { gc?: () => void }).gc?.();
-  return cpuPerRecord(frames, (frame) => JSON.parse(frame));
+  return cpuPerFrame(frames, (frame) => JSON.parse(frame));
 }
 
 /** Per-record CPU time (µs, this process) of the same frames: JSON.parse alone, with validation, and into a store and alerts (no ws). */
-function baselines(frames: Frames): { parse: number; parseAndCheck: number; noWs: number } {
+function baselines(frames: readonly string[]): { parse: number; parseAndCheck: number; noWs: number } {
   const layers = syntheticLayers();
-  const rate = (work: (frame: string) => unknown) => cpuPerRecord(frames, work);
+  const rate = (work: (frame: string) => unknown) => cpuPerFrame(frames, work);
   rate((frame) => JSON.parse(frame)); // warm-up
   const store = hostStore();
   store.ingest({ ...syntheticRunStarted('bench', 300, 10), layers }); // its layers are declared: the store keeps their stats
@@ -239,14 +220,11 @@ function retainedMiB(steps: number): number {
 async function main(): Promise<void> {
   const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
   const frames = benchFrames();
-  const base = baselines(frames.single);
-  const ownFrames = THIS_CODE.readsBatches ? frames.batched : frames.single;
+  const base = baselines(frames);
   console.log('(CPU figures are CPU time of this process per layer-stat record; they hold under contention, wall-clock rates do not)');
   console.log(`baseline JSON.parse alone:               ${base.parse.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parse)} records per CPU-second`);
   console.log(`baseline JSON.parse + validation:        ${base.parseAndCheck.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parseAndCheck)} records per CPU-second`);
   console.log(`parse + validation + store + alerts, no ws: ${base.noWs.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.noWs)} records per CPU-second`);
-  const batchedBefore = parseFloor(frames.batched);
-  console.log(`baseline JSON.parse of the batch frames (one per stats step, protocol 1.4): ${batchedBefore.toFixed(1)} µs CPU/record`);
   const flat = await ingestThroughWs(150, 0);
   // The goal figures come from the paced run itself: flat out, the backlog keeps more records alive
   // per scavenge, so its µs/record overstates the cost at 20,000/s (it used to be extrapolated here,
@@ -254,10 +232,9 @@ async function main(): Promise<void> {
   const paced = await ingestThroughWs(150, 20_000);
   // The floor again, right after: on a shared machine the load changes within the minute the ws
   // runs take, and JSON.parse slows with it. The ratios are to the mean of both.
-  // This checkout's client reads batch frames: its floor is JSON.parse of those.
-  const parseAfter = parseFloor(ownFrames);
-  const floor = ((THIS_CODE.readsBatches ? batchedBefore : base.parse) + parseAfter) / 2;
-  console.log(`JSON.parse of the ${THIS_CODE.readsBatches ? 'batch ' : ''}frames again, after the ws runs: ${parseAfter.toFixed(1)} µs CPU/record; the floor below is the mean, ${floor.toFixed(1)} µs`);
+  const parseAfter = parseFloor(frames);
+  const floor = (base.parse + parseAfter) / 2;
+  console.log(`JSON.parse alone again, after the ws runs: ${parseAfter.toFixed(1)} µs CPU/record; the floor below is the mean, ${floor.toFixed(1)} µs`);
   const ratio = (stretch: Stretch) => `${stretch.perRecordUs.toFixed(1)} µs CPU/record = ${(stretch.perRecordUs / floor).toFixed(2)}× the JSON.parse floor`;
   console.log(`ws → client → store + alerts, flat out:   ${fmt(flat.records / flat.seconds)} records/s wall, host CPU ${(flat.cpuFraction * 100).toFixed(0)}% of a core, ${ratio(flat)}`);
   console.log(`ws → client → store + alerts, paced at 20,000/s:  ${fmt(paced.records / paced.seconds)} records/s achieved, host CPU ${(paced.cpuFraction * 100).toFixed(0)}% of a core (goal < 50%), ${ratio(paced)} (goal ≤ 2×)`);
@@ -280,15 +257,14 @@ async function main(): Promise<void> {
  * this, this, other), each with its own floor: JSON.parse of the same frames right before and right
  * after it.
  */
-async function compareWith(dir: string, frames: { single: Frames; batched: Frames }): Promise<void> {
+async function compareWith(dir: string, frames: readonly string[]): Promise<void> {
   const other = await codeAt(dir);
   for (const [label, code] of [['this checkout', THIS_CODE], [dir, other], [dir, other], ['this checkout', THIS_CODE], ['this checkout', THIS_CODE], [dir, other]] as const) {
-    const own = code.readsBatches ? frames.batched : frames.single;
-    const before = parseFloor(own);
+    const before = parseFloor(frames);
     const run = await ingestThroughWs(150, 20_000, code);
-    const floor = (before + parseFloor(own)) / 2;
+    const floor = (before + parseFloor(frames)) / 2;
     const x = (stretch: Stretch) => `${(stretch.perRecordUs / floor).toFixed(2)}×`;
-    console.log(`paced at 20,000/s, ${label}: ${run.perRecordUs.toFixed(1)} µs CPU/record = ${x(run)} its JSON.parse floor of ${floor.toFixed(1)} µs (${code.readsBatches ? 'batch frames' : 'one frame per record'}); filling ${x(run.filling)}, full ${run.full.perRecordUs.toFixed(1)} µs = ${x(run.full)}; host CPU ${(run.cpuFraction * 100).toFixed(0)}%`);
+    console.log(`paced at 20,000/s, ${label}: ${run.perRecordUs.toFixed(1)} µs CPU/record = ${x(run)} its JSON.parse floor of ${floor.toFixed(1)} µs; filling ${x(run.filling)}, full ${run.full.perRecordUs.toFixed(1)} µs = ${x(run.full)}; host CPU ${(run.cpuFraction * 100).toFixed(0)}%`);
   }
 }
 

@@ -7,7 +7,6 @@ import {
   PROTOCOL_VERSION,
   SERVER_MESSAGE_TYPES,
   serverMessageSchema,
-  serverTelemetrySchema,
   MAX_FRAME_BYTES,
   type AckMessage,
   type ClientMessage,
@@ -17,7 +16,7 @@ import {
   type ServerTelemetry,
 } from '../protocol/index.js';
 import { splitTokenUrl } from './auth.js';
-import { readFrame, type InboundMessage } from './frames.js';
+import { readFrame } from './frames.js';
 
 export type ConnectionState = 'connecting' | 'connected' | 'reconnecting' | 'closed';
 
@@ -137,10 +136,10 @@ export class TrainerClient {
       socket.send(JSON.stringify({ type: 'hello', id: `h${this.nextId++}`, protocol: PROTOCOL_VERSION, client }));
     });
     socket.on('message', (data, isBinary) => {
-      const frame = readFrame(data, isBinary, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_SERVER_FRAME_BYTES, serverTelemetrySchema);
-      // A batch's records go one by one, as if each had come in a frame of its own.
-      if (frame.kind === 'batch') for (const record of frame.records) this.read(socket, record);
-      else this.read(socket, frame);
+      const frame = readFrame(data, isBinary, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_SERVER_FRAME_BYTES);
+      if (frame.kind === 'unknown') return this.log(`ignored a server message of unknown type "${frame.type}" (newer trainer?)`);
+      if (frame.kind === 'error') return this.log(`dropped a server frame: ${frame.message}`);
+      this.receive(socket, frame.message);
     });
     socket.on('unexpected-response', (_request, response) => {
       const refused = response.statusCode === 401 || response.statusCode === 403;
@@ -160,12 +159,6 @@ export class TrainerClient {
       if (this.currentState === 'closed') return;
       this.scheduleReconnect();
     });
-  }
-
-  private read(socket: WebSocket, frame: InboundMessage<ServerMessage>): void {
-    if (frame.kind === 'unknown') return this.log(`ignored a server message of unknown type "${frame.type}" (newer trainer?)`);
-    if (frame.kind === 'error') return this.log(`dropped a server frame: ${frame.message}`);
-    this.receive(socket, frame.message);
   }
 
   private receive(socket: WebSocket, message: ServerMessage): void {

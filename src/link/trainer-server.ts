@@ -13,7 +13,6 @@ import {
   isCompatible,
   MAX_FRAME_BYTES,
   PROTOCOL_VERSION,
-  readsBatches,
   type ClientMessage,
   type ErrorCode,
   type NextRunConfig,
@@ -22,7 +21,6 @@ import {
   type TelemetryRecord,
 } from '../protocol/index.js';
 import { isLoopbackHost, presentedToken, refusedOrigin, tokenMatches } from './auth.js';
-import { BatchSender } from './batch-sender.js';
 import { checkCheckpointPath } from './checkpoint-path.js';
 import { readFrame } from './frames.js';
 import { RequestError, RunControl, type RunLauncher } from './run-control.js';
@@ -83,8 +81,6 @@ interface Peer {
   /** The TCP connection under `socket` (the upgrade request's socket). */
   tcp: Socket;
   subscribed: boolean;
-  /** Set when the client's hello said it reads batch frames (protocol 1.4). */
-  batches?: BatchSender;
 }
 
 /**
@@ -141,19 +137,7 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
   const url = `ws://${urlHost}:${address.port}`;
 
   function send(peer: Peer, message: ServerMessage | string): void {
-    peer.batches?.flush();
     peer.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
-  }
-
-  function sendFrame(peer: Peer, frame: Buffer): void {
-    if (peer.socket.readyState !== peer.socket.OPEN) return;
-    coalesceUntilNextTick(peer.tcp);
-    peer.socket.send(frame, TEXT);
-  }
-
-  function sendTelemetry(peer: Peer, frame: Buffer): void {
-    if (peer.batches) peer.batches.add(frame);
-    else sendFrame(peer, frame);
   }
 
   function sendError(peer: Peer, code: ErrorCode, message: string, id?: string): void {
@@ -170,7 +154,8 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
         peers.delete(peer);
         continue;
       }
-      sendTelemetry(peer, frame);
+      coalesceUntilNextTick(peer.tcp);
+      peer.socket.send(frame, TEXT);
     }
   }
 
@@ -180,10 +165,11 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
 
   async function subscribe(peer: Peer, id: string, from: number | undefined): Promise<void> {
     const isOpen = () => peer.socket.readyState === peer.socket.OPEN;
-    const cursor = await sequence.replayFromLogs(from ?? sequence.lastSeq + 1, (frame) => sendTelemetry(peer, Buffer.from(frame)), isOpen);
+    const cursor = await sequence.replayFromLogs(from ?? sequence.lastSeq + 1, (frame) => peer.socket.send(frame, TEXT), isOpen);
     if (!isOpen()) return;
     // Replay the rest and go live in one synchronous pass, so no record can fall between the two.
-    for (const frame of sequence.framesFrom(cursor)) sendTelemetry(peer, frame);
+    coalesceUntilNextTick(peer.tcp);
+    for (const frame of sequence.framesFrom(cursor)) peer.socket.send(frame, TEXT);
     peer.subscribed = true;
     const { lastSeq, oldestInMemory } = sequence;
     const start = from ?? lastSeq + 1;
@@ -208,7 +194,6 @@ export async function startTrainerServer(options: TrainerServerOptions): Promise
           const theirs = `${message.protocol.major}.${message.protocol.minor}`;
           throw new RequestError('incompatible-version', `protocol ${theirs} is not compatible with this server's ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}: use a client for protocol major version ${PROTOCOL_VERSION.major}`);
         }
-        if (readsBatches(message.protocol)) peer.batches ??= new BatchSender((frame) => sendFrame(peer, frame));
         return `${trainer.name} ${trainer.version}`;
       case 'subscribe':
         await subscribe(peer, message.id, message.from);

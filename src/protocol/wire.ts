@@ -1,25 +1,12 @@
-// Protocol v1 on the websocket: JSON text frames, one message per frame, or (1.4, to a client
-// that reads them) several telemetry records per batch frame. One discriminated union per direction. See docs/protocol.md for the prose and an example of every message.
+// Protocol v1 on the websocket: JSON text frames, one message per frame. One discriminated union
+// per direction. See docs/protocol.md for the prose and an example of every message.
 import { nextRunConfigSchema, runConfigSchema, type NextRunConfig, type RunConfig } from './config.js';
 import { telemetryRecordSchema, TELEMETRY_TYPES, type TelemetryRecord } from './telemetry.js';
-import { arrayOf, intIn, literal, nonNegInt, object, optional, str, union, ValidationError, type Schema } from './validate.js';
+import { arrayOf, intIn, literal, nonNegInt, object, optional, str, union, type Schema } from './validate.js';
 
-export const PROTOCOL_VERSION = { major: 1, minor: 4 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 3 } as const;
 /** Frames above this size are answered with an `error` (code `frame-too-large`) and dropped. */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
-
-/**
- * A batch frame (1.4): consecutive telemetry records, each exactly as its own frame would be, in a
- * JSON array with one record per line: `[` record `,\n` record … `]`. A server sends batches only
- * to a client whose `hello` named protocol 1.4 or later (`readsBatches`); a record is never held
- * back past the end of the burst it was published in. Receivers read the records line by line, so
- * one malformed record costs only itself.
- */
-export const BATCH_MIN_MINOR = 4;
-/** The most records one batch frame holds; a receiver drops a batch of more, whole. */
-export const MAX_BATCH_RECORDS = 1024;
-/** A sender starts a new batch before one would pass this many bytes (one record alone may). */
-export const MAX_BATCH_BYTES = 64 * 1024;
 
 export interface ProtocolVersion {
   major: number;
@@ -176,23 +163,13 @@ const controlSchema = union<ServerHello | NextRunConfigMessage | AckMessage | Er
   error: object<ErrorMessage>({ type: literal('error'), seq, id: optional(id), code: literal(...ERROR_CODES), message: str(4096) }),
 });
 
-function isTelemetryTag(v: unknown): boolean {
+export const serverMessageSchema: Schema<ServerMessage> = (v, p) => {
   const tag = typeof v === 'object' && v !== null ? (v as { type?: unknown }).type : undefined;
-  return typeof tag === 'string' && (TELEMETRY_TYPES as readonly string[]).includes(tag);
-}
-
-export const serverTelemetrySchema: Schema<ServerTelemetry> = (v, p) => {
-  if (!isTelemetryTag(v)) throw new ValidationError(`${p}.type`, `a telemetry type (${TELEMETRY_TYPES.join(', ')}): a batch holds telemetry records only`, (v as { type?: unknown } | null)?.type);
+  const isTelemetry = typeof tag === 'string' && (TELEMETRY_TYPES as readonly string[]).includes(tag);
+  if (!isTelemetry) return controlSchema(v, p);
   telemetrySeq((v as { seq?: unknown }).seq, `${p}.seq`);
   return telemetryRecordSchema(v, p) as ServerTelemetry;
 };
-
-export const serverMessageSchema: Schema<ServerMessage> = (v, p) => (isTelemetryTag(v) ? serverTelemetrySchema(v, p) : controlSchema(v, p));
-
-/** Whether a client that said `theirs` in its hello reads batch frames. */
-export function readsBatches(theirs: ProtocolVersion): boolean {
-  return isCompatible(theirs) && theirs.minor >= BATCH_MIN_MINOR;
-}
 
 /** Whether a peer speaking `theirs` can talk to us: same major version. */
 export function isCompatible(theirs: ProtocolVersion): boolean {
