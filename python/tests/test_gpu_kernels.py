@@ -1,5 +1,6 @@
-"""GPU: the fused Triton kernels give the torch path's bits (and the golden vectors'), and the bridge's
-GPU paths (observe hooks, checkpointing, emulation) report what the torch path reports.
+"""GPU: the fused Triton and Gluon kernels give the torch path's bits (and the golden vectors'), and the bridge's
+GPU paths (observe hooks, checkpointing, emulation) report what the torch path reports. Launches with
+stats run on mxfp4_gluon's kernel where it fits; `TritonStatsKernel` runs every check again on mxfp4_triton's own.
 Skipped where CUDA or Triton is missing (CI); run on a GPU machine: `python3 -m pytest tests/test_gpu_kernels.py`."""
 import json
 import struct
@@ -9,7 +10,7 @@ from unittest import mock
 
 import torch
 
-from mxscope_bridge import mx_ops, mxfp4, mxfp4_triton, wgrad_error
+from mxscope_bridge import mx_ops, mxfp4, mxfp4_gluon, mxfp4_triton, wgrad_error
 from mxscope_bridge.rotation import make_rotation
 
 CUDA = torch.cuda.is_available() and mxfp4_triton.triton is not None
@@ -161,6 +162,32 @@ class TritonKernels(unittest.TestCase):
         self.assertTrue(torch.equal(e.cpu(), e_ref))
         self.assertTrue(torch.equal(got[5:].cpu(), want[5:]), "sketches")
         self.assertTrue(torch.allclose(got[:5].cpu(), want[:5], rtol=1e-12), f"{got[:5]} vs {want[:5]}")
+
+
+@unittest.skipUnless(CUDA, "needs CUDA and Triton")
+class TritonStatsKernel(TritonKernels):
+    """Every check above with stats on mxfp4_triton's kernel: Triton without Gluon, Hadamard blocks over 32."""
+
+    def setUp(self):
+        patcher = mock.patch.object(mxfp4_triton, "GLUON_STATS", False)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+
+@unittest.skipUnless(CUDA and mxfp4_gluon.gluon is not None, "needs CUDA and Triton with Gluon")
+class GluonStatsLaunches(unittest.TestCase):
+    def test_launches_with_stats_and_a_block_of_at_most_32_go_to_the_gluon_kernel(self):
+        x = torch.randn(256, 2048, device="cuda", dtype=torch.bfloat16)
+        taken = []
+        launch = mxfp4_gluon.launch
+        with mock.patch.object(mxfp4_gluon, "launch", lambda *args: taken.append(args[2]) or launch(*args)):
+            for block in (16, 32, 64, 128):
+                r = make_rotation("hadamard", block, 2048, x.device, None)
+                mx_ops.quantize_operand(x, gemm("hadamard", block), r, None, "t", torch.bfloat16, with_stats=True)
+                mx_ops.quantize_operand(x.t(), gemm("hadamard", block), make_rotation("hadamard", block, 256, x.device, None), None, "t",
+                                        torch.bfloat16, with_stats=True)
+            mx_ops.quantize_operand(x, gemm("hadamard", 32), make_rotation("hadamard", 32, 2048, x.device, None), None, "t", torch.bfloat16)
+        self.assertEqual(taken, [16, 16, 32, 32], "stats launches with blocks of 16 and 32, both orientations; none without stats")
 
 
 if __name__ == "__main__":

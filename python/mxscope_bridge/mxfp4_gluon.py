@@ -1,0 +1,173 @@
+"""MXFP4 with operand stats on CUDA through Gluon (Triton's explicit-layout dialect): one 32-element
+block per thread.
+
+`mxfp4_triton`'s kernel lets Triton spread a block over several threads, so every block amax and every
+per-tile sum of the stats crosses threads (shuffles and, across warps, shared memory with a barrier
+each). Here a thread holds a whole block: the Hadamard butterflies, the block's amax and its stats are
+the thread's own registers, the stats add up per thread across tiles, and the threads' sums meet once
+per program. Only the histogram of shared exponents is gathered per tile.
+
+The float32 operations are `mxfp4_triton`'s, in the same order (so the same bits as the torch path);
+energies are float64 sums in another order (equal to about 1e-15, relative). Used for launches with
+stats and a Hadamard block of at most 32 (`fits`); Triton versions without Gluon keep the Triton kernel.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+except ImportError:  # pragma: no cover - Triton before Gluon (3.5), or no Triton
+    gluon = None
+
+BLOCK = 32
+#: Warps per program and programs per SM (H100, 8192 × 5632 bf16, H32: stats along K 0.203 → 0.113 ms
+#: against mxfp4_triton's launch, values and stats along tokens 0.407 → 0.159 ms; examples/results/h100-2026-11-24d/).
+WARPS = 2
+PROGRAMS_PER_SM = 16
+
+
+def fits(x: torch.Tensor, hadamard: int) -> bool:
+    """Whether this kernel takes x's launch: Gluon present, CUDA, a rotation within one block."""
+    return gluon is not None and x.is_cuda and hadamard <= BLOCK
+
+
+if gluon is not None:
+
+    @gluon.jit
+    def _exp2(e):
+        # 2**e as float32 for integer e in [-149, 127], from the IEEE bits (subnormals too).
+        normal = gl.maximum(e + 127, 0) << 23
+        subnormal = gl.full_like(e, 1) << gl.minimum(gl.maximum(e + 149, 0), 22)
+        return gl.where(e >= -126, normal, subnormal).to(gl.float32, bitcast=True)
+
+    @gluon.jit
+    def _rint(v):
+        # Nearest integer, ties to even, for 0 <= v < 2**22: float32 additions round that way
+        # (floating-point contraction is off, so nothing folds them).
+        return (v + 12582912.0) - 12582912.0
+
+    @gluon.jit
+    def _butterfly(x, TB: gl.constexpr, H: gl.constexpr):
+        # One Walsh-Hadamard stage along a block: (x[j], x[j+H]) -> (x[j]+x[j+H], x[j]-x[j+H]), within a thread.
+        y = gl.permute(gl.reshape(x, [TB, 32 // (2 * H), 2, H]), [0, 1, 3, 2])
+        a, b = gl.split(y)
+        y = gl.permute(gl.join(a + b, a - b), [0, 1, 3, 2])
+        return gl.reshape(y, [TB, 32])
+
+    @gluon.jit
+    def _mx_stats_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, u_ptr, stats_ptr,
+                         R, K, K_PAD, NBK, n_blocks, norm,
+                         HB: gl.constexpr, HAS_SIGNS: gl.constexpr, STOCHASTIC: gl.constexpr, PRESCALE: gl.constexpr,
+                         WRITE: gl.constexpr, COPY: gl.constexpr, LANES_ALONG_K: gl.constexpr, NUM_WARPS: gl.constexpr):
+        # A tile is one block per thread. Along the last axis neighbouring threads take neighbouring
+        # blocks of a row; along the first axis (a transposed operand) neighbouring rows, whose
+        # elements are contiguous in memory, so each load of a warp reads one stretch.
+        L: gl.constexpr = gl.BlockedLayout([1, 32], [32, 1], [NUM_WARPS, 1], [1, 0])
+        HL: gl.constexpr = gl.BlockedLayout([256 // (32 * NUM_WARPS)], [32], [NUM_WARPS], [0])  # NUM_WARPS <= 8
+        BL: gl.constexpr = gl.SliceLayout(1, L)
+        TB: gl.constexpr = 32 * NUM_WARPS
+        pid = gl.program_id(0)
+        programs = gl.num_programs(0)
+        j = gl.arange(0, 32, layout=gl.SliceLayout(0, L))
+        lane = gl.arange(0, TB, layout=BL)
+        zeros_in = gl.zeros([TB], gl.int32, BL)
+        zeros_code = gl.zeros([TB], gl.int32, BL)
+        saturated = gl.zeros([TB], gl.int32, BL)
+        signal = gl.zeros([TB], gl.float64, BL)
+        noise = gl.zeros([TB], gl.float64, BL)
+        hist = gl.zeros([256], gl.int32, HL)
+        for tile in range(pid, gl.cdiv(n_blocks, TB), programs):
+            b = tile * TB + lane
+            real = b < n_blocks
+            if LANES_ALONG_K:
+                r = b // NBK
+                kb = b % NBK
+            else:
+                r = b % R
+                kb = b // R
+            k = kb[:, None] * 32 + j[None, :]
+            inside = real[:, None] & (k < K)
+            loaded = gl.load(x_ptr + r[:, None].to(gl.int64) * stride_r + k.to(gl.int64) * stride_k, mask=inside, other=0.0)
+            if COPY:  # the input itself, laid out like the values (the exact GEMM's row-major operand)
+                gl.store(copy_ptr + r[:, None].to(gl.int64) * ostride_r + k.to(gl.int64) * ostride_k, loaded, mask=inside)
+            x = loaded.to(gl.float32)
+            if HB > 1:
+                if HAS_SIGNS:
+                    s = gl.load(signs_ptr + k, mask=k < K, other=1.0)
+                    x = x * (s * norm)
+                else:
+                    x = x * norm
+                if HB >= 2:
+                    x = _butterfly(x, TB, 1)
+                if HB >= 4:
+                    x = _butterfly(x, TB, 2)
+                if HB >= 8:
+                    x = _butterfly(x, TB, 4)
+                if HB >= 16:
+                    x = _butterfly(x, TB, 8)
+                if HB >= 32:
+                    x = _butterfly(x, TB, 16)
+                x = gl.convert_layout(x, L)
+            source = x
+            if PRESCALE:
+                x = x * 0.75
+            # NaN and ±Inf have an all-ones exponent field (bit tests: the compiler may assume x == x).
+            bad = ((x.to(gl.int32, bitcast=True) & 0x7F800000) == 0x7F800000).to(gl.int32)
+            nan_block = gl.max(bad, axis=1) > 0
+            amax = gl.max(gl.abs(x), axis=1)
+            e_field = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
+            shared = gl.where(e_field == 0, -127, gl.maximum(e_field - 129, -127))
+            shared = gl.where(nan_block, -2, shared)
+            scaled = x * _exp2(-shared)[:, None]
+            a = gl.abs(scaled)
+            if STOCHASTIC:
+                step = gl.where(a < 2, 0.5, gl.where(a < 4, 1.0, 2.0))
+                low = gl.floor(gl.div_rn(a, step)) * step
+                u = gl.load(u_ptr + r[:, None].to(gl.int64) * K_PAD + k, mask=real[:, None], other=0.0)
+                grid = low + gl.where(u < gl.div_rn(a - low, step), step, 0.0)
+            else:
+                grid = gl.where(a < 2, _rint(a * 2) * 0.5, gl.where(a < 4, _rint(a), _rint(a * 0.5) * 2))
+            # The sign goes on as a bit: the compiler may negate as 0 − x, which gives +0 for a negative input rounding to 0.
+            signed = gl.where(scaled < 0, (grid.to(gl.int32, bitcast=True) | -2147483648).to(gl.float32, bitcast=True), grid)
+            signed = gl.minimum(gl.maximum(signed, -6.0), 6.0)
+            out = signed * _exp2(shared)[:, None]
+            out = gl.where(nan_block[:, None], float("nan"), out)
+            if PRESCALE:
+                out = gl.div_rn(out, 0.75)
+            if WRITE:
+                gl.store(out_ptr + r[:, None].to(gl.int64) * ostride_r + k.to(gl.int64) * ostride_k, out.to(out_ptr.dtype.element_ty), mask=inside)
+            # Elements past K inside the last block are the torch path's zero padding: they count.
+            zeros_in += gl.where(real, gl.sum((source == 0).to(gl.int32), axis=1), 0)
+            zeros_code += gl.where(real, gl.sum((grid == 0).to(gl.int32), axis=1), 0)
+            saturated += gl.sum((grid > 6.0).to(gl.int32), axis=1)
+            diff = source - out
+            signal += gl.sum((source * source).to(gl.float64), axis=1)
+            noise += gl.sum((diff * diff).to(gl.float64), axis=1)
+            hist += gl.histogram(gl.where(nan_block, 255, shared + 127), 256, mask=real, layout=HL)
+        gl.atomic_add(stats_ptr, gl.sum(zeros_in, axis=0).to(gl.float64))
+        gl.atomic_add(stats_ptr + 1, gl.sum(zeros_code, axis=0).to(gl.float64))
+        gl.atomic_add(stats_ptr + 2, gl.sum(saturated, axis=0).to(gl.float64))
+        gl.atomic_add(stats_ptr + 3, gl.sum(signal, axis=0))
+        gl.atomic_add(stats_ptr + 4, gl.sum(noise, axis=0))
+        bins = gl.arange(0, 256, layout=HL)
+        gl.atomic_add(stats_ptr + 5 + bins, hist.to(gl.float64), mask=hist != 0)  # most bins are empty
+
+
+def launch(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, norm: float, prescale: bool, u: Optional[torch.Tensor],
+           out: Optional[torch.Tensor], stats: torch.Tensor, copy: Optional[torch.Tensor], sm_count: int) -> None:
+    """mxfp4_triton.quantize's launch with stats, when `fits`: its arguments, already made (the values
+    `out` and `copy` allocated, stochastic rounding's uniforms `u` drawn, the rotation's `norm`)."""
+    rows, k = x.shape
+    nbk = -(-k // BLOCK)
+    n_blocks = rows * nbk
+    programs = max(1, min(-(-n_blocks // (32 * WARPS)), sm_count * PROGRAMS_PER_SM))
+    _mx_stats_kernel[(programs,)](
+        x, x.stride(0), x.stride(1), out if out is not None else x, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
+        copy if copy is not None else x, signs if signs is not None else x, u if u is not None else x, stats,
+        rows, k, nbk * BLOCK, nbk, n_blocks, norm,
+        HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=u is not None, PRESCALE=prescale, WRITE=out is not None, COPY=copy is not None,
+        LANES_ALONG_K=x.stride(1) == 1 or k == 1, NUM_WARPS=WARPS, num_warps=WARPS, enable_fp_fusion=False)
