@@ -1,12 +1,15 @@
 """Two gloo ranks on CPU, model wrapped in DDP: rank 0 publishes histograms that are the sums of the ranks' own, and the
 Wgrad error of the whole data-parallel batch (E and ∇W averaged over ranks, like DDP's gradient)."""
+import faulthandler
 import os
+import signal
 import socket
 import sys
 import tempfile
 import threading
 import time
 import unittest
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -38,22 +41,52 @@ def run_ranks(target, args, results):
     """target(rank, *args) on WORLD processes, each saving its entry of `results` (paths) with
     save_result; what they saved. A rank that raises fails the test, and so do results missing after
     RANKS_TIMEOUT_S. Ranks still alive TEARDOWN_GRACE_S after every result was saved are stopped:
-    torch 1.13's gloo now and then hangs in destroy_process_group after both ranks are done."""
-    context = mp.spawn(target, args=args, nprocs=WORLD, join=False)
-    deadline, saved_at = time.monotonic() + RANKS_TIMEOUT_S, None
+    torch 1.13's gloo now and then hangs in destroy_process_group after both ranks are done. Ranks
+    stopped either way first write every thread's Python stack, which the failure (or, for a
+    teardown, a warning) quotes: a hang that CI alone shows then says where each rank was."""
+    stacks = [os.path.join(os.path.dirname(results[0]), f"stacks{rank}.txt") for rank in range(WORLD)]
+    context = mp.spawn(_dumping_stacks, args=(target, stacks, *args), nprocs=WORLD, join=False)
+    deadline, saved_at, stopped = time.monotonic() + RANKS_TIMEOUT_S, None, ""
     while not context.join(timeout=1):
         now = time.monotonic()
         if saved_at is None and all(os.path.exists(path) for path in results):
             saved_at = now
         if (saved_at is not None and now - saved_at > TEARDOWN_GRACE_S) or now > deadline:
-            for process in context.processes:
-                process.kill()
-                process.join()
+            stopped = _stop(context.processes, stacks)
             break
     missing = [path for path in results if not os.path.exists(path)]
     if missing:
-        raise AssertionError(f"the ranks did not save {missing} within {RANKS_TIMEOUT_S} s")
+        raise AssertionError(f"the ranks did not save {missing} within {RANKS_TIMEOUT_S} s; their threads' stacks:\n{stopped}")
+    if stopped:
+        warnings.warn(f"ranks stopped {TEARDOWN_GRACE_S} s after saving their results; their threads' stacks:\n{stopped}")
     return [torch.load(path) for path in results]
+
+
+def _dumping_stacks(rank, target, stacks, *args):
+    """target(rank, *args), writing every thread's stack to stacks[rank] on SIGUSR1 (the file stays
+    open until the process ends: a rank may hang after target returns, in the interpreter's exit)."""
+    faulthandler.register(signal.SIGUSR1, file=open(stacks[rank], "w"), all_threads=True)
+    target(rank, *args)
+
+
+def _stop(processes, stacks) -> str:
+    """Kill the ranks still alive, after each wrote its threads' stacks: those stacks, rank by rank."""
+    alive = [(rank, process) for rank, process in enumerate(processes) if process.is_alive()]
+    for _, process in alive:
+        os.kill(process.pid, signal.SIGUSR1)
+    time.sleep(1)  # faulthandler writes from its signal handler, at once
+    for _, process in alive:
+        process.kill()
+        process.join()
+    return "".join(f"--- rank {rank}\n{_read(stacks[rank])}" for rank, _ in alive)
+
+
+def _read(path) -> str:
+    try:
+        with open(path) as file:
+            return file.read()
+    except FileNotFoundError:  # the rank had not yet reached target
+        return "(none written)\n"
 
 
 def free_port():
