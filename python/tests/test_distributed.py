@@ -9,7 +9,6 @@ import tempfile
 import threading
 import time
 import unittest
-import warnings
 
 import torch
 import torch.distributed as dist
@@ -27,7 +26,7 @@ STEPS = 6  # stats at steps 0 and 5 (statsEvery 5); E also at step 4 for lag-1
 
 #: How long two ranks may take to save their results.
 RANKS_TIMEOUT_S = 300
-#: How long ranks may stay in gloo's teardown after both saved their results.
+#: How long ranks may take to exit once both saved their results (end_rank: a barrier, then exit).
 TEARDOWN_GRACE_S = 30
 
 
@@ -39,11 +38,10 @@ def save_result(obj, path):
 
 def run_ranks(target, args, results):
     """target(rank, *args) on WORLD processes, each saving its entry of `results` (paths) with
-    save_result; what they saved. A rank that raises fails the test, and so do results missing after
-    RANKS_TIMEOUT_S. Ranks still alive TEARDOWN_GRACE_S after every result was saved are stopped:
-    torch 1.13's gloo now and then hangs in destroy_process_group after both ranks are done. Ranks
-    stopped either way first write every thread's Python stack, which the failure (or, for a
-    teardown, a warning) quotes: a hang that CI alone shows then says where each rank was."""
+    save_result, then calling end_rank; what they saved. A rank that raises fails the test, and so
+    do results missing after RANKS_TIMEOUT_S and ranks still alive TEARDOWN_GRACE_S after every
+    result was saved. Ranks stopped so first write every thread's Python stack, which the failure
+    quotes: a hang that CI alone shows then says where each rank was."""
     stacks = [os.path.join(os.path.dirname(results[0]), f"stacks{rank}.txt") for rank in range(WORLD)]
     context = mp.spawn(_dumping_stacks, args=(target, stacks, *args), nprocs=WORLD, join=False)
     deadline, saved_at, stopped = time.monotonic() + RANKS_TIMEOUT_S, None, ""
@@ -58,7 +56,7 @@ def run_ranks(target, args, results):
     if missing:
         raise AssertionError(f"the ranks did not save {missing} within {RANKS_TIMEOUT_S} s; their threads' stacks:\n{stopped}")
     if stopped:
-        warnings.warn(f"ranks stopped {TEARDOWN_GRACE_S} s after saving their results; their threads' stacks:\n{stopped}")
+        raise AssertionError(f"the ranks saved their results but had not exited {TEARDOWN_GRACE_S} s later; their threads' stacks:\n{stopped}")
     return [torch.load(path) for path in results]
 
 
@@ -87,6 +85,25 @@ def _read(path) -> str:
             return file.read()
     except FileNotFoundError:  # the rank had not yet reached target
         return "(none written)\n"
+
+
+def end_rank():
+    """A rank's last call, once its result is saved: meet the other ranks (none leaves while a peer
+    may still read from it), then exit without running torch's destructors.
+
+    Freeing the DDP model frees its Reducer, whose ~ProcessGroupGloo joins gloo's worker threads
+    with the GIL held. A worker still releasing a finished collective whose tensor only it holds
+    (the caller already dropped its own) must take the GIL to free that tensor's Python object
+    (TensorImpl::destroy_pyobj_if_needed): a deadlock. gdb on hung ranks showed exactly that: the
+    main thread in std::thread::join under ~Reducer, a gloo thread in PyEval_AcquireThread. Without
+    the barrier a quarter of the runs hung so on torch 1.13. The barrier narrows the window (the
+    gloo thread can take the GIL while the main thread waits in it) without closing it: a gloo
+    thread kept off the CPU through the barrier still deadlocks, the likeliest cause of a 20-min
+    hang of this file on a loaded 2-core CI machine. os._exit runs no destructor at all."""
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def free_port():
@@ -118,10 +135,7 @@ def worker(rank, port, out_dir, backward_thread=None):
     bridge.end_run()
     bridge.close()
     save_result({"local": local, "grads": grads, "run_dir": run_dir, **threads}, os.path.join(out_dir, f"rank{rank}.pt"))
-    # Both ranks tear gloo down together: a rank that destroys its group while its peer is still
-    # sending hangs now and then in torch 1.13 (a quarter of the runs here).
-    dist.barrier()
-    dist.destroy_process_group()
+    end_rank()
 
 
 def press_start_twice_then_stop(url):
@@ -156,8 +170,7 @@ def runs_worker(rank, port, out_dir):
         seen.append((run.id, run.gemms["wgrad"]["rotation"], steps))
     bridge.close()
     save_result(seen, os.path.join(out_dir, f"runs{rank}.pt"))
-    dist.barrier()
-    dist.destroy_process_group()
+    end_rank()
 
 
 class RunLoopOnTwoRanks(unittest.TestCase):
