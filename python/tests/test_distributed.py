@@ -9,6 +9,7 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 import torch
 import torch.distributed as dist
@@ -171,6 +172,23 @@ def runs_worker(rank, port, out_dir):
     bridge.close()
     save_result(seen, os.path.join(out_dir, f"runs{rank}.pt"))
     end_rank()
+
+
+def save_then_hang(rank, out_dir):
+    """Both ranks save their result; rank 1 then never exits, as a rank hung in teardown would not."""
+    save_result(rank, os.path.join(out_dir, f"hang{rank}.pt"))
+    if rank == 1:
+        threading.Event().wait()
+
+
+class RunRanks(unittest.TestCase):
+    def test_ranks_that_saved_but_never_exit_fail_the_test_with_their_threads_stacks(self):
+        out = tempfile.mkdtemp(prefix="mxscope-dist-hang-")
+        with mock.patch.object(sys.modules[__name__], "TEARDOWN_GRACE_S", 1), self.assertRaises(AssertionError) as raised:
+            run_ranks(save_then_hang, (out,), [os.path.join(out, f"hang{r}.pt") for r in range(WORLD)])
+        message = str(raised.exception)
+        self.assertIn("had not exited", message)
+        self.assertRegex(message, r"--- rank 1\n(.|\n)*line \d+ in save_then_hang")
 
 
 class RunLoopOnTwoRanks(unittest.TestCase):
