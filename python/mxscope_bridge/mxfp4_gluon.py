@@ -115,11 +115,11 @@ if gluon is not None:
             source = x
             if PRESCALE:
                 x = x * 0.75
-            # NaN and ±Inf have an all-ones exponent field (bit tests: the compiler may assume x == x).
-            bad = ((x.to(gl.int32, bitcast=True) & 0x7F800000) == 0x7F800000).to(gl.int32)
-            nan_block = gl.max(bad, axis=1) > 0
-            amax = gl.max(gl.abs(x), axis=1)
-            e_field = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
+            # The amax as bits: |x|'s bits order like its values, and NaN and ±Inf (all-ones exponent)
+            # above every finite value, so one integer max gives both (bit tests: the compiler may assume x == x).
+            amax_bits = gl.max(gl.abs(x).to(gl.int32, bitcast=True), axis=1)
+            nan_block = amax_bits >= 0x7F800000
+            e_field = (amax_bits >> 23) & 0xFF
             shared = gl.where(e_field == 0, -127, gl.maximum(e_field - 129, -127))
             shared = gl.where(nan_block, -2, shared)
             scaled = x * _exp2(-shared)[:, None]
@@ -130,10 +130,14 @@ if gluon is not None:
                 u = gl.load(u_ptr + r[:, None].to(gl.int64) * K_PAD + k, mask=real[:, None], other=0.0)
                 grid = low + gl.where(u < gl.div_rn(a - low, step), step, 0.0)
             else:
-                grid = gl.where(a < 2, _rint(a * 2) * 0.5, gl.where(a < 4, _rint(a), _rint(a * 0.5) * 2))
-            # The sign goes on as a bit: the compiler may negate as 0 − x, which gives +0 for a negative input rounding to 0.
-            signed = gl.where(scaled < 0, (grid.to(gl.int32, bitcast=True) | -2147483648).to(gl.float32, bitcast=True), grid)
-            signed = gl.minimum(gl.maximum(signed, -6.0), 6.0)
+                # The E2M1 grid's step (0.5, 1, 2) by binade; scaling by a power of two is exact, so one
+                # rounding serves all three (mxfp4_triton rounds each binade's way and picks one).
+                up = gl.where(a < 2, 2.0, gl.where(a < 4, 1.0, 0.5))
+                grid = _rint(a * up) * gl.where(a < 2, 0.5, gl.where(a < 4, 1.0, 2.0))
+            # Clamped before the sign, which goes on as a bit: the compiler may negate as 0 − x, which
+            # gives +0 for a negative input rounding to 0.
+            clamped = gl.minimum(grid, 6.0)
+            signed = gl.where(scaled < 0, (clamped.to(gl.int32, bitcast=True) | -2147483648).to(gl.float32, bitcast=True), clamped)
             out = signed * _exp2(shared)[:, None]
             out = gl.where(nan_block[:, None], float("nan"), out)
             if PRESCALE:
