@@ -13,6 +13,7 @@ stats and a Hadamard block of at most 32 (`fits`); Triton versions without Gluon
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -30,9 +31,24 @@ WARPS = 2
 PROGRAMS_PER_SM = 16
 
 
+#: Why the kernel was given up in this process (None while it is in use): set by `gave_up`.
+UNUSABLE: Optional[str] = None
+
+
 def fits(x: torch.Tensor, hadamard: int) -> bool:
-    """Whether this kernel takes x's launch: Gluon present, CUDA, a rotation within one block."""
-    return gluon is not None and x.is_cuda and hadamard <= BLOCK
+    """Whether this kernel takes x's launch: Gluon present and usable, an NVIDIA GPU (the layout puts a
+    block's 32 elements in one thread of 32-thread warps; ROCm's are 64), a rotation within one block."""
+    return gluon is not None and UNUSABLE is None and x.is_cuda and torch.version.hip is None and hadamard <= BLOCK
+
+
+def gave_up(error: BaseException) -> None:
+    """The kernel failed to compile or launch here (a Triton whose Gluon differs, a GPU it does not
+    support): mxfp4_triton's kernel takes every launch from now on, with the same bits, and the
+    reason is warned about once."""
+    global UNUSABLE
+    UNUSABLE = f"{type(error).__name__}: {error}"[:500]
+    warnings.warn(f"mxscope: the Gluon stats kernel is not usable here ({UNUSABLE}); the Triton kernel computes the stats instead (same values, slower)",
+                  RuntimeWarning, stacklevel=2)
 
 
 if gluon is not None:
