@@ -7,9 +7,11 @@ each). Here a thread holds a whole block: the Hadamard butterflies, the block's 
 the thread's own registers, the stats add up per thread across tiles, and the threads' sums meet once
 per program. Only the histogram of shared exponents is gathered per tile.
 
-The float32 operations are `mxfp4_triton`'s, in the same order (so the same bits as the torch path);
-energies are float64 sums in another order (equal to about 1e-15, relative). Used for launches with
-stats and a Hadamard block of at most 32 (`fits`); Triton versions without Gluon keep the Triton kernel.
+The values are `mxfp4_triton`'s bit for bit, so the torch path's: the same rotation arithmetic in the
+same order, and the amax and the E2M1 rounding in fewer operations that give the same results (see the
+comments); energies are float64 sums in another order (equal to about 1e-15, relative). Used for
+launches with stats and a Hadamard block of at most 32 on NVIDIA GPUs (`fits`); elsewhere, and after
+a failure to compile (`gave_up`), the Triton kernel takes them.
 """
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ except ImportError:  # pragma: no cover - Triton before Gluon (3.5), or no Trito
     gluon = None
 
 BLOCK = 32
-#: Warps per program and programs per SM (H100, 8192 × 5632 bf16, H32: stats along K 0.203 → 0.113 ms
-#: against mxfp4_triton's launch, values and stats along tokens 0.407 → 0.159 ms; examples/results/h100-2026-11-24d/).
+#: Warps per program and programs per SM (H100, 8192 × 5632 bf16, H32: stats along K 0.202 → 0.112 ms
+#: against mxfp4_triton's kernel, values and stats along tokens 0.345 → 0.162 ms; 1, 2 and 4 warps
+#: measured within 0.01 ms of each other; examples/results/h100-2026-11-24d/).
 WARPS = 2
 PROGRAMS_PER_SM = 16
 
