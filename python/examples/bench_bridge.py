@@ -130,6 +130,8 @@ def run_step(trainer, samples, kind, **bridge):
                 f.write(f"{kind} step {ms:.1f} ms under the profiler\n")
                 f.write(profiler.key_averages().table(sort_by="self_cuda_time_total", row_limit=30, max_name_column_width=50))
                 f.write(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
+            # The timeline too: trace_gaps.py tells from it how long the GPU sat idle, and who launched late.
+            profiler.export_chrome_trace(os.path.join(PROFILE_DIR, f"trace-{trainer.batch}x{trainer.seq}-{kind}.json"))
             samples.ms.setdefault(kind, [])  # a profiled step is not timed
             return
         else:
@@ -253,7 +255,7 @@ def main():
     parser.add_argument("--skip-observe", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
-    parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
+    parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables and timelines (trace-*.json, for trace_gaps.py) of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
     parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats steps here")
     args = parser.parse_args()
     global PROFILE_DIR

@@ -7,12 +7,15 @@ each). Here a thread holds a whole block: the Hadamard butterflies, the block's 
 the thread's own registers, the stats add up per thread across tiles, and the threads' sums meet once
 per program. Only the histogram of shared exponents is gathered per tile.
 
-The float32 operations are `mxfp4_triton`'s, in the same order (so the same bits as the torch path);
-energies are float64 sums in another order (equal to about 1e-15, relative). Used for launches with
-stats and a Hadamard block of at most 32 (`fits`); Triton versions without Gluon keep the Triton kernel.
+The values are `mxfp4_triton`'s bit for bit, so the torch path's: the same rotation arithmetic in the
+same order, and the amax and the E2M1 rounding in fewer operations that give the same results (see the
+comments); energies are float64 sums in another order (equal to about 1e-15, relative). Used for
+launches with stats and a Hadamard block of at most 32 on NVIDIA GPUs (`fits`); elsewhere, and after
+a failure to compile (`gave_up`), the Triton kernel takes them.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -24,15 +27,31 @@ except ImportError:  # pragma: no cover - Triton before Gluon (3.5), or no Trito
     gluon = None
 
 BLOCK = 32
-#: Warps per program and programs per SM (H100, 8192 × 5632 bf16, H32: stats along K 0.203 → 0.113 ms
-#: against mxfp4_triton's launch, values and stats along tokens 0.407 → 0.159 ms; examples/results/h100-2026-11-24d/).
+#: Warps per program and programs per SM (H100, 8192 × 5632 bf16, H32: stats along K 0.202 → 0.112 ms
+#: against mxfp4_triton's kernel, values and stats along tokens 0.345 → 0.162 ms; 1, 2 and 4 warps
+#: measured within 0.01 ms of each other; examples/results/h100-2026-11-24d/).
 WARPS = 2
 PROGRAMS_PER_SM = 16
 
 
+#: Why the kernel was given up in this process (None while it is in use): set by `gave_up`.
+UNUSABLE: Optional[str] = None
+
+
 def fits(x: torch.Tensor, hadamard: int) -> bool:
-    """Whether this kernel takes x's launch: Gluon present, CUDA, a rotation within one block."""
-    return gluon is not None and x.is_cuda and hadamard <= BLOCK
+    """Whether this kernel takes x's launch: Gluon present and usable, an NVIDIA GPU (the layout puts a
+    block's 32 elements in one thread of 32-thread warps; ROCm's are 64), a rotation within one block."""
+    return gluon is not None and UNUSABLE is None and x.is_cuda and torch.version.hip is None and hadamard <= BLOCK
+
+
+def gave_up(error: BaseException) -> None:
+    """The kernel failed to compile or launch here (a Triton whose Gluon differs, a GPU it does not
+    support): mxfp4_triton's kernel takes every launch from now on, with the same bits, and the
+    reason is warned about once."""
+    global UNUSABLE
+    UNUSABLE = f"{type(error).__name__}: {error}"[:500]
+    warnings.warn(f"mxscope: the Gluon stats kernel is not usable here ({UNUSABLE}); the Triton kernel computes the stats instead (same values, slower)",
+                  RuntimeWarning, stacklevel=2)
 
 
 if gluon is not None:
@@ -115,11 +134,11 @@ if gluon is not None:
             source = x
             if PRESCALE:
                 x = x * 0.75
-            # NaN and ±Inf have an all-ones exponent field (bit tests: the compiler may assume x == x).
-            bad = ((x.to(gl.int32, bitcast=True) & 0x7F800000) == 0x7F800000).to(gl.int32)
-            nan_block = gl.max(bad, axis=1) > 0
-            amax = gl.max(gl.abs(x), axis=1)
-            e_field = (amax.to(gl.int32, bitcast=True) >> 23) & 0xFF
+            # The amax as bits: |x|'s bits order like its values, and NaN and ±Inf (all-ones exponent)
+            # above every finite value, so one integer max gives both (bit tests: the compiler may assume x == x).
+            amax_bits = gl.max(gl.abs(x).to(gl.int32, bitcast=True), axis=1)
+            nan_block = amax_bits >= 0x7F800000
+            e_field = (amax_bits >> 23) & 0xFF
             shared = gl.where(e_field == 0, -127, gl.maximum(e_field - 129, -127))
             shared = gl.where(nan_block, -2, shared)
             scaled = x * _exp2(-shared)[:, None]
@@ -130,10 +149,14 @@ if gluon is not None:
                 u = gl.load(u_ptr + r[:, None].to(gl.int64) * K_PAD + k, mask=real[:, None], other=0.0)
                 grid = low + gl.where(u < gl.div_rn(a - low, step), step, 0.0)
             else:
-                grid = gl.where(a < 2, _rint(a * 2) * 0.5, gl.where(a < 4, _rint(a), _rint(a * 0.5) * 2))
-            # The sign goes on as a bit: the compiler may negate as 0 − x, which gives +0 for a negative input rounding to 0.
-            signed = gl.where(scaled < 0, (grid.to(gl.int32, bitcast=True) | -2147483648).to(gl.float32, bitcast=True), grid)
-            signed = gl.minimum(gl.maximum(signed, -6.0), 6.0)
+                # The E2M1 grid's step (0.5, 1, 2) by binade; scaling by a power of two is exact, so one
+                # rounding serves all three (mxfp4_triton rounds each binade's way and picks one).
+                up = gl.where(a < 2, 2.0, gl.where(a < 4, 1.0, 0.5))
+                grid = _rint(a * up) * gl.where(a < 2, 0.5, gl.where(a < 4, 1.0, 2.0))
+            # Clamped before the sign, which goes on as a bit: the compiler may negate as 0 − x, which
+            # gives +0 for a negative input rounding to 0.
+            clamped = gl.minimum(grid, 6.0)
+            signed = gl.where(scaled < 0, (clamped.to(gl.int32, bitcast=True) | -2147483648).to(gl.float32, bitcast=True), clamped)
             out = signed * _exp2(shared)[:, None]
             out = gl.where(nan_block[:, None], float("nan"), out)
             if PRESCALE:

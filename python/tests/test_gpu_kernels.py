@@ -189,6 +189,26 @@ class GluonStatsLaunches(unittest.TestCase):
             mx_ops.quantize_operand(x, gemm("hadamard", 32), make_rotation("hadamard", 32, 2048, x.device, None), None, "t", torch.bfloat16)
         self.assertEqual(taken, [16, 16, 32, 32], "stats launches with blocks of 16 and 32, both orientations; none without stats")
 
+    def test_a_gluon_kernel_that_does_not_compile_hands_every_launch_to_the_triton_kernel(self):
+        x = (torch.randn(256, 2048, device="cuda") * torch.exp2(torch.randint(-8, 8, (256, 1), device="cuda").float())).to(torch.bfloat16)
+        r = make_rotation("hadamard", 32, 2048, x.device, None)
+        with mock.patch.object(mxfp4_triton, "GLUON_STATS", False):
+            want = mx_ops.quantize_operand(x, gemm("hadamard"), r, None, "t", torch.float32, with_stats=True)
+        calls = []
+
+        def broken(*args):
+            calls.append(1)
+            raise RuntimeError("PassManager::run failed")
+        with mock.patch.object(mxfp4_gluon, "launch", broken), mock.patch.object(mxfp4_gluon, "UNUSABLE", None):
+            with self.assertWarnsRegex(RuntimeWarning, "Gluon stats kernel is not usable here .RuntimeError: PassManager::run failed"):
+                got = mx_ops.quantize_operand(x, gemm("hadamard"), r, None, "t", torch.float32, with_stats=True)
+            again = mx_ops.quantize_operand(x, gemm("hadamard"), r, None, "t", torch.float32, with_stats=True)
+            self.assertEqual(len(calls), 1, "given up after the first failure")
+        for (values, sums) in (got, again):
+            self.assertTrue(torch.equal(bits(values), bits(want[0])))
+            self.assertTrue(torch.equal(sums.counts.cpu(), want[1].counts.cpu()) and torch.equal(sums.hist.cpu(), want[1].hist.cpu()))
+            self.assertTrue(torch.allclose(sums.energies.cpu(), want[1].energies.cpu(), rtol=1e-12, atol=0))
+
 
 if __name__ == "__main__":
     unittest.main()
