@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
 from . import mxfp4, mxfp4_gluon
+from .rotation import hadamard_norm
 
 BLOCK = mxfp4.BLOCK
 #: One operand's stats row (float64): zero inputs, zero codes, saturated, signal energy, noise energy,
@@ -246,5 +247,4 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
 
 
 def mxfp4_norm(hadamard: int) -> float:
-    from .rotation import hadamard_norm
     return hadamard_norm(hadamard) if hadamard > 1 else 1.0
