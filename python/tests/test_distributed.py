@@ -99,7 +99,7 @@ def end_rank():
     main thread in std::thread::join under ~Reducer, a gloo thread in PyEval_AcquireThread. Without
     the barrier a quarter of the runs hung so on torch 1.13. The barrier narrows the window (the
     gloo thread can take the GIL while the main thread waits in it) without closing it: a gloo
-    thread kept off the CPU through the barrier still deadlocks (once in 30 runs of this file with
+    thread kept off the CPU through the barrier still deadlocks (twice in 59 runs of this file with
     both ranks on one busy core), the likeliest cause of a 20-min hang of this file in CI.
     os._exit runs no destructor at all."""
     dist.barrier()
