@@ -34,7 +34,8 @@ WARPS = 2
 PROGRAMS_PER_SM = 16
 
 
-#: Why the kernel was given up in this process (None while it is in use): set by `gave_up`.
+#: Why the kernel is not used in this process (None while it is): set by `gave_up`, or by whoever
+#: compares it with the Triton kernel (the GPU tests, the benchmarks) to a reason of their own.
 UNUSABLE: Optional[str] = None
 
 

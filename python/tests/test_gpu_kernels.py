@@ -169,7 +169,7 @@ class TritonStatsKernel(TritonKernels):
     """Every check above with stats on mxfp4_triton's kernel: Triton without Gluon, Hadamard blocks over 32."""
 
     def setUp(self):
-        patcher = mock.patch.object(mxfp4_triton, "GLUON_STATS", False)
+        patcher = mock.patch.object(mxfp4_gluon, "UNUSABLE", "the tests compare the Triton kernel")
         patcher.start()
         self.addCleanup(patcher.stop)
 
@@ -192,7 +192,7 @@ class GluonStatsLaunches(unittest.TestCase):
     def test_a_gluon_kernel_that_does_not_compile_hands_every_launch_to_the_triton_kernel(self):
         x = (torch.randn(256, 2048, device="cuda") * torch.exp2(torch.randint(-8, 8, (256, 1), device="cuda").float())).to(torch.bfloat16)
         r = make_rotation("hadamard", 32, 2048, x.device, None)
-        with mock.patch.object(mxfp4_triton, "GLUON_STATS", False):
+        with mock.patch.object(mxfp4_gluon, "UNUSABLE", "the tests compare the Triton kernel"):
             want = mx_ops.quantize_operand(x, gemm("hadamard"), r, None, "t", torch.float32, with_stats=True)
         calls = []
 
