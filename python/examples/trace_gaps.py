@@ -8,7 +8,6 @@ and the thread whose launch of the next one came late.
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 from collections import defaultdict
 
@@ -24,7 +23,7 @@ def union(intervals):
     return sum(end - start for start, end in merged), merged
 
 
-def summarize(events, min_us: float):
+def summarize(events):
     """The step's kernel span, kernel-busy time, copy time, kernel time by stream, and the gaps between
     kernels as (µs, ended at, the next kernel's name, the name of the thread that launched it), largest first."""
     kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
@@ -39,18 +38,18 @@ def summarize(events, min_us: float):
     by_stream = defaultdict(float)
     for e in kernels:
         by_stream[e["tid"]] += e["dur"]
-    first_at = {}
-    for e in sorted(kernels, key=lambda e: e["ts"]):
-        first_at.setdefault(e["ts"], e)
-    starts = sorted(first_at)
+    # A merged interval starts where one of its kernels does: that kernel came after the gap.
+    starting_at = {}
+    for e in kernels:
+        starting_at.setdefault(e["ts"], e)
     gaps = []
     for (_, a_end), (b_start, _) in zip(merged, merged[1:]):
-        nxt = first_at[starts[bisect.bisect_left(starts, b_start)]]
+        nxt = starting_at[b_start]
         launch = launches.get(nxt["args"].get("correlation"))
         who = (threads.get(launch["tid"]) or f"thread {launch['tid']}") if launch else "unknown"
         gaps.append((b_start - a_end, a_end - start, nxt["name"], who))
     return {"span_us": end - start, "busy_us": busy, "copies_us": union((e["ts"], e["ts"] + e["dur"]) for e in copies)[0],
-            "by_stream_us": dict(by_stream), "gaps": sorted(gaps, key=lambda g: -g[0]), "min_us": min_us}
+            "by_stream_us": dict(by_stream), "gaps": sorted(gaps, key=lambda g: -g[0])}
 
 
 def main():
@@ -60,7 +59,7 @@ def main():
     parser.add_argument("--min-us", type=float, default=20.0, help="gaps shorter than this are counted but not listed")
     args = parser.parse_args()
     with open(args.trace) as f:
-        s = summarize(json.load(f)["traceEvents"], args.min_us)
+        s = summarize(json.load(f)["traceEvents"])
     print(f"{args.trace}: first kernel to last {s['span_us'] / 1000:.1f} ms; kernels busy {s['busy_us'] / 1000:.1f} ms "
           f"(idle {(s['span_us'] - s['busy_us']) / 1000:.1f} ms); copies {s['copies_us'] / 1000:.1f} ms on their engines")
     print("kernel ms by stream: " + ", ".join(f"{tid}: {us / 1000:.1f}" for tid, us in sorted(s["by_stream_us"].items(), key=lambda kv: -kv[1])))

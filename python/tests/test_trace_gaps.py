@@ -29,7 +29,7 @@ class TraceGaps(unittest.TestCase):
                   kernel(300, 10, "c after 100 µs", 3), launch(299, 2, 3),
                   kernel(315, 5, "d after 5 µs", 4), launch(250, 1, 4),
                   {"cat": "gpu_memcpy", "ph": "X", "ts": 100, "dur": 400, "name": "Memcpy HtoD", "tid": 8, "args": {}}]
-        s = summarize(events, min_us=20)
+        s = summarize(events)
         self.assertEqual(s["span_us"], 220)
         self.assertEqual(s["busy_us"], 100 + 10 + 5, "overlapping kernels count once")
         self.assertEqual(s["copies_us"], 400)
@@ -38,7 +38,7 @@ class TraceGaps(unittest.TestCase):
 
     def test_a_trace_without_kernels_is_refused_with_the_reason(self):
         with self.assertRaisesRegex(ValueError, "no kernel events"):
-            summarize([launch(0, 1, 1)], 20)
+            summarize([launch(0, 1, 1)])
 
 
 if __name__ == "__main__":
