@@ -125,18 +125,20 @@
         (br $blockLoop))))
 
   ;; Adds the statistics of quantizing the `blocks` blocks at $p (not yet fake-quantized) to the
-  ;; statistics area; a pass of its own so the fake-quant loop carries no statistics branch.
+  ;; statistics area; a pass of its own so the fake-quant loop carries no statistics branch. It works
+  ;; on the scaled magnitudes s = |x|·2^−shared alone, without forming q, and every count is one
+  ;; comparison of s (see the element rules in the header): rounded past 6 ⇔ s ≥ 7 (7 is a tie that
+  ;; goes to 8); rounded to 0 ⇔ s ≤ 0.25 (a tie that goes to 0), so flushed = #(s ≤ 0.25) − #(x = 0),
+  ;; the zeros being among them; nonZero = 32 per finite block − #(x = 0).
+  ;; The sums keep one association, which the checkpoint report's bits depend on: per block, four
+  ;; float32 lanes (lane k takes elements k, k + 4, …, in order) of s² and (s − min(r, 6))²; the lanes
+  ;; added in double as (l0 + l1) + (l2 + l3), times 2^(2·shared), added to one double per call.
+  ;; Signal and error go side by side in the two lanes of an f64x2, which is the same arithmetic.
   (func (export "stats") (param $p i32) (param $blocks i32) (param $scales i32)
-    (local $byte i32) (local $addr i32) (local $blockEnd i32)
-    (local $inv v128) (local $x v128) (local $s v128) (local $r v128) (local $d v128) (local $magic v128) (local $zero v128)
-    (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128) (local $nz v128)
-    (local $signalSum f64) (local $errorSum f64) (local $unscale f64)
-    (local $one v128) (local $four v128) (local $exponentMask v128) (local $plus22 v128) (local $six v128)
-    (local.set $one (v128.const f32x4 1 1 1 1))
-    (local.set $four (v128.const f32x4 4 4 4 4))
-    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
-    (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
-    (local.set $six (v128.const f32x4 6 6 6 6))
+    (local $byte i32) (local $addr i32) (local $blockEnd i32) (local $finite i32)
+    (local $inv v128) (local $x v128) (local $s v128) (local $r v128) (local $d v128) (local $zero v128)
+    (local $saturated v128) (local $small v128) (local $zeros v128) (local $signal v128) (local $error v128)
+    (local $sums v128)
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
@@ -145,6 +147,7 @@
           (i32.add (i32.load (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))
         (if (i32.ne (local.get $byte) (i32.const 255))
           (then
+            (local.set $finite (i32.add (local.get $finite) (i32.const 1)))
             (local.set $inv (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
             (local.set $signal (local.get $zero))
             (local.set $error (local.get $zero))
@@ -152,43 +155,48 @@
             (local.set $blockEnd (i32.add (local.get $p) (i32.const 128)))
             (loop $vectors
               (local.set $x (v128.load (local.get $addr)))
-              (local.set $s (f32x4.abs (f32x4.mul (local.get $x) (local.get $inv))))
-              (local.set $magic (i32x4.add
-                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $one)) (local.get $four)) (local.get $exponentMask))
-                (local.get $plus22)))
-              (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)))
+              (local.set $s (v128.and (f32x4.mul (local.get $x) (local.get $inv)) (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff)))
               ;; Comparison masks are −1 per true lane, so subtracting them counts.
-              (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.gt (local.get $r) (local.get $six))))
-              (local.set $nz (f32x4.ne (local.get $x) (local.get $zero)))
-              (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
-              (local.set $flushed (i32x4.sub (local.get $flushed)
-                (v128.and (local.get $nz) (f32x4.eq (local.get $r) (local.get $zero)))))
+              (local.set $zeros (i32x4.sub (local.get $zeros) (f32x4.eq (local.get $x) (local.get $zero))))
+              (local.set $small (i32x4.sub (local.get $small) (f32x4.le (local.get $s) (v128.const f32x4 0.25 0.25 0.25 0.25))))
+              (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.ge (local.get $s) (v128.const f32x4 7 7 7 7))))
+              ;; r: s rounded on the E2M1 grid (add and subtract 2^(22+b), see the header).
+              (local.set $r (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (v128.const f32x4 1 1 1 1)) (v128.const f32x4 4 4 4 4))
+                          (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+                (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000)))
+              (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $r)) (local.get $r)))
               ;; Squares of the scaled values (< 64, so float32 cannot overflow); |x − q| = |s − min(r, 6)|·2^shared.
+              ;; pmin is min here: r is never NaN in a finite block.
               (local.set $signal (f32x4.add (local.get $signal) (f32x4.mul (local.get $s) (local.get $s))))
-              (local.set $d (f32x4.sub (local.get $s) (f32x4.min (local.get $r) (local.get $six))))
+              (local.set $d (f32x4.sub (local.get $s) (f32x4.pmin (local.get $r) (v128.const f32x4 6 6 6 6))))
               (local.set $error (f32x4.add (local.get $error) (f32x4.mul (local.get $d) (local.get $d))))
               (local.set $addr (i32.add (local.get $addr) (i32.const 16)))
               (br_if $vectors (i32.lt_u (local.get $addr) (local.get $blockEnd))))
-            ;; Back to x units: × 2^(2·shared), exact in double.
-            (local.set $unscale (f64.reinterpret_i64 (i64.shl
-              (i64.extend_i32_u (i32.add (i32.const 769) (i32.shl (local.get $byte) (i32.const 1))))
-              (i64.const 52))))
-            (local.set $signalSum (f64.add (local.get $signalSum) (f64.mul (call $laneSum (local.get $signal)) (local.get $unscale))))
-            (local.set $errorSum (f64.add (local.get $errorSum) (f64.mul (call $laneSum (local.get $error)) (local.get $unscale))))))
+            ;; [Σsignal, Σerror] += ((l0 + l1) + (l2 + l3)) · 2^(2·shared), both sums at once.
+            (local.set $sums (f64x2.add (local.get $sums) (f64x2.mul
+              (f64x2.add
+                (f64x2.add
+                  (f64x2.promote_low_f32x4 (i8x16.shuffle 0 1 2 3 16 17 18 19 0 1 2 3 0 1 2 3 (local.get $signal) (local.get $error)))
+                  (f64x2.promote_low_f32x4 (i8x16.shuffle 4 5 6 7 20 21 22 23 0 1 2 3 0 1 2 3 (local.get $signal) (local.get $error))))
+                (f64x2.add
+                  (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 24 25 26 27 0 1 2 3 0 1 2 3 (local.get $signal) (local.get $error)))
+                  (f64x2.promote_low_f32x4 (i8x16.shuffle 12 13 14 15 28 29 30 31 0 1 2 3 0 1 2 3 (local.get $signal) (local.get $error)))))
+              ;; Back to x units: × 2^(2·shared), exact in double.
+              (i64x2.splat (i64.shl
+                (i64.extend_i32_u (i32.add (i32.const 769) (i32.shl (local.get $byte) (i32.const 1))))
+                (i64.const 52))))))))
         (local.set $p (i32.add (local.get $p) (i32.const 128)))
         (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
     (i32.store (i32.const 1024) (i32.add (i32.load (i32.const 1024)) (call $countSum (local.get $saturated))))
-    (i32.store (i32.const 1028) (i32.add (i32.load (i32.const 1028)) (call $countSum (local.get $flushed))))
-    (i32.store (i32.const 1032) (i32.add (i32.load (i32.const 1032)) (call $countSum (local.get $nonZero))))
-    (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (local.get $signalSum)))
-    (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (local.get $errorSum))))
-
-  (func $laneSum (param $v v128) (result f64)
-    (f64.add
-      (f64.add (f64.promote_f32 (f32x4.extract_lane 0 (local.get $v))) (f64.promote_f32 (f32x4.extract_lane 1 (local.get $v))))
-      (f64.add (f64.promote_f32 (f32x4.extract_lane 2 (local.get $v))) (f64.promote_f32 (f32x4.extract_lane 3 (local.get $v))))))
+    (i32.store (i32.const 1028) (i32.add (i32.load (i32.const 1028))
+      (i32.sub (call $countSum (local.get $small)) (call $countSum (local.get $zeros)))))
+    (i32.store (i32.const 1032) (i32.add (i32.load (i32.const 1032))
+      (i32.sub (i32.shl (local.get $finite) (i32.const 5)) (call $countSum (local.get $zeros)))))
+    (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (f64x2.extract_lane 0 (local.get $sums))))
+    (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (f64x2.extract_lane 1 (local.get $sums)))))
 
   (func $countSum (param $v v128) (result i32)
     (i32.add
