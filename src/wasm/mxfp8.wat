@@ -139,46 +139,48 @@
         (br $blockLoop))))
 
   ;; Adds the element statistics of quantizing the `blocks` blocks at $p (not yet fake-quantized)
-  ;; to the statistics area; NaN-scale blocks add nothing. Sums in double, like the TypeScript.
+  ;; to the statistics area; NaN-scale blocks add nothing. Sums in double, like the TypeScript, in
+  ;; two f64 lanes per call (lane 0 takes elements 0 and 2 of every four, lane 1 elements 1 and 3,
+  ;; each as x_a² + x_b² then added; the lanes added once at the end): the checkpoint report's bits
+  ;; depend on this association. The sums work on |x| and |q|: q carries x's sign, so (x − q)² =
+  ;; (|x| − |q|)², bit for bit. flushed = #(q = 0) − #(x = 0) (a zero gives q = 0); nonZero = 32 per
+  ;; finite block − #(x = 0).
   (func (export "stats") (param $p i32) (param $blocks i32) (param $scales i32)
     (param $lowBits i32) (param $highBits i32) (param $magicAddBits i32) (param $maxValue f32)
-    (local $byte i32) (local $addr i32) (local $blockEnd i32)
-    (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $q v128) (local $magic v128)
-    (local $nz v128) (local $zero v128) (local $saturated v128) (local $flushed v128) (local $nonZero v128)
+    (local $byte i32) (local $addr i32) (local $blockEnd i32) (local $finite i32)
+    (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $q v128)
+    (local $zero v128) (local $saturated v128) (local $small v128) (local $zeros v128)
     (local $signal v128) (local $error v128) (local $xl v128) (local $xh v128)
-    (local $low v128) (local $high v128) (local $magicAdd v128) (local $exponentMask v128) (local $max v128) (local $signBit v128)
+    (local $low v128) (local $high v128) (local $magicAdd v128) (local $max v128)
     (local.set $low (i32x4.splat (local.get $lowBits)))
     (local.set $high (i32x4.splat (local.get $highBits)))
     (local.set $magicAdd (i32x4.splat (local.get $magicAddBits)))
-    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
     (local.set $max (f32x4.splat (local.get $maxValue)))
-    (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
         (local.set $byte (i32.load8_u (local.get $scales)))
         (if (i32.ne (local.get $byte) (i32.const 255))
           (then
+            (local.set $finite (i32.add (local.get $finite) (i32.const 1)))
             (local.set $inv (call $inverse (local.get $byte)))
             (local.set $scale (call $scale (local.get $byte)))
             (local.set $addr (local.get $p))
             (local.set $blockEnd (i32.add (local.get $p) (i32.const 128)))
             (loop $vectors
-              (local.set $x (v128.load (local.get $addr)))
-              (local.set $s (f32x4.mul (f32x4.abs (local.get $x)) (local.get $inv)))
-              (local.set $magic (i32x4.add
-                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $low)) (local.get $high)) (local.get $exponentMask))
+              (local.set $x (v128.and (v128.load (local.get $addr)) (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff)))
+              (local.set $s (f32x4.mul (local.get $x) (local.get $inv)))
+              (local.set $r (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $s) (local.get $low)) (local.get $high))
+                          (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
                 (local.get $magicAdd)))
-              (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $magic)) (local.get $magic)))
-              (local.set $q (v128.or
-                (f32x4.mul (f32x4.min (local.get $r) (local.get $max)) (local.get $scale))
-                (v128.and (local.get $x) (local.get $signBit))))
+              (local.set $r (f32x4.sub (f32x4.add (local.get $s) (local.get $r)) (local.get $r)))
+              ;; |q|; pmin is min here: r is never NaN in a finite block.
+              (local.set $q (f32x4.mul (f32x4.pmin (local.get $r) (local.get $max)) (local.get $scale)))
               ;; Comparison masks are −1 per true lane, so subtracting them counts.
               (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.gt (local.get $r) (local.get $max))))
-              (local.set $nz (f32x4.ne (local.get $x) (local.get $zero)))
-              (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
-              (local.set $flushed (i32x4.sub (local.get $flushed)
-                (v128.and (local.get $nz) (f32x4.eq (local.get $q) (local.get $zero)))))
+              (local.set $zeros (i32x4.sub (local.get $zeros) (f32x4.eq (local.get $x) (local.get $zero))))
+              (local.set $small (i32x4.sub (local.get $small) (f32x4.eq (local.get $q) (local.get $zero))))
               (local.set $xl (f64x2.promote_low_f32x4 (local.get $x)))
               (local.set $xh (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $x) (local.get $x))))
               (local.set $signal (f64x2.add (local.get $signal) (f64x2.add (f64x2.mul (local.get $xl) (local.get $xl)) (f64x2.mul (local.get $xh) (local.get $xh)))))
@@ -192,20 +194,12 @@
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
     (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (call $countSum (local.get $saturated))))
-    (i32.store (i32.const 4) (i32.add (i32.load (i32.const 4)) (call $countSum (local.get $flushed))))
-    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8)) (call $countSum (local.get $nonZero))))
+    (i32.store (i32.const 4) (i32.add (i32.load (i32.const 4))
+      (i32.sub (call $countSum (local.get $small)) (call $countSum (local.get $zeros)))))
+    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8))
+      (i32.sub (i32.shl (local.get $finite) (i32.const 5)) (call $countSum (local.get $zeros)))))
     (f64.store (i32.const 16) (f64.add (f64.load (i32.const 16)) (call $pairSum (local.get $signal))))
     (f64.store (i32.const 24) (f64.add (f64.load (i32.const 24)) (call $pairSum (local.get $error)))))
-
-  ;; Σ(x − q)² of four lanes in double as two f64 lanes (with q = 0 it gives Σx²): the difference
-  ;; and the square are exact-operand double operations, as in the TypeScript.
-  (func $squares (param $x v128) (param $q v128) (result v128)
-    (local $low v128) (local $high v128)
-    (local.set $low (f64x2.sub (f64x2.promote_low_f32x4 (local.get $x)) (f64x2.promote_low_f32x4 (local.get $q))))
-    (local.set $high (f64x2.sub
-      (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $x) (local.get $x)))
-      (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $q) (local.get $q)))))
-    (f64x2.add (f64x2.mul (local.get $low) (local.get $low)) (f64x2.mul (local.get $high) (local.get $high))))
 
   (func $pairSum (param $v v128) (result f64)
     (f64.add (f64x2.extract_lane 0 (local.get $v)) (f64x2.extract_lane 1 (local.get $v))))

@@ -150,19 +150,16 @@
 
   ;; Adds the element statistics of quantizing the `blocks` blocks at $p (not yet fake-quantized) to
   ;; the statistics area; NaN blocks add nothing. Saturated: |y| ≥ 7 (it rounded past 6 before the
-  ;; clamp). Sums in double, like the TypeScript.
+  ;; clamp). Sums in double, like the TypeScript, in two f64 lanes per call (lane 0 takes elements 0
+  ;; and 2 of every four, lane 1 elements 1 and 3, each as x_a² + x_b² then added; the lanes added
+  ;; once at the end): the checkpoint report's bits depend on this association. The sums work on |x|
+  ;; and |q|: q is ±0 or has x's sign, so (x − q)² = (|x| − |q|)², bit for bit.
   (func (export "stats") (param $p i32) (param $blocks i32) (param $scales i32) (param $decodeScale f32)
-    (local $code i32) (local $s f32) (local $enc v128) (local $sv v128) (local $decode v128) (local $v i32)
-    (local $x v128) (local $y v128) (local $q v128) (local $nz v128) (local $zero v128)
-    (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $signal v128) (local $error v128)
-    (local $xl v128) (local $xh v128) (local $a v128) (local $magic v128) (local $one v128) (local $four v128) (local $six v128) (local $exponentMask v128) (local $plus22 v128) (local $signBit v128)
+    (local $code i32) (local $s f32) (local $enc v128) (local $sv v128) (local $decode v128) (local $addr i32) (local $blockEnd i32)
+    (local $x v128) (local $a v128) (local $r v128) (local $q v128) (local $zero v128)
+    (local $saturated v128) (local $flushed v128) (local $nonZero v128) (local $nz v128) (local $signal v128) (local $error v128)
+    (local $xl v128) (local $xh v128)
     (local.set $decode (f32x4.splat (local.get $decodeScale)))
-    (local.set $one (v128.const f32x4 1 1 1 1))
-    (local.set $four (v128.const f32x4 4 4 4 4))
-    (local.set $six (v128.const f32x4 6 6 6 6))
-    (local.set $exponentMask (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
-    (local.set $plus22 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000))
-    (local.set $signBit (v128.const i32x4 0x80000000 0x80000000 0x80000000 0x80000000))
     (block $done
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
@@ -172,24 +169,22 @@
             (local.set $s (call $scaleValue (local.get $code)))
             (local.set $sv (f32x4.splat (local.get $s)))
             (local.set $enc (call $encode (local.get $s) (local.get $decodeScale)))
-            (local.set $v (i32.const 0))
+            (local.set $addr (local.get $p))
+            (local.set $blockEnd (i32.add (local.get $p) (i32.const 64)))
             (loop $vectors
-              (local.set $x (v128.load (i32.add (local.get $p) (local.get $v))))
-              (local.set $y (f32x4.mul (local.get $x) (local.get $enc)))
-              (local.set $a (f32x4.abs (local.get $y)))
-              (local.set $magic (i32x4.add
-                (v128.and (i32x4.min_s (i32x4.max_s (local.get $a) (local.get $one)) (local.get $four)) (local.get $exponentMask))
-                (local.get $plus22)))
-              (local.set $q (v128.or
-                (f32x4.mul
-                  (f32x4.mul
-                    (f32x4.min (f32x4.sub (f32x4.add (local.get $a) (local.get $magic)) (local.get $magic)) (local.get $six))
-                    (local.get $sv))
-                  (local.get $decode))
-                (v128.and (f32x4.lt (local.get $y) (local.get $zero)) (local.get $signBit))))
+              (local.set $x (v128.and (v128.load (local.get $addr)) (v128.const i32x4 0x7fffffff 0x7fffffff 0x7fffffff 0x7fffffff)))
+              ;; |y| = |x|·enc (enc > 0).
+              (local.set $a (f32x4.mul (local.get $x) (local.get $enc)))
+              ;; r: |y| rounded on the E2M1 grid (2^(22 + b) as in $e2m1Magic, written out: a call per vector costs more than the rest).
+              (local.set $r (i32x4.add
+                (v128.and (i32x4.min_s (i32x4.max_s (local.get $a) (v128.const f32x4 1 1 1 1)) (v128.const f32x4 4 4 4 4))
+                          (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
+                (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000)))
+              (local.set $r (f32x4.sub (f32x4.add (local.get $a) (local.get $r)) (local.get $r)))
+              ;; |q|; pmin is min here: r is never NaN in a finite block.
+              (local.set $q (f32x4.mul (f32x4.mul (f32x4.pmin (local.get $r) (v128.const f32x4 6 6 6 6)) (local.get $sv)) (local.get $decode)))
               ;; Comparison masks are −1 per true lane, so subtracting them counts.
-              (local.set $saturated (i32x4.sub (local.get $saturated)
-                (f32x4.ge (f32x4.abs (local.get $y)) (v128.const f32x4 7 7 7 7))))
+              (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.ge (local.get $a) (v128.const f32x4 7 7 7 7))))
               (local.set $nz (f32x4.ne (local.get $x) (local.get $zero)))
               (local.set $nonZero (i32x4.sub (local.get $nonZero) (local.get $nz)))
               (local.set $flushed (i32x4.sub (local.get $flushed)
@@ -200,8 +195,8 @@
               (local.set $xl (f64x2.sub (local.get $xl) (f64x2.promote_low_f32x4 (local.get $q))))
               (local.set $xh (f64x2.sub (local.get $xh) (f64x2.promote_low_f32x4 (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $q) (local.get $q)))))
               (local.set $error (f64x2.add (local.get $error) (f64x2.add (f64x2.mul (local.get $xl) (local.get $xl)) (f64x2.mul (local.get $xh) (local.get $xh)))))
-              (local.set $v (i32.add (local.get $v) (i32.const 16)))
-              (br_if $vectors (i32.lt_u (local.get $v) (i32.const 64))))))
+              (local.set $addr (i32.add (local.get $addr) (i32.const 16)))
+              (br_if $vectors (i32.lt_u (local.get $addr) (local.get $blockEnd))))))
         (local.set $p (i32.add (local.get $p) (i32.const 64)))
         (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
