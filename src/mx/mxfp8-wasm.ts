@@ -9,7 +9,7 @@ import { floorLog2 } from './float-grid.js';
 import { MX_BLOCK_SIZE } from './layout.js';
 import type { Mxfp8Kernel, Mxfp8Job } from './mxfp8.js';
 import type { ScaleRule } from './scale-rule.js';
-import { addElementStats, ELEMENT_STATS_BYTES } from './wasm-stats.js';
+import { addElementStats } from './wasm-stats.js';
 import { tryLoad, type WasmArena } from './wasm-arena.js';
 
 interface Mxfp8Exports {
@@ -20,7 +20,10 @@ interface Mxfp8Exports {
 }
 
 const CHUNK = 8192; // floats per chunk: 32 kB, stays in L1/L2 between the copy in, the kernels and the copy out
-const DATA = 1024;
+/** The statistics area (wasm-stats.ts) with the scale histogram after it, at HISTOGRAM (see mxfp8.wat). */
+const HISTOGRAM = 64;
+const STATS_BYTES = HISTOGRAM + 4 * 256;
+const DATA = 2048;
 const CODES = DATA + 4 * CHUNK;
 const SCALES = CODES + CHUNK;
 const END = SCALES + CHUNK / MX_BLOCK_SIZE;
@@ -73,26 +76,25 @@ function run(arena: WasmArena<Mxfp8Exports>, job: Mxfp8Job, f: ElementParams): v
   const { values, codes, scales, stats, writeBack } = job;
   const kernels = arena.exports;
   const rule = RULE_CODES[job.rule];
-  if (stats) arena.u8.fill(0, 0, ELEMENT_STATS_BYTES);
+  if (stats) arena.u8.fill(0, 0, STATS_BYTES);
   for (let offset = 0; offset < values.length; offset += CHUNK) {
     const length = Math.min(CHUNK, values.length - offset);
     const blocks = length / MX_BLOCK_SIZE;
     arena.f32.set(values.subarray(offset, offset + length), DATA >> 2);
     kernels.scale_bytes(DATA, blocks, SCALES, rule, f.emax, f.mantissaBits, f.max);
-    const bytes = arena.u8.subarray(SCALES, SCALES + blocks);
-    if (scales) scales.set(bytes, offset / MX_BLOCK_SIZE);
+    if (scales) scales.set(arena.u8.subarray(SCALES, SCALES + blocks), offset / MX_BLOCK_SIZE);
     if (codes) {
       kernels.quantize(DATA, blocks, CODES, SCALES, f.low, f.high, f.magicAdd, f.mantissaBits, f.binadeBase, f.maxCode);
       codes.set(arena.u8.subarray(CODES, CODES + length), offset);
     }
-    if (stats) {
-      for (let b = 0; b < blocks; b++) stats.expCounts[bytes[b]!]!++;
-      kernels.stats(DATA, blocks, SCALES, f.low, f.high, f.magicAdd, f.max);
-    }
+    if (stats) kernels.stats(DATA, blocks, SCALES, f.low, f.high, f.magicAdd, f.max);
     if (writeBack) {
       kernels.fake_quant(DATA, blocks, SCALES, f.low, f.high, f.magicAdd, f.max);
       values.set(arena.f32.subarray(DATA >> 2, (DATA >> 2) + length), offset);
     }
   }
-  if (stats) addElementStats(arena.buffer, stats, values.length / MX_BLOCK_SIZE, values.length);
+  if (!stats) return;
+  addElementStats(arena.buffer, stats, values.length / MX_BLOCK_SIZE, values.length);
+  const counts = new Uint32Array(arena.buffer, HISTOGRAM, 256);
+  for (let byte = 0; byte < 256; byte++) stats.expCounts[byte]! += counts[byte]!;
 }

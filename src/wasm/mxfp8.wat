@@ -19,7 +19,7 @@
   (import "env" "memory" (memory 1))
 
   ;; Statistics area, added to by `stats`: 0 saturated, 4 flushed, 8 nonZero (u32),
-  ;; 16 Σx², 24 Σ(x − q)² (f64). The scale histogram is counted by the caller from the scale bytes.
+  ;; 16 Σx², 24 Σ(x − q)² (f64), 64..1087 the scale histogram (u32 per scale byte).
 
   ;; The largest |x| bit pattern of the 32 floats at $p (NaN patterns above +Inf's).
   (func $blockAmax (param $p i32) (result i32)
@@ -138,8 +138,8 @@
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop))))
 
-  ;; Adds the element statistics of quantizing the `blocks` blocks at $p (not yet fake-quantized)
-  ;; to the statistics area; NaN-scale blocks add nothing. Sums in double, like the TypeScript, in
+  ;; Adds the statistics of quantizing the `blocks` blocks at $p (not yet fake-quantized) to the
+  ;; statistics area: every block to the histogram, the elements of finite blocks to the rest. Sums in double, like the TypeScript, in
   ;; two f64 lanes per call (lane 0 takes elements 0 and 2 of every four, lane 1 elements 1 and 3,
   ;; each as x_a² + x_b² then added; the lanes added once at the end): the checkpoint report's bits
   ;; depend on this association. The sums work on |x| and |q|: q carries x's sign, so (x − q)² =
@@ -160,6 +160,8 @@
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
         (local.set $byte (i32.load8_u (local.get $scales)))
+        (i32.store offset=64 (i32.shl (local.get $byte) (i32.const 2))
+          (i32.add (i32.load offset=64 (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))
         (if (i32.ne (local.get $byte) (i32.const 255))
           (then
             (local.set $finite (i32.add (local.get $finite) (i32.const 1)))
