@@ -190,8 +190,8 @@
     (local.get $slowCount))
 
   ;; float32 from bfloat16: each of `count` u16 words at $src (any even address) becomes the u32 word
-  ;; << 16 at $dst, 8 a turn (one byte shuffle per 4 outputs puts each word in a lane's upper half,
-  ;; zeros below), the rest one by one. The checkpoint analysis decodes its SQNR sample rows with it
+  ;; << 16 at $dst, 8 a turn (a zero extension and a shift per 4 outputs: a two-source byte shuffle
+  ;; against a zero vector cost V8 more instructions), the rest one by one. The checkpoint analysis decodes its SQNR sample rows with it
   ;; straight from the chunk buffers; src/checkpoint/dtypes.ts's decodeInto is the reference.
   (func (export "decode_bf16") (param $src i32) (param $dst i32) (param $count i32)
     (local $end i32) (local $x v128)
@@ -200,8 +200,8 @@
       (loop $vectors
         (br_if $vectorsDone (i32.ge_u (local.get $src) (local.get $end)))
         (local.set $x (v128.load (local.get $src)))
-        (v128.store (local.get $dst) (i8x16.shuffle 16 16 0 1 16 16 2 3 16 16 4 5 16 16 6 7 (local.get $x) (v128.const i64x2 0 0)))
-        (v128.store offset=16 (local.get $dst) (i8x16.shuffle 16 16 8 9 16 16 10 11 16 16 12 13 16 16 14 15 (local.get $x) (v128.const i64x2 0 0)))
+        (v128.store (local.get $dst) (i32x4.shl (i32x4.extend_low_i16x8_u (local.get $x)) (i32.const 16)))
+        (v128.store offset=16 (local.get $dst) (i32x4.shl (i32x4.extend_high_i16x8_u (local.get $x)) (i32.const 16)))
         (local.set $src (i32.add (local.get $src) (i32.const 16)))
         (local.set $dst (i32.add (local.get $dst) (i32.const 32)))
         (br $vectors)))
