@@ -4,15 +4,11 @@
 // tensor are quantized in the same batches, in the same order, by the same kernels.
 import type { HadamardBlock } from '../protocol/index.js';
 import type { FormatQuantizability, SqnrResult } from '../protocol/checkpoint-report.js';
-import { createMxStats, hadamardInPlace, mxfp4Stats, mxfp8Stats, nvfp4Stats, type MxStats } from '../mx/index.js';
+import { createMxStats, hadamardInPlace, mxfp4Stats, sampleStats, type MxStats, type SampleStats } from '../mx/index.js';
 
 /** What one tensor's sample adds up to; plain data, so it crosses from a worker as it is. */
-export interface SqnrTotals {
+export interface SqnrTotals extends SampleStats {
   rowsUsed: number;
-  plain: MxStats;
-  rotated: MxStats;
-  nvfp4: MxStats;
-  mxfp8: MxStats;
 }
 
 /** How a tensor's sample is quantized: the row length and the Hadamard block (null where it does not divide the rows). */
@@ -42,14 +38,10 @@ export class SqnrAccumulator {
 
   constructor(private readonly shape: SampleShape) {}
 
-  /** A batch of whole rows (`rows` × cols floats). The statistics-only kernels read it without changing it: only the rotation needs a copy. */
+  /** A batch of whole rows (`rows` × cols floats), left as it is; `rotation` is scratch for the rotated copy. */
   quantizeRows(values: Float32Array, rows: number, rotation: Float32Array): void {
     if (rows === 0) return;
-    const { cols } = this.shape;
-    nvfp4Stats(values, cols, this.totals.nvfp4);
-    mxfp8Stats(values, cols, 'e4m3', this.totals.mxfp8);
-    this.addRotated(values, rotation, rows, cols);
-    mxfp4Stats(values, cols, this.totals.plain);
+    sampleStats(values, this.shape.cols, this.shape.hadamardBlock, this.totals, rotation);
     this.totals.rowsUsed += rows;
   }
   /**
@@ -57,19 +49,17 @@ export class SqnrAccumulator {
    * multiple of 128 columns, so its MX and Hadamard blocks are the row's own. `endRow` counts the row.
    */
   quantizeSegment(values: Float32Array, rotation: Float32Array): void {
-    this.addRotated(values, rotation, 1, values.length);
+    if (this.shape.hadamardBlock !== null) {
+      // The rotation works in place: on a copy.
+      const rotated = rotation.subarray(0, values.length);
+      rotated.set(values);
+      hadamardInPlace(rotated, 1, values.length, 1, this.shape.hadamardBlock);
+      mxfp4Stats(rotated, values.length, this.totals.rotated);
+    }
     mxfp4Stats(values, values.length, this.totals.plain);
   }
   endRow(): void {
     this.totals.rowsUsed++;
-  }
-  /** MXFP4 statistics of the rows after the Hadamard rotation, which works in place: on a copy. */
-  private addRotated(values: Float32Array, rotation: Float32Array, rows: number, cols: number): void {
-    if (this.shape.hadamardBlock === null) return;
-    const rotated = rotation.subarray(0, values.length);
-    rotated.set(values);
-    hadamardInPlace(rotated, rows, cols, 1, this.shape.hadamardBlock);
-    mxfp4Stats(rotated, cols, this.totals.rotated);
   }
 }
 

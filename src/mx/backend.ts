@@ -18,6 +18,8 @@ import { setNvfp4Kernel, type Nvfp4Kernel } from './nvfp4.js';
 import { loadNvfp4Wasm } from './nvfp4-wasm.js';
 import { setResidentScaleKernels, setScaleCountsKernel, setScaleHistogramKernel } from './scale-histogram.js';
 import { loadScaleHistogramWasm, type ScaleKernels } from './scale-histogram-wasm.js';
+import { setSampleStatsKernel, type SampleStatsKernel } from './sample-stats.js';
+import { loadSampleStatsWasm } from './sample-stats-wasm.js';
 
 export type MxBackend = 'auto' | 'ts' | 'wasm';
 
@@ -29,6 +31,7 @@ interface WasmKernels {
   hadamard: HadamardKernel;
   fp8: Fp8TensorKernel;
   scale: ScaleKernels;
+  sample: SampleStatsKernel;
 }
 let wasm: WasmKernels | undefined | null = null;
 let inUse: 'ts' | 'wasm' = 'ts';
@@ -42,7 +45,8 @@ function loadWasm(): WasmKernels | undefined {
     const hadamard = loadHadamardWasm();
     const fp8 = loadFp8Wasm();
     const scale = loadScaleHistogramWasm();
-    wasm = gemm && mxfp4 && mxfp8 && nvfp4 && hadamard && fp8 && scale ? { gemm, mxfp4, mxfp8, nvfp4, hadamard, fp8, scale } : undefined;
+    const sample = loadSampleStatsWasm();
+    wasm = gemm && mxfp4 && mxfp8 && nvfp4 && hadamard && fp8 && scale && sample ? { gemm, mxfp4, mxfp8, nvfp4, hadamard, fp8, scale, sample } : undefined;
   }
   return wasm;
 }
@@ -60,6 +64,7 @@ export function setMxBackend(backend: MxBackend): boolean {
   setScaleHistogramKernel(kernels?.scale.histogram);
   setScaleCountsKernel(kernels?.scale.counts);
   setResidentScaleKernels(kernels?.scale.resident);
+  setSampleStatsKernel(kernels?.sample);
   inUse = kernels ? 'wasm' : 'ts';
   return kernels !== undefined;
 }

@@ -3,7 +3,7 @@ import { WASM_BASE64 } from '../wasm/generated/hadamard.js';
 import type { HadamardKernel } from './hadamard.js';
 import { align16, tryLoad } from './wasm-arena.js';
 
-interface HadamardExports {
+export interface HadamardExports {
   rows(p: number, count: number, cols: number, n: number, factors: number): void;
   columns(p: number, cols: number, n: number, factors: number): void;
 }

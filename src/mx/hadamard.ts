@@ -20,6 +20,11 @@ export function setHadamardKernel(kernel: HadamardKernel | undefined): void {
   fastKernel = kernel;
 }
 
+/** 1/√n rounded to float32 once, so every kernel multiplies by the same number. */
+export function hadamardNorm(blockSize: HadamardSize): number {
+  return Math.fround(1 / Math.sqrt(blockSize));
+}
+
 export function hadamardInPlace(
   values: Float32Array,
   rows: number,
@@ -40,8 +45,7 @@ export function hadamardInPlace(
   if (signs && signs.length !== axisLength) {
     throw new Error(`hadamardInPlace: signs.length ${signs.length} must equal the size of axis ${axis} (${axisLength})`);
   }
-  // 1/√n rounded to float32 once, so every kernel multiplies by the same number.
-  const norm = Math.fround(1 / Math.sqrt(blockSize));
+  const norm = hadamardNorm(blockSize);
   if (fastKernel && fastKernel(values, rows, cols, axis, blockSize, signs, norm)) return;
   if (axis === 1) hadamardRows(values, rows, cols, blockSize, norm, signs);
   else hadamardColumns(values, cols, rows, blockSize, norm, signs);

@@ -13,9 +13,10 @@ import type { MxKernelJob } from './mxfp4-ts.js';
 import type { Rng } from './rng.js';
 import type { ScaleRule } from './scale-rule.js';
 import type { MxStats } from './stats.js';
+import { STATS_CHUNK } from './wasm-stats.js';
 import { tryLoad, type WasmArena } from './wasm-arena.js';
 
-interface MxExports {
+export interface MxExports {
   scale_bytes(p: number, blocks: number, out: number, rule: number): void;
   fake_quant(p: number, blocks: number, scales: number): void;
   stats(p: number, blocks: number, scales: number): void;
@@ -26,13 +27,13 @@ interface MxExports {
 }
 
 /** Byte offsets in the module's memory; the statistics layout is documented in mxfp4.wat. */
-const STATS_BYTES = 1056;
+export const MXFP4_STATS_BYTES = 1056;
 const SATURATED = 1024 >> 2;
 const FLUSHED = 1028 >> 2;
 const NON_ZERO = 1032 >> 2;
 const SIGNAL_SQ = 1040 >> 3;
 const ERROR_SQ = 1048 >> 3;
-const CHUNK = 8192; // floats per chunk: 32 kB, stays in L1/L2 between the copy in, the kernel and the copy out
+const CHUNK = STATS_CHUNK; // stays in L1/L2 between the copy in, the kernel and the copy out
 const RNG_STATE = 1536;
 const DATA = 2048;
 const CODES = DATA + 4 * CHUNK;
@@ -78,7 +79,7 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
   const rng = job.rounding === 'stochastic' ? (job.rng as Rng) : undefined;
   const kernels = arena.exports;
   const words = new Uint32Array(arena.buffer, RNG_STATE, 4);
-  if (stats) arena.u8.fill(0, 0, STATS_BYTES);
+  if (stats) arena.u8.fill(0, 0, MXFP4_STATS_BYTES);
   if (rng) words.set(rng.saveState());
   forEachChunk(arena, values, (offset, length, blocks) => {
     if (prescale) kernels.scale_in_place(DATA, length, PRESCALE);
@@ -95,7 +96,7 @@ function fakeQuant(arena: WasmArena<MxExports>, job: MxKernelJob): void {
     values.set(arena.f32.subarray(DATA >> 2, (DATA >> 2) + length), offset);
   });
   if (rng) rng.restoreState(Array.from(words));
-  if (stats) addStats(arena, stats, values.length);
+  if (stats) addMxfp4Stats(arena.buffer, stats, values.length);
 }
 
 function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint8Array, scales: Uint8Array, rule: number): void {
@@ -107,9 +108,10 @@ function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint
   });
 }
 
-function addStats(arena: WasmArena<MxExports>, stats: MxStats, elements: number): void {
-  const counts = new Uint32Array(arena.buffer, 0, STATS_BYTES >> 2);
-  const sums = new Float64Array(arena.buffer, 0, STATS_BYTES >> 3);
+/** Adds the statistics area (at 0 in `buffer`) of a run of `stats` calls over `elements` floats to `stats`. */
+export function addMxfp4Stats(buffer: ArrayBuffer, stats: MxStats, elements: number): void {
+  const counts = new Uint32Array(buffer, 0, MXFP4_STATS_BYTES >> 2);
+  const sums = new Float64Array(buffer, 0, MXFP4_STATS_BYTES >> 3);
   for (let byte = 0; byte < 256; byte++) stats.expCounts[byte] += counts[byte];
   stats.blocks += elements / MX_BLOCK_SIZE;
   stats.elements += elements;

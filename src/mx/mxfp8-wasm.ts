@@ -9,29 +9,30 @@ import { floorLog2 } from './float-grid.js';
 import { MX_BLOCK_SIZE } from './layout.js';
 import type { Mxfp8Kernel, Mxfp8Job } from './mxfp8.js';
 import type { ScaleRule } from './scale-rule.js';
-import { addElementStats } from './wasm-stats.js';
+import type { MxStats } from './stats.js';
+import { addElementStats, STATS_CHUNK } from './wasm-stats.js';
 import { tryLoad, type WasmArena } from './wasm-arena.js';
 
-interface Mxfp8Exports {
+export interface Mxfp8Exports {
   scale_bytes(p: number, blocks: number, out: number, rule: number, emax: number, mantissaBits: number, max: number): void;
   fake_quant(p: number, blocks: number, scales: number, low: number, high: number, magicAdd: number, max: number): void;
   stats(p: number, blocks: number, scales: number, low: number, high: number, magicAdd: number, max: number): void;
   quantize(p: number, blocks: number, codes: number, scales: number, low: number, high: number, magicAdd: number, mantissaBits: number, binadeBase: number, maxCode: number): void;
 }
 
-const CHUNK = 8192; // floats per chunk: 32 kB, stays in L1/L2 between the copy in, the kernels and the copy out
+const CHUNK = STATS_CHUNK; // stays in L1/L2 between the copy in, the kernels and the copy out
 /** The statistics area (wasm-stats.ts) with the scale histogram after it, at HISTOGRAM (see mxfp8.wat). */
 const HISTOGRAM = 64;
-const STATS_BYTES = HISTOGRAM + 4 * 256;
+export const MXFP8_STATS_BYTES = HISTOGRAM + 4 * 256;
 const DATA = 2048;
 const CODES = DATA + 4 * CHUNK;
 const SCALES = CODES + CHUNK;
 const END = SCALES + CHUNK / MX_BLOCK_SIZE;
 /** The scale_bytes kernel's rule argument (the same numbering as mxfp4.wat). */
-const RULE_CODES: Record<ScaleRule, number> = { floor: 0, even: 1, rceil: 2 };
+export const RULE_CODES: Record<ScaleRule, number> = { floor: 0, even: 1, rceil: 2 };
 
 /** What the kernels need to know of an element format (see the header of mxfp8.wat). */
-interface ElementParams {
+export interface ElementParams {
   emax: number;
   mantissaBits: number;
   max: number;
@@ -42,7 +43,7 @@ interface ElementParams {
   maxCode: number;
 }
 
-function elementParams(format: Fp8Format): ElementParams {
+export function elementParams(format: Fp8Format): ElementParams {
   const grid = fp8Grid(format);
   const emax = floorLog2(grid.max);
   const m = grid.mantissaBits;
@@ -76,7 +77,7 @@ function run(arena: WasmArena<Mxfp8Exports>, job: Mxfp8Job, f: ElementParams): v
   const { values, codes, scales, stats, writeBack } = job;
   const kernels = arena.exports;
   const rule = RULE_CODES[job.rule];
-  if (stats) arena.u8.fill(0, 0, STATS_BYTES);
+  if (stats) arena.u8.fill(0, 0, MXFP8_STATS_BYTES);
   for (let offset = 0; offset < values.length; offset += CHUNK) {
     const length = Math.min(CHUNK, values.length - offset);
     const blocks = length / MX_BLOCK_SIZE;
@@ -93,8 +94,12 @@ function run(arena: WasmArena<Mxfp8Exports>, job: Mxfp8Job, f: ElementParams): v
       values.set(arena.f32.subarray(DATA >> 2, (DATA >> 2) + length), offset);
     }
   }
-  if (!stats) return;
-  addElementStats(arena.buffer, stats, values.length / MX_BLOCK_SIZE, values.length);
-  const counts = new Uint32Array(arena.buffer, HISTOGRAM, 256);
+  if (stats) addMxfp8Stats(arena.buffer, stats, values.length);
+}
+
+/** Adds the statistics area (at 0 in `buffer`) of a run of `stats` calls over `elements` floats to `stats`. */
+export function addMxfp8Stats(buffer: ArrayBuffer, stats: MxStats, elements: number): void {
+  addElementStats(buffer, stats, elements / MX_BLOCK_SIZE, elements);
+  const counts = new Uint32Array(buffer, HISTOGRAM, 256);
   for (let byte = 0; byte < 256; byte++) stats.expCounts[byte]! += counts[byte]!;
 }

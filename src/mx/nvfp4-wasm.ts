@@ -8,10 +8,10 @@ import { WASM_BASE64 } from '../wasm/generated/nvfp4.js';
 import { decodeFp8 } from './fp8.js';
 import { E4M3_NAN_CODE, NVFP4_BLOCK_SIZE, nvfp4BlockFactor, nvfp4TensorScales, type Nvfp4Job, type Nvfp4Kernel } from './nvfp4.js';
 import type { MxStats } from './stats.js';
-import { addElementStats, ELEMENT_STATS_BYTES } from './wasm-stats.js';
+import { addElementStats, ELEMENT_STATS_BYTES, STATS_CHUNK } from './wasm-stats.js';
 import { tryLoad, type WasmArena } from './wasm-arena.js';
 
-interface Nvfp4Exports {
+export interface Nvfp4Exports {
   block_amax(p: number, blocks: number, out: number): number;
   block_scales(amax: number, blocks: number, out: number, encSixth: number): void;
   fake_quant(p: number, blocks: number, scales: number, decode: number): void;
@@ -20,7 +20,7 @@ interface Nvfp4Exports {
 }
 
 const E4M3_TABLE = 64;
-const CHUNK = 8192; // floats per chunk: 32 kB, stays in L1/L2 between the copy in, the kernels and the copy out
+const CHUNK = STATS_CHUNK; // stays in L1/L2 between the copy in, the kernels and the copy out
 const CHUNK_BLOCKS = CHUNK / NVFP4_BLOCK_SIZE;
 const DATA = 1024;
 const CODES = DATA + 4 * CHUNK;
@@ -32,7 +32,7 @@ export function loadNvfp4Wasm(): Nvfp4Kernel | undefined {
   const arena = tryLoad<Nvfp4Exports>(WASM_BASE64);
   if (!arena) return undefined;
   arena.ensure(END);
-  arena.f32.set(Float32Array.from({ length: 128 }, (_, code) => decodeFp8(code, 'e4m3')), E4M3_TABLE >> 2);
+  writeE4m3Table(arena.f32);
   /** Every block's amax bits (one u32 per 16 floats), kept between calls and grown on demand. */
   let amaxBits = new Uint32Array(0);
   let scaleCodes = new Uint8Array(0);
@@ -48,10 +48,16 @@ export function loadNvfp4Wasm(): Nvfp4Kernel | undefined {
     const tensor = nvfp4TensorScales(amax);
     const scales = job.scales ?? scaleCodes;
     quantizeChunks(arena, job, amaxBits, scales, nvfp4BlockFactor(tensor.encode), tensor.decode);
-    if (job.stats) countBlocks(job, scales, job.stats);
+    if (job.stats) countBlocks(job.values.length / job.rowLength, job.rowLength, job.tile2d, scales, job.stats);
     return { amax, tensorScale: tensor.decode };
   };
 }
+
+/** The value of every E4M3 code where the kernels read it (at 64 in the module's memory, `memory` a float view of it). */
+export function writeE4m3Table(memory: Float32Array): void {
+  memory.set((e4m3Values ??= Float32Array.from({ length: 128 }, (_, code) => decodeFp8(code, 'e4m3'))), E4M3_TABLE >> 2);
+}
+let e4m3Values: Float32Array | undefined;
 
 /** Writes each block's amax bits to `out` and returns the tensor's finite amax. */
 function blockAmaxes(arena: WasmArena<Nvfp4Exports>, values: Float32Array, out: Uint32Array): number {
@@ -104,10 +110,9 @@ function quantizeChunks(arena: WasmArena<Nvfp4Exports>, job: Nvfp4Job, amaxBits:
 }
 
 /** The scale histogram, blocks and elements, counted once per block or per 16×16 tile as the TypeScript path does. */
-function countBlocks(job: Nvfp4Job, scales: Uint8Array, stats: MxStats): void {
-  const rows = job.values.length / job.rowLength;
-  const perRow = job.rowLength / NVFP4_BLOCK_SIZE;
-  const tileRows = job.tile2d ? NVFP4_BLOCK_SIZE : 1;
+export function countBlocks(rows: number, rowLength: number, tile2d: boolean, scales: Uint8Array, stats: MxStats): void {
+  const perRow = rowLength / NVFP4_BLOCK_SIZE;
+  const tileRows = tile2d ? NVFP4_BLOCK_SIZE : 1;
   // Read once: an imported binding read per block is a getter call where the module loads as CommonJS (tsx).
   const nanCode = E4M3_NAN_CODE;
   for (let rowStart = 0; rowStart < rows; rowStart += tileRows) {
@@ -117,6 +122,6 @@ function countBlocks(job: Nvfp4Job, scales: Uint8Array, stats: MxStats): void {
       stats.expCounts[code === nanCode ? 255 : code]!++;
     }
     stats.blocks += perRow;
-    stats.elements += height * job.rowLength;
+    stats.elements += height * rowLength;
   }
 }

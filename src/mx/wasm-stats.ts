@@ -6,6 +6,12 @@
 import type { MxStats } from './stats.js';
 
 export const ELEMENT_STATS_BYTES = 32;
+/**
+ * Floats per statistics kernel call in every driver (32 kB, cache-sized). The kernels keep their
+ * sums in registers during a call and add them to the area at its end, so a checkpoint report's
+ * bits depend on this number: the drivers and the SQNR sample's in-place driver share it.
+ */
+export const STATS_CHUNK = 8192;
 
 /** Adds the area's counts, and `blocks` and `elements`, to `stats`. */
 export function addElementStats(buffer: ArrayBuffer, stats: MxStats, blocks: number, elements: number): void {
