@@ -103,7 +103,8 @@ export function loadSampleStatsWasm(): SampleStatsKernel | undefined {
   };
 
   return (values, cols, hadamardBlock, stats) => {
-    if (cols % MX_BLOCK_SIZE !== 0) return false;
+    // Other shapes go to the reference, which quantizes them in TypeScript or refuses them with its errors.
+    if (cols % MX_BLOCK_SIZE !== 0 || (hadamardBlock !== null && cols % hadamardBlock !== 0)) return false;
     const length = values.length;
     const where = layout(length, cols);
     arena.ensure(where.end);
