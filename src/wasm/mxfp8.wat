@@ -165,8 +165,9 @@
         (if (i32.ne (local.get $byte) (i32.const 255))
           (then
             (local.set $finite (i32.add (local.get $finite) (i32.const 1)))
-            (local.set $inv (call $inverse (local.get $byte)))
-            (local.set $scale (call $scale (local.get $byte)))
+            ;; $inverse and $scale written out: a call per block spilled every vector register around it.
+            (local.set $inv (i32x4.splat (i32.shl (i32.sub (i32.const 254) (local.get $byte)) (i32.const 23))))
+            (local.set $scale (i32x4.splat (select (i32.shl (local.get $byte) (i32.const 23)) (i32.const 0x00400000) (local.get $byte))))
             (local.set $addr (local.get $p))
             (local.set $blockEnd (i32.add (local.get $p) (i32.const 128)))
             (loop $vectors

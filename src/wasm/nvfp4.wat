@@ -166,9 +166,10 @@
         (local.set $code (i32.load8_u (local.get $scales)))
         (if (i32.ne (local.get $code) (i32.const 0x7f))
           (then
-            (local.set $s (call $scaleValue (local.get $code)))
+            ;; $scaleValue and $encode written out: a call per block spilled every vector register around it.
+            (local.set $s (f32.load offset=64 (i32.shl (local.get $code) (i32.const 2))))
             (local.set $sv (f32x4.splat (local.get $s)))
-            (local.set $enc (call $encode (local.get $s) (local.get $decodeScale)))
+            (local.set $enc (f32x4.splat (f32.min (f32.div (f32.const 1) (f32.mul (local.get $s) (local.get $decodeScale))) (f32.const 0x1.fffffep+127))))
             (local.set $addr (local.get $p))
             (local.set $blockEnd (i32.add (local.get $p) (i32.const 64)))
             (loop $vectors
