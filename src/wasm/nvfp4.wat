@@ -37,7 +37,10 @@
             (v128.and (local.get $bits) (i32x4.lt_u (local.get $bits) (local.get $inf)))))
           (local.set $v (i32.add (local.get $v) (i32.const 16)))
           (br_if $vectors (i32.lt_u (local.get $v) (i32.const 64))))
-        (i32.store (local.get $out) (call $laneMax (local.get $m)))
+        ;; $laneMax written out: a call per block spilled the vector registers around it.
+        (local.set $m (i32x4.max_u (local.get $m) (i8x16.shuffle 8 9 10 11 12 13 14 15 0 1 2 3 4 5 6 7 (local.get $m) (local.get $m))))
+        (i32.store (local.get $out) (i32x4.extract_lane 0
+          (i32x4.max_u (local.get $m) (i8x16.shuffle 4 5 6 7 0 1 2 3 12 13 14 15 8 9 10 11 (local.get $m) (local.get $m)))))
         (local.set $p (i32.add (local.get $p) (i32.const 64)))
         (local.set $out (i32.add (local.get $out) (i32.const 4)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
