@@ -4,7 +4,7 @@ import type { HadamardKernel } from './hadamard.js';
 import { align16, tryLoad } from './wasm-arena.js';
 
 export interface HadamardExports {
-  rows(p: number, count: number, cols: number, n: number, factors: number): void;
+  rows(src: number, dst: number, count: number, cols: number, n: number, factors: number): void;
   columns(p: number, cols: number, n: number, factors: number): void;
 }
 
@@ -28,7 +28,7 @@ export function loadHadamardWasm(): HadamardKernel | undefined {
       const start = row * cols;
       const length = Math.min(rowsPerCall, rows - row) * cols;
       memory.set(values.subarray(start, start + length), data >> 2);
-      if (axis === 1) arena.exports.rows(data, length, cols, n, FACTORS);
+      if (axis === 1) arena.exports.rows(data, data, length, cols, n, FACTORS);
       else arena.exports.columns(data, cols, n, FACTORS + 4 * row);
       values.set(memory.subarray(data >> 2, (data >> 2) + length), start);
     }

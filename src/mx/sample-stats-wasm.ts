@@ -3,7 +3,7 @@
  * MXFP8, NVFP4 and Hadamard modules share one memory, the batch is copied in once, and each format's
  * kernels read it where it lies. The per-format drivers copied every 32 kB chunk into their own
  * memory first, and the rotation's copy in and out on top: eight copies of the batch, about 0.2 ns
- * per element each. The kernels are called in the same chunks (STATS_CHUNK), in the same order, with
+ * per element each. The rotation reads the batch and writes its rotated copy in the same pass. The kernels are called in the same chunks (STATS_CHUNK), in the same order, with
  * each statistics area zeroed before a format's first chunk and read after its last, as the drivers
  * do: the sums are the same bits. The formats take turns on the statistics area at 0 (NVFP4's E4M3
  * table at 64 is written again before its turn).
@@ -97,9 +97,8 @@ export function loadSampleStatsWasm(): SampleStatsKernel | undefined {
 
   /** A rotated copy of the batch (every factor 1/√n: no signs), as hadamardInPlace makes it. */
   const rotate = (where: Layout, length: number, cols: number, n: HadamardSize): void => {
-    arena.u8.copyWithin(where.rotated, where.batch, where.batch + 4 * length);
     arena.f32.fill(hadamardNorm(n), where.factors >> 2, (where.factors >> 2) + cols);
-    hadamard.rows(where.rotated, length, cols, n, where.factors);
+    hadamard.rows(where.batch, where.rotated, length, cols, n, where.factors);
   };
 
   return (values, cols, hadamardBlock, stats) => {

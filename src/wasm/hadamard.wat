@@ -4,34 +4,26 @@
 (module
   (import "env" "memory" (memory 1))
 
-  ;; x[i] *= factor[i mod period] for `count` floats, where factors holds `period` floats (a multiple of 4).
-  (func $premultiply (param $p i32) (param $count i32) (param $factors i32) (param $period i32)
-    (local $end i32) (local $f i32) (local $fend i32)
-    (local.set $end (i32.add (local.get $p) (i32.shl (local.get $count) (i32.const 2))))
-    (local.set $fend (i32.add (local.get $factors) (i32.shl (local.get $period) (i32.const 2))))
-    (local.set $f (local.get $factors))
-    (block $done
-      (loop $vectors
-        (br_if $done (i32.ge_u (local.get $p) (local.get $end)))
-        (v128.store (local.get $p) (f32x4.mul (v128.load (local.get $p)) (v128.load (local.get $f))))
-        (local.set $p (i32.add (local.get $p) (i32.const 16)))
-        (local.set $f (i32.add (local.get $f) (i32.const 16)))
-        (if (i32.ge_u (local.get $f) (local.get $fend)) (then (local.set $f (local.get $factors))))
-        (br $vectors))))
-
-  ;; Along rows: `count` floats at $p are consecutive segments of n (n ≥ 16); factors has one float per column.
-  (func (export "rows") (param $p i32) (param $count i32) (param $cols i32) (param $n i32) (param $factors i32)
+  ;; Along rows: the `count` floats at $src (consecutive segments of n, n ≥ 16) go to $dst rotated
+  ;; ($src may be $dst); factors has one float per column, `cols` of them (a multiple of n). The
+  ;; factors are applied as each vector is first loaded, before the in-vector butterflies: the same
+  ;; float32 operations as a separate pass, without it (and without a copy when $dst is elsewhere).
+  (func (export "rows") (param $src i32) (param $dst i32) (param $count i32) (param $cols i32) (param $n i32) (param $factors i32)
     (local $seg i32) (local $end i32) (local $h i32) (local $i i32) (local $j i32) (local $a v128) (local $b v128) (local $v v128)
-    (call $premultiply (local.get $p) (local.get $count) (local.get $factors) (local.get $cols))
-    (local.set $end (i32.add (local.get $p) (i32.shl (local.get $count) (i32.const 2))))
-    (local.set $seg (local.get $p))
+    (local $f i32) (local $fend i32)
+    (local.set $end (i32.add (local.get $dst) (i32.shl (local.get $count) (i32.const 2))))
+    (local.set $fend (i32.add (local.get $factors) (i32.shl (local.get $cols) (i32.const 2))))
+    (local.set $f (local.get $factors))
+    (local.set $seg (local.get $dst))
     (block $done
       (loop $segments
         (br_if $done (i32.ge_u (local.get $seg) (local.get $end)))
         ;; h = 1 and h = 2 inside each vector: [x0+x1, x0−x1, x2+x3, x2−x3], then [y0+y2, y1+y3, y0−y2, y1−y3].
         (local.set $i (local.get $seg))
         (loop $small
-          (local.set $v (v128.load (local.get $i)))
+          (local.set $v (f32x4.mul (v128.load (i32.add (local.get $src) (i32.sub (local.get $i) (local.get $dst)))) (v128.load (local.get $f))))
+          (local.set $f (i32.add (local.get $f) (i32.const 16)))
+          (if (i32.ge_u (local.get $f) (local.get $fend)) (then (local.set $f (local.get $factors))))
           (local.set $v (f32x4.add
             (i8x16.shuffle 0 1 2 3 0 1 2 3 8 9 10 11 8 9 10 11 (local.get $v) (local.get $v))
             (f32x4.mul (i8x16.shuffle 4 5 6 7 4 5 6 7 12 13 14 15 12 13 14 15 (local.get $v) (local.get $v))
