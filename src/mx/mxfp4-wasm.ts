@@ -108,10 +108,10 @@ function quantize(arena: WasmArena<MxExports>, values: Float32Array, codes: Uint
   });
 }
 
-/** Adds the statistics area (at 0 in `buffer`) of a run of `stats` calls over `elements` floats to `stats`. */
-export function addMxfp4Stats(buffer: ArrayBuffer, stats: MxStats, elements: number): void {
-  const counts = new Uint32Array(buffer, 0, MXFP4_STATS_BYTES >> 2);
-  const sums = new Float64Array(buffer, 0, MXFP4_STATS_BYTES >> 3);
+/** Adds the statistics area (at `area` in `buffer`) of a run of `stats` calls over `elements` floats to `stats`. */
+export function addMxfp4Stats(buffer: ArrayBuffer, stats: MxStats, elements: number, area = 0): void {
+  const counts = new Uint32Array(buffer, area, MXFP4_STATS_BYTES >> 2);
+  const sums = new Float64Array(buffer, area, MXFP4_STATS_BYTES >> 3);
   for (let byte = 0; byte < 256; byte++) stats.expCounts[byte] += counts[byte];
   stats.blocks += elements / MX_BLOCK_SIZE;
   stats.elements += elements;

@@ -97,9 +97,9 @@ function run(arena: WasmArena<Mxfp8Exports>, job: Mxfp8Job, f: ElementParams): v
   if (stats) addMxfp8Stats(arena.buffer, stats, values.length);
 }
 
-/** Adds the statistics area (at 0 in `buffer`) of a run of `stats` calls over `elements` floats to `stats`. */
-export function addMxfp8Stats(buffer: ArrayBuffer, stats: MxStats, elements: number): void {
-  addElementStats(buffer, stats, elements / MX_BLOCK_SIZE, elements);
-  const counts = new Uint32Array(buffer, HISTOGRAM, 256);
+/** Adds the statistics area (at `area` in `buffer`) of a run of `stats` calls over `elements` floats to `stats`. */
+export function addMxfp8Stats(buffer: ArrayBuffer, stats: MxStats, elements: number, area = 0): void {
+  addElementStats(buffer, stats, elements / MX_BLOCK_SIZE, elements, area);
+  const counts = new Uint32Array(buffer, area + HISTOGRAM, 256);
   for (let byte = 0; byte < 256; byte++) stats.expCounts[byte]! += counts[byte]!;
 }

@@ -53,9 +53,9 @@ export function loadNvfp4Wasm(): Nvfp4Kernel | undefined {
   };
 }
 
-/** The value of every E4M3 code where the kernels read it (at 64 in the module's memory, `memory` a float view of it). */
-export function writeE4m3Table(memory: Float32Array): void {
-  memory.set((e4m3Values ??= Float32Array.from({ length: 128 }, (_, code) => decodeFp8(code, 'e4m3'))), E4M3_TABLE >> 2);
+/** The value of every E4M3 code where the kernels read it (64 bytes after the statistics area at `area`; `memory` a float view of the module's memory). */
+export function writeE4m3Table(memory: Float32Array, area = 0): void {
+  memory.set((e4m3Values ??= Float32Array.from({ length: 128 }, (_, code) => decodeFp8(code, 'e4m3'))), (area + E4M3_TABLE) >> 2);
 }
 let e4m3Values: Float32Array | undefined;
 

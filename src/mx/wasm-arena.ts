@@ -40,16 +40,17 @@ export class WasmArena<Exports> {
 
   /**
    * Instantiates a module (this arena's own, or another one importing env.memory) on this arena's
-   * memory, so kernels of different modules can work on the same data without copies.
+   * memory, so kernels of different modules can work on the same data without copies. Modules with
+   * a statistics area import its address as env.area: instances on one memory each get their own.
    */
-  attach<Other>(base64: string): Other {
+  attach<Other>(base64: string, area = 0): Other {
     let module = compiled.get(base64);
     if (!module) {
       // Synchronous compile: the modules are a few kB and Node has no size limit on it.
       module = new this.api.Module(Uint8Array.from(atob(base64), (ch) => ch.charCodeAt(0)));
       compiled.set(base64, module);
     }
-    return new this.api.Instance(module, { env: { memory: this.memory } }).exports as Other;
+    return new this.api.Instance(module, { env: { memory: this.memory, area } }).exports as Other;
   }
 
   /** Makes the memory at least `bytes` long; growing detaches old views, so fetch views after this. */

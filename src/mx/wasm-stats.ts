@@ -1,7 +1,8 @@
 /**
  * The element-statistics area that the MXFP8 and NVFP4 WebAssembly kernels (src/wasm/mxfp8.wat,
- * nvfp4.wat) add to at address 0: saturated, flushed, nonZero (u32 at 0, 4, 8), Σx² and Σ(x − q)²
- * (f64 at 16, 24). The callers count the scale histogram and the blocks themselves.
+ * nvfp4.wat) add to at their env.area address (0 unless instances share a memory): saturated,
+ * flushed, nonZero (u32 at +0, +4, +8), Σx² and Σ(x − q)² (f64 at +16, +24). The callers count the
+ * blocks themselves, and NVFP4's callers its scale histogram.
  */
 import type { MxStats } from './stats.js';
 
@@ -13,10 +14,10 @@ export const ELEMENT_STATS_BYTES = 32;
  */
 export const STATS_CHUNK = 8192;
 
-/** Adds the area's counts, and `blocks` and `elements`, to `stats`. */
-export function addElementStats(buffer: ArrayBuffer, stats: MxStats, blocks: number, elements: number): void {
-  const counts = new Uint32Array(buffer, 0, 3);
-  const sums = new Float64Array(buffer, 16, 2);
+/** Adds the counts of the area at `area`, and `blocks` and `elements`, to `stats`. */
+export function addElementStats(buffer: ArrayBuffer, stats: MxStats, blocks: number, elements: number, area = 0): void {
+  const counts = new Uint32Array(buffer, area, 3);
+  const sums = new Float64Array(buffer, area + 16, 2);
   stats.blocks += blocks;
   stats.elements += elements;
   stats.saturated += counts[0]!;

@@ -15,8 +15,10 @@
 ;; bit for bit, as the TypeScript kernel's floor(t + r/2^32).
 (module
   (import "env" "memory" (memory 1))
+  ;; Where this instance's statistics area starts (0 unless several instances share one memory).
+  (import "env" "area" (global $area i32))
 
-  ;; Statistics area, added to by `stats`:
+  ;; Statistics area at $area, added to by `stats` (offsets):
   ;;   0..1023 histogram (u32 per scale byte), 1024 saturated, 1028 flushed, 1032 nonZero (u32),
   ;;   1040 Σx², 1048 Σ(x − q)² (f64).
 
@@ -135,7 +137,7 @@
   ;; added in double as (l0 + l1) + (l2 + l3), times 2^(2·shared), added to one double per call.
   ;; Signal and error go side by side in the two lanes of an f64x2, which is the same arithmetic.
   (func (export "stats") (param $p i32) (param $blocks i32) (param $scales i32)
-    (local $byte i32) (local $addr i32) (local $blockEnd i32) (local $finite i32)
+    (local $byte i32) (local $counter i32) (local $addr i32) (local $blockEnd i32) (local $finite i32)
     (local $inv v128) (local $x v128) (local $s v128) (local $r v128) (local $d v128) (local $zero v128)
     (local $saturated v128) (local $small v128) (local $zeros v128) (local $signal v128) (local $error v128)
     (local $sums v128)
@@ -143,8 +145,8 @@
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
         (local.set $byte (i32.load8_u (local.get $scales)))
-        (i32.store (i32.shl (local.get $byte) (i32.const 2))
-          (i32.add (i32.load (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))
+        (local.set $counter (i32.add (global.get $area) (i32.shl (local.get $byte) (i32.const 2))))
+        (i32.store (local.get $counter) (i32.add (i32.load (local.get $counter)) (i32.const 1)))
         (if (i32.ne (local.get $byte) (i32.const 255))
           (then
             (local.set $finite (i32.add (local.get $finite) (i32.const 1)))
@@ -190,13 +192,13 @@
         (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
-    (i32.store (i32.const 1024) (i32.add (i32.load (i32.const 1024)) (call $countSum (local.get $saturated))))
-    (i32.store (i32.const 1028) (i32.add (i32.load (i32.const 1028))
+    (i32.store offset=1024 (global.get $area) (i32.add (i32.load offset=1024 (global.get $area)) (call $countSum (local.get $saturated))))
+    (i32.store offset=1028 (global.get $area) (i32.add (i32.load offset=1028 (global.get $area))
       (i32.sub (call $countSum (local.get $small)) (call $countSum (local.get $zeros)))))
-    (i32.store (i32.const 1032) (i32.add (i32.load (i32.const 1032))
+    (i32.store offset=1032 (global.get $area) (i32.add (i32.load offset=1032 (global.get $area))
       (i32.sub (i32.shl (local.get $finite) (i32.const 5)) (call $countSum (local.get $zeros)))))
-    (f64.store (i32.const 1040) (f64.add (f64.load (i32.const 1040)) (f64x2.extract_lane 0 (local.get $sums))))
-    (f64.store (i32.const 1048) (f64.add (f64.load (i32.const 1048)) (f64x2.extract_lane 1 (local.get $sums)))))
+    (f64.store offset=1040 (global.get $area) (f64.add (f64.load offset=1040 (global.get $area)) (f64x2.extract_lane 0 (local.get $sums))))
+    (f64.store offset=1048 (global.get $area) (f64.add (f64.load offset=1048 (global.get $area)) (f64x2.extract_lane 1 (local.get $sums)))))
 
   (func $countSum (param $v v128) (result i32)
     (i32.add

@@ -17,8 +17,10 @@
 ;; A block holding NaN or ±Inf gets scale byte 0xFF and fake-quantizes to NaN (code 0x7F).
 (module
   (import "env" "memory" (memory 1))
+  ;; Where this instance's statistics area starts (0 unless several instances share one memory).
+  (import "env" "area" (global $area i32))
 
-  ;; Statistics area, added to by `stats`: 0 saturated, 4 flushed, 8 nonZero (u32),
+  ;; Statistics area at $area, added to by `stats` (offsets): 0 saturated, 4 flushed, 8 nonZero (u32),
   ;; 16 Σx², 24 Σ(x − q)² (f64), 64..1087 the scale histogram (u32 per scale byte).
 
   ;; The largest |x| bit pattern of the 32 floats at $p (NaN patterns above +Inf's).
@@ -147,7 +149,7 @@
   ;; finite block − #(x = 0).
   (func (export "stats") (param $p i32) (param $blocks i32) (param $scales i32)
     (param $lowBits i32) (param $highBits i32) (param $magicAddBits i32) (param $maxValue f32)
-    (local $byte i32) (local $addr i32) (local $blockEnd i32) (local $finite i32)
+    (local $byte i32) (local $counter i32) (local $addr i32) (local $blockEnd i32) (local $finite i32)
     (local $inv v128) (local $scale v128) (local $x v128) (local $s v128) (local $r v128) (local $q v128)
     (local $zero v128) (local $saturated v128) (local $small v128) (local $zeros v128)
     (local $signal v128) (local $error v128) (local $xl v128) (local $xh v128)
@@ -160,8 +162,8 @@
       (loop $blockLoop
         (br_if $done (i32.eqz (local.get $blocks)))
         (local.set $byte (i32.load8_u (local.get $scales)))
-        (i32.store offset=64 (i32.shl (local.get $byte) (i32.const 2))
-          (i32.add (i32.load offset=64 (i32.shl (local.get $byte) (i32.const 2))) (i32.const 1)))
+        (local.set $counter (i32.add (global.get $area) (i32.shl (local.get $byte) (i32.const 2))))
+        (i32.store offset=64 (local.get $counter) (i32.add (i32.load offset=64 (local.get $counter)) (i32.const 1)))
         (if (i32.ne (local.get $byte) (i32.const 255))
           (then
             (local.set $finite (i32.add (local.get $finite) (i32.const 1)))
@@ -196,13 +198,13 @@
         (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
-    (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (call $countSum (local.get $saturated))))
-    (i32.store (i32.const 4) (i32.add (i32.load (i32.const 4))
+    (i32.store offset=0 (global.get $area) (i32.add (i32.load offset=0 (global.get $area)) (call $countSum (local.get $saturated))))
+    (i32.store offset=4 (global.get $area) (i32.add (i32.load offset=4 (global.get $area))
       (i32.sub (call $countSum (local.get $small)) (call $countSum (local.get $zeros)))))
-    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8))
+    (i32.store offset=8 (global.get $area) (i32.add (i32.load offset=8 (global.get $area))
       (i32.sub (i32.shl (local.get $finite) (i32.const 5)) (call $countSum (local.get $zeros)))))
-    (f64.store (i32.const 16) (f64.add (f64.load (i32.const 16)) (call $pairSum (local.get $signal))))
-    (f64.store (i32.const 24) (f64.add (f64.load (i32.const 24)) (call $pairSum (local.get $error)))))
+    (f64.store offset=16 (global.get $area) (f64.add (f64.load offset=16 (global.get $area)) (call $pairSum (local.get $signal))))
+    (f64.store offset=24 (global.get $area) (f64.add (f64.load offset=24 (global.get $area)) (call $pairSum (local.get $error)))))
 
   (func $pairSum (param $v v128) (result f64)
     (f64.add (f64x2.extract_lane 0 (local.get $v)) (f64x2.extract_lane 1 (local.get $v))))

@@ -14,10 +14,12 @@
 ;;     with the sign bit set when y < 0. A NaN block fake-quantizes to NaN and gets codes 0.
 (module
   (import "env" "memory" (memory 1))
+  ;; Where this instance's statistics area starts (0 unless several instances share one memory).
+  (import "env" "area" (global $area i32))
 
-  ;; Statistics area, added to by `stats`: 0 saturated, 4 flushed, 8 nonZero (u32),
+  ;; Statistics area at $area, added to by `stats` (offsets): 0 saturated, 4 flushed, 8 nonZero (u32),
   ;; 16 Σx², 24 Σ(x − q)² (f64). The scale histogram is counted by the caller from the scale codes.
-  ;; 64..575: the value of each E4M3 code 0..127 (f32), written by the caller once.
+  ;; 64..575 after $area: the value of each E4M3 code 0..127 (f32), written by the caller once.
 
   ;; Per block of 16 floats at $p: the largest |x| bit pattern (NaN patterns above +Inf's) to $out
   ;; (u32 per block). Returns the largest finite |x| bit pattern of all the blocks.
@@ -83,7 +85,7 @@
 
   ;; The block's E4M3 scale value s (from the table) for a finite code.
   (func $scaleValue (param $code i32) (result f32)
-    (f32.load offset=64 (i32.shl (local.get $code) (i32.const 2))))
+    (f32.load offset=64 (i32.add (global.get $area) (i32.shl (local.get $code) (i32.const 2)))))
 
   ;; The block's element encode scale: min(f32(1 / f32(s · decode)), FLT_MAX) (s = 0 gives FLT_MAX).
   (func $encode (param $s f32) (param $decode f32) (result v128)
@@ -170,7 +172,7 @@
         (if (i32.ne (local.get $code) (i32.const 0x7f))
           (then
             ;; $scaleValue and $encode written out: a call per block spilled every vector register around it.
-            (local.set $s (f32.load offset=64 (i32.shl (local.get $code) (i32.const 2))))
+            (local.set $s (f32.load offset=64 (i32.add (global.get $area) (i32.shl (local.get $code) (i32.const 2)))))
             (local.set $sv (f32x4.splat (local.get $s)))
             (local.set $enc (f32x4.splat (f32.min (f32.div (f32.const 1) (f32.mul (local.get $s) (local.get $decodeScale))) (f32.const 0x1.fffffep+127))))
             (local.set $addr (local.get $p))
@@ -205,11 +207,11 @@
         (local.set $scales (i32.add (local.get $scales) (i32.const 1)))
         (local.set $blocks (i32.sub (local.get $blocks) (i32.const 1)))
         (br $blockLoop)))
-    (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (call $countSum (local.get $saturated))))
-    (i32.store (i32.const 4) (i32.add (i32.load (i32.const 4)) (call $countSum (local.get $flushed))))
-    (i32.store (i32.const 8) (i32.add (i32.load (i32.const 8)) (call $countSum (local.get $nonZero))))
-    (f64.store (i32.const 16) (f64.add (f64.load (i32.const 16)) (call $pairSum (local.get $signal))))
-    (f64.store (i32.const 24) (f64.add (f64.load (i32.const 24)) (call $pairSum (local.get $error)))))
+    (i32.store offset=0 (global.get $area) (i32.add (i32.load offset=0 (global.get $area)) (call $countSum (local.get $saturated))))
+    (i32.store offset=4 (global.get $area) (i32.add (i32.load offset=4 (global.get $area)) (call $countSum (local.get $flushed))))
+    (i32.store offset=8 (global.get $area) (i32.add (i32.load offset=8 (global.get $area)) (call $countSum (local.get $nonZero))))
+    (f64.store offset=16 (global.get $area) (f64.add (f64.load offset=16 (global.get $area)) (call $pairSum (local.get $signal))))
+    (f64.store offset=24 (global.get $area) (f64.add (f64.load offset=24 (global.get $area)) (call $pairSum (local.get $error)))))
 
   (func $pairSum (param $v v128) (result f64)
     (f64.add (f64x2.extract_lane 0 (local.get $v)) (f64x2.extract_lane 1 (local.get $v))))
