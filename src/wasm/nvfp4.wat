@@ -187,7 +187,8 @@
                           (v128.const i32x4 0x7f800000 0x7f800000 0x7f800000 0x7f800000))
                 (v128.const i32x4 0x0b000000 0x0b000000 0x0b000000 0x0b000000)))
               (local.set $r (f32x4.sub (f32x4.add (local.get $a) (local.get $r)) (local.get $r)))
-              ;; |q|; pmin is min here: r is never NaN in a finite block.
+              ;; |q|. pmin(r, 6) is min(r, 6) here: it returns r unless 6 < r, so a NaN r (|y| = Inf: a
+              ;; block with scale code 0 has enc = FLT_MAX) stays NaN, as with min.
               (local.set $q (f32x4.mul (f32x4.mul (f32x4.pmin (local.get $r) (v128.const f32x4 6 6 6 6)) (local.get $sv)) (local.get $decode)))
               ;; Comparison masks are −1 per true lane, so subtracting them counts.
               (local.set $saturated (i32x4.sub (local.get $saturated) (f32x4.ge (local.get $a) (v128.const f32x4 7 7 7 7))))
