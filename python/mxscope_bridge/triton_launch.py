@@ -10,7 +10,7 @@ become host-bound.
 `Relauncher` keeps the CompiledKernel that Triton's own launch returned, under a key made of the same
 facts Triton specializes on (so two calls with one key get one kernel from Triton too), and calls its
 launcher directly the next time. A first launch, Triton's launch hooks (a profiler such as proton
-sets them) and a Triton whose kernels lack the launcher this relies on all take Triton's own path.
+sets them) and an older Triton without `triton.knobs` all take Triton's own path.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any, Dict, Sequence, Tuple
 
 import torch
 
-try:
+try:  # an older Triton without knobs: every launch takes Triton's own path
     from triton import knobs
     from triton.runtime.driver import driver
 except ImportError:  # pragma: no cover - depends on the install
@@ -52,6 +52,9 @@ class Relauncher:
         self.direct_launches = 0
 
     def __call__(self, programs: int, args: Sequence[Any], constexprs: Dict[str, Any], **options) -> None:
+        if driver is None:
+            self.fn[(programs,)](*args, **constexprs, **options)
+            return
         device = driver.active.get_current_device()
         key = (device, specialization_key(args), *constexprs.values(), *options.items())
         kernel = self._kernels.get(key)

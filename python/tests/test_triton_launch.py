@@ -86,6 +86,12 @@ class Relauncher(unittest.TestCase):
         self.launch(1, (self.x,), {})
         self.assertEqual(self.kinds(), ["triton", "triton", "direct"])
 
+    def test_a_triton_without_knobs_launches_every_time_through_triton(self):
+        with mock.patch.object(triton_launch, "driver", None), mock.patch.object(triton_launch, "knobs", None):
+            for _ in range(3):
+                self.launch(1, (self.x,), dict(HB=32), num_warps=2)
+        self.assertEqual(self.kinds(), ["triton"] * 3)
+
 
 if __name__ == "__main__":
     unittest.main()
