@@ -20,6 +20,8 @@ from typing import Optional
 
 import torch
 
+from .triton_launch import Relauncher
+
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -180,6 +182,8 @@ if gluon is not None:
         bins = gl.arange(0, 256, layout=HL)
         gl.atomic_add(stats_ptr + 5 + bins, hist.to(gl.float64), mask=hist != 0)  # most bins are empty
 
+    _launch_stats = Relauncher(_mx_stats_kernel)
+
 
 def launch(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, norm: float, prescale: bool, u: Optional[torch.Tensor],
            out: Optional[torch.Tensor], stats: torch.Tensor, copy: Optional[torch.Tensor], sm_count: int) -> None:
@@ -189,9 +193,9 @@ def launch(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, norm: 
     nbk = -(-k // BLOCK)
     n_blocks = rows * nbk
     programs = max(1, min(-(-n_blocks // (32 * WARPS)), sm_count * PROGRAMS_PER_SM))
-    _mx_stats_kernel[(programs,)](
+    _launch_stats(programs, (
         x, x.stride(0), x.stride(1), out if out is not None else x, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
         copy if copy is not None else x, signs if signs is not None else x, u if u is not None else x, stats,
-        rows, k, nbk * BLOCK, nbk, n_blocks, norm,
-        HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=u is not None, PRESCALE=prescale, WRITE=out is not None, COPY=copy is not None,
-        LANES_ALONG_K=x.stride(1) == 1 or k == 1, NUM_WARPS=WARPS, num_warps=WARPS, enable_fp_fusion=False)
+        rows, k, nbk * BLOCK, nbk, n_blocks, norm),
+        dict(HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=u is not None, PRESCALE=prescale, WRITE=out is not None, COPY=copy is not None,
+             LANES_ALONG_K=x.stride(1) == 1 or k == 1, NUM_WARPS=WARPS), num_warps=WARPS, enable_fp_fusion=False)

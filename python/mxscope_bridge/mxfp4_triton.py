@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
 from . import mxfp4, mxfp4_gluon
+from .triton_launch import Relauncher
 from .rotation import hadamard_norm
 
 BLOCK = mxfp4.BLOCK
@@ -169,6 +170,8 @@ if triton is not None:
             counts = hist.to(tl.int64) - tl.where(bins == 0, outside_blocks, 0)
             tl.atomic_add(stats_ptr + 5 + bins, counts.to(tl.float64), mask=counts != 0)  # most bins are empty
 
+    _launch_mx = Relauncher(_mx_kernel)
+
 
 class Launch(NamedTuple):
     #: elements per tile, warps per program, programs per SM
@@ -234,13 +237,13 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     tiles = -(-rows // br) * n_ktiles
     programs = max(1, min(tiles, _sms(x.device) * launch.programs_per_sm))
     dummy = x
-    _mx_kernel[(programs,)](
+    _launch_mx(programs, (
         x, x.stride(0), x.stride(1), out if out is not None else dummy, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
         copy if copy is not None else dummy, signs if signs is not None else dummy, u if u is not None else dummy,
         stats if stats is not None else dummy,
-        rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard),
-        HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
-        WRITE=out is not None, COPY=copy is not None, STATS=stats is not None, BR=br, BK=bk, enable_fp_fusion=False, num_warps=warps)
+        rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard)),
+        dict(HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
+             WRITE=out is not None, COPY=copy is not None, STATS=stats is not None, BR=br, BK=bk), enable_fp_fusion=False, num_warps=warps)
     return out
 
 

@@ -18,6 +18,7 @@ import torch
 
 from . import stats
 from .backward_worker import on_worker_thread
+from .triton_launch import Relauncher
 
 try:
     import triton
@@ -75,6 +76,8 @@ if triton is not None:
                 if HAS_PREV:
                     tl.store(vec_ptr + prev_sketch_at + j, tl.load(prev_ptr + index, mask=keep, other=0.0).to(tl.float64), mask=keep)
 
+    _launch_error_sums = Relauncher(_error_sums_kernel)
+
 
 _EMPTY_SKETCH = {}
 
@@ -99,9 +102,9 @@ def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, pr
         programs = max(1, min(-(-n // block), 1024))
         e_out = torch.empty_like(dwq) if write_e else None
         flat = dwq.reshape(-1)
-        _error_sums_kernel[(programs,)](flat, dw.reshape(-1), prev.reshape(-1) if prev is not None else flat, vector,
-                                        e_out if write_e else flat, n, sketch if count else _no_sketch(dwq.device), count, sketch_at, prev_sketch_at,
-                                        HAS_PREV=prev is not None, WRITE_E=write_e, BLOCK=block, enable_fp_fusion=False)
+        _launch_error_sums(programs, (flat, dw.reshape(-1), prev.reshape(-1) if prev is not None else flat, vector,
+                                      e_out if write_e else flat, n, sketch if count else _no_sketch(dwq.device), count, sketch_at, prev_sketch_at),
+                           dict(HAS_PREV=prev is not None, WRITE_E=write_e, BLOCK=block), enable_fp_fusion=False)
         return e_out
     err = dwq - dw
     e, g = err.reshape(-1), dw.reshape(-1)

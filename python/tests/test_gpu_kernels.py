@@ -210,5 +210,38 @@ class GluonStatsLaunches(unittest.TestCase):
             self.assertTrue(torch.allclose(sums.energies.cpu(), want[1].energies.cpu(), rtol=1e-12, atol=0))
 
 
+@unittest.skipUnless(CUDA, "needs CUDA and Triton")
+class DirectRelaunches(unittest.TestCase):
+    """Repeated launches go straight to the compiled launcher (triton_launch.Relauncher) and give the
+    torch path's bits, also where a launch differs from the one before only in what Triton specializes
+    on (a pointer off 16-byte alignment, an operand of one row)."""
+
+    assert_same = TritonKernels.assert_same
+
+    def test_relaunched_kernels_give_the_torch_paths_bits_whatever_came_before(self):
+        base = hostile((257, 2048 + 16), 11).cuda()
+        before = (mxfp4_triton._launch_mx.direct_launches, mxfp4_gluon._launch_stats.direct_launches if mxfp4_gluon.gluon else 0)
+        for dtype in (torch.bfloat16, torch.float32):
+            whole = base.to(dtype)
+            views = {"aligned": whole[:256, :2048], "1 element off": whole[:256, 1:2049], "8 elements off": whole[:256, 8:2056],
+                     "transposed": whole[:256, :2048].t(), "one row": whole[:1, :2048], "aligned again": whole[:256, :2048]}
+            for rotation, block in (("none", 32), ("hadamard", 32), ("hadamard", 64)):
+                for rounding in ("nearest-even", "stochastic"):
+                    for name, x in views.items():
+                        g = gemm(rotation, block, rounding)
+                        r = make_rotation(rotation, block, x.shape[1], x.device, None) if rotation != "none" else None
+                        for repeat in range(2):
+                            label = f"{dtype} {name} {rotation}{block} {rounding} #{repeat}"
+                            self.inputs = x
+                            want = torch_path(x, g, r, torch.Generator(device="cuda").manual_seed(5))
+                            self.assert_same(triton_path(x, g, r, torch.Generator(device="cuda").manual_seed(5)), want, label)
+                            values, _ = triton_path(x, g, r, torch.Generator(device="cuda").manual_seed(5), with_stats=False)
+                            self.assert_same((values, None), (want[0], None), label + " values only")
+        after = (mxfp4_triton._launch_mx.direct_launches, mxfp4_gluon._launch_stats.direct_launches if mxfp4_gluon.gluon else 0)
+        self.assertGreater(after[0], before[0], "values launches were relaunched")
+        if mxfp4_gluon.gluon is not None:
+            self.assertGreater(after[1], before[1], "stats launches were relaunched")
+
+
 if __name__ == "__main__":
     unittest.main()
