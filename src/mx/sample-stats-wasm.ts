@@ -67,7 +67,7 @@ export function loadSampleStatsWasm(): SampleStatsKernel | undefined {
 
   return (values, cols, hadamardBlock, stats) => {
     // Other shapes go to the reference, which quantizes them in TypeScript or refuses them with its errors.
-    if (cols % MX_BLOCK_SIZE !== 0 || (hadamardBlock !== null && cols % hadamardBlock !== 0)) return false;
+    if (values.length === 0 || cols % MX_BLOCK_SIZE !== 0 || (hadamardBlock !== null && cols % hadamardBlock !== 0)) return false;
     const length = values.length;
     const blocks = length / NVFP4_BLOCK_SIZE;
     const amax = align16(BATCH + 4 * length);

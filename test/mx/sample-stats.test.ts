@@ -164,4 +164,9 @@ test('the SQNR sample in one WebAssembly memory gives the per-format calls\' bit
       assert.equal(perFormat.rotated.elements, hadamardBlock === null ? 0 : values.length + cols * 3, `${where}: the rotated statistics are there, or not`);
     }
   }
+  // Shapes the reference refuses are refused the same way, not counted as nothing.
+  withBackend('wasm', () => {
+    assert.throws(() => sampleStats(new Float32Array(0), 64, 32, createSampleStats(), new Float32Array(0)), /values is empty/);
+    assert.throws(() => sampleStats(new Float32Array(96 * 2), 96, 64, createSampleStats(), new Float32Array(96 * 2)), /must be a multiple of blockSize 64/);
+  });
 });
