@@ -115,11 +115,12 @@ export function countBlocks(rows: number, rowLength: number, tile2d: boolean, sc
   const tileRows = tile2d ? NVFP4_BLOCK_SIZE : 1;
   // Read once: an imported binding read per block is a getter call where the module loads as CommonJS (tsx).
   const nanCode = E4M3_NAN_CODE;
+  const counts = stats.expCounts;
   for (let rowStart = 0; rowStart < rows; rowStart += tileRows) {
     const height = Math.min(tileRows, rows - rowStart);
     for (let b = 0; b < perRow; b++) {
       const code = scales[rowStart * perRow + b]!;
-      stats.expCounts[code === nanCode ? 255 : code]!++;
+      counts[code === nanCode ? 255 : code]!++;
     }
     stats.blocks += perRow;
     stats.elements += height * rowLength;
