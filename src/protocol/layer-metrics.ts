@@ -63,6 +63,13 @@ function worstPercent(record: LayerStatsRecord, fraction: (operand: OperandStats
   return record.operands.length === 0 ? null : worst;
 }
 
+/** The lowest SQNR of the record's operands that know theirs (worstOf of them, 'lower'), without an array: the host's alerts read it off every layerStats record. */
+function lowestSqnr(record: LayerStatsRecord): number | null {
+  let lowest: number | null = null;
+  for (const { sqnrDb } of record.operands) if (sqnrDb !== null && (lowest === null || sqnrDb < lowest)) lowest = sqnrDb;
+  return lowest;
+}
+
 /** How bad a value of a metric that is `worse` is: larger is worse (worst-first order, shading). */
 export const badness = (value: number, worse: LayerMetricSpec['worse']): number => (worse === 'higher' ? value : worse === 'lower' ? -value : Math.abs(value));
 
@@ -102,7 +109,7 @@ export const METRIC_SPECS = [
     wgradOnly: false,
     overview: true,
     grid: true,
-    ofRecord: (r) => worstOf(r.operands.map((operand) => operand.sqnrDb), 'lower'),
+    ofRecord: lowestSqnr,
   }),
   metric({ name: 'lag1Cos', label: 'Lag-1 error corr.', title: 'Lag-1 error correlation', unit: '', worse: 'higher', wgradOnly: true, overview: true, grid: true, ofRecord: (r) => r.wgradError?.lag1Cos ?? null }),
   metric({

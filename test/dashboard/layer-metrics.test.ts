@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { badness, formatNumber, GRID_METRICS, LAYER_METRIC_SPECS, LAYER_METRICS, layerMetric, meanExponent, METRIC_SPECS, type LatestLayerStats } from '../../src/protocol/layer-metrics.js';
 import type { LayerStatsRecord, OperandStats } from '../../src/protocol/telemetry.js';
 import { worstFirst } from '../../webview/dashboard/model/ui-state.js';
+import { Fuzzer } from '../fuzz/mutate.js';
 
 const operand = (saturatedFrac: number, flushedFrac: number, sqnrDb: number | null): OperandStats => ({
   operand: 'x', blocks: 1, elements: 32, histogram: { minExp: 0, counts: [1], nanBlocks: 0 } as OperandStats['histogram'], saturatedFrac, flushedFrac, sqnrDb,
@@ -62,4 +63,19 @@ test('flags place each metric: the overview has alignment but no scale shift, th
   assert.equal(layerMetric('scaleShift').title, 'Scale shift (Δ mean exponent)');
   assert.deepEqual([-2, 1, 0.5].map((v) => badness(v, 'larger-change')), [2, 1, 0.5]);
   assert.deepEqual([-2, 1].map((v) => badness(v, 'lower')), [2, -1]);
+});
+
+test('the SQNR metric is the worst (lowest) known SQNR of the operands, as worstOf picks it: 5,000 seeded records with nulls, ties, -0 and odd shapes', () => {
+  // The metric reads the operands in a loop rather than mapping them to an array for worstOf (the
+  // host's alerts read it off every layerStats record): it must pick what worstOf picked, the first
+  // of equal values (0 before -0) and whatever an unvalidated record holds included.
+  const worstOfLowest = (values: readonly unknown[]) => values.reduce<unknown>((worst, value) => (value !== null && (worst === null || badness(value as number, 'lower') > badness(worst as number, 'lower')) ? value : worst), null);
+  const fuzz = new Fuzzer(61);
+  const choices: unknown[] = [null, 0, -0, 12.5, 12.5, -3, 1e-300, Number.MAX_VALUE, -Infinity, NaN, undefined, '7'];
+  for (let i = 0; i < 5000; i++) {
+    const sqnrs = Array.from({ length: fuzz.int(4) }, () => (fuzz.chance(0.5) ? fuzz.pick(choices) : Math.round((fuzz.int(2000) - 1000) / 10)));
+    const stats = record('fprop', sqnrs.map((sqnrDb) => operand(0, 0, sqnrDb as number | null)));
+    const got = layerMetric('sqnrDb').ofRecord(stats);
+    assert.ok(Object.is(got, worstOfLowest(sqnrs)), `${String(got)} for ${sqnrs.map(String).join(', ')}`);
+  }
 });
