@@ -68,6 +68,10 @@ interface Stretch {
   cpuFraction: number;
   /** µs of CPU per layer-stat record. */
   perRecordUs: number;
+  /** Of that CPU, the kernel's share: socket reads, and page faults (a first touch of a fresh page costs ~12-14 µs in this VM). */
+  systemShare: number;
+  /** Minor page faults of this process over the stretch. */
+  pageFaults: number;
 }
 
 interface Ingest extends Stretch {
@@ -80,6 +84,7 @@ interface Ingest extends Stretch {
 class StretchClock {
   private at = performance.now();
   private cpu = process.cpuUsage();
+  private faults = process.resourceUsage().minorPageFault;
   constructor(private readonly firstRecord: number) {}
   /** The stretch from this clock's start to now, which ends before layer-stat record `endRecord` (0-based). */
   until(endRecord: number): Stretch {
@@ -87,7 +92,8 @@ class StretchClock {
     const used = process.cpuUsage(this.cpu);
     const cpuSeconds = (used.user + used.system) / 1e6;
     const records = endRecord - this.firstRecord;
-    return { records, seconds, cpuFraction: cpuSeconds / seconds, perRecordUs: (cpuSeconds * 1e6) / records };
+    const pageFaults = process.resourceUsage().minorPageFault - this.faults;
+    return { records, seconds, cpuFraction: cpuSeconds / seconds, perRecordUs: (cpuSeconds * 1e6) / records, systemShare: used.system / 1e6 / cpuSeconds, pageFaults };
   }
 }
 
@@ -238,12 +244,13 @@ async function main(): Promise<void> {
   const floor = (base.parse + parseAfter) / 2;
   console.log(`JSON.parse alone again, after the ws runs: ${parseAfter.toFixed(1)} µs CPU/record; the floor below is the mean, ${floor.toFixed(1)} µs`);
   const ratio = (stretch: Stretch) => `${stretch.perRecordUs.toFixed(1)} µs CPU/record = ${(stretch.perRecordUs / floor).toFixed(2)}× the JSON.parse floor`;
+  const kernel = (stretch: Stretch) => `(system ${(stretch.systemShare * 100).toFixed(0)}%, ${fmt(stretch.pageFaults)} page faults)`;
   if (flat) console.log(`ws → client → store + alerts, flat out:   ${fmt(flat.records / flat.seconds)} records/s wall, host CPU ${(flat.cpuFraction * 100).toFixed(0)}% of a core, ${ratio(flat)}`);
   console.log(`ws → client → store + alerts, paced at 20,000/s:  ${fmt(paced.records / paced.seconds)} records/s achieved, host CPU ${(paced.cpuFraction * 100).toFixed(0)}% of a core (goal < 50%), ${ratio(paced)} (goal ≤ 2×)`);
   // The store's slabs take ~50 MiB of fresh pages in a run's first 65 stats steps (page faults,
   // a one-off per run); after that a run costs what the second line says.
-  console.log(`  of which the first ${fmt(paced.filling.records)} records (series filling):   host CPU ${(paced.filling.cpuFraction * 100).toFixed(0)}%, ${ratio(paced.filling)}`);
-  console.log(`  and the last ${fmt(paced.full.records)} records (series full):        host CPU ${(paced.full.cpuFraction * 100).toFixed(0)}%, ${ratio(paced.full)}`);
+  console.log(`  of which the first ${fmt(paced.filling.records)} records (series filling):   host CPU ${(paced.filling.cpuFraction * 100).toFixed(0)}%, ${ratio(paced.filling)} ${kernel(paced.filling)}`);
+  console.log(`  and the last ${fmt(paced.full.records)} records (series full):        host CPU ${(paced.full.cpuFraction * 100).toFixed(0)}%, ${ratio(paced.full)} ${kernel(paced.full)}`);
   if (pacedOnly) return;
   const against = process.argv.indexOf('--against');
   if (against > 0) await compareWith(process.argv[against + 1]!, frames);
@@ -267,7 +274,7 @@ async function compareWith(dir: string, frames: readonly string[]): Promise<void
     const run = await ingestThroughWs(150, 20_000, code);
     const floor = (before + parseFloor(frames)) / 2;
     const x = (stretch: Stretch) => `${(stretch.perRecordUs / floor).toFixed(2)}×`;
-    console.log(`paced at 20,000/s, ${label}: ${run.perRecordUs.toFixed(1)} µs CPU/record = ${x(run)} its JSON.parse floor of ${floor.toFixed(1)} µs; filling ${x(run.filling)}, full ${run.full.perRecordUs.toFixed(1)} µs = ${x(run.full)}; host CPU ${(run.cpuFraction * 100).toFixed(0)}%`);
+    console.log(`paced at 20,000/s, ${label}: ${run.perRecordUs.toFixed(1)} µs CPU/record = ${x(run)} its JSON.parse floor of ${floor.toFixed(1)} µs; filling ${x(run.filling)} (${run.filling.pageFaults.toLocaleString('en-US')} page faults), full ${run.full.perRecordUs.toFixed(1)} µs = ${x(run.full)} (system ${(run.full.systemShare * 100).toFixed(0)}%); host CPU ${(run.cpuFraction * 100).toFixed(0)}%`);
   }
 }
 
