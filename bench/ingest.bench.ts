@@ -26,11 +26,19 @@ const RECORDS_PER_STATS_STEP = 672;
  * One stats step of records, made once and re-stamped with each step (`restamp`): what the
  * publisher sends, so its cost is mostly serialisation and it can outpace the host being measured,
  * and what the baselines parse, so the floor is measured on the very frames the host receives.
+ * At step 0 the Wgrad records carry no sketchPrev (null), as the trainer's and the bridge's first
+ * stats do: there is no step before them.
  */
 function statsStepPool(layers: readonly LayerInfo[]): { records: LayerStatsRecord[]; restamp: (step: number) => void } {
   const records: LayerStatsRecord[] = [];
   forEachStatsRecord('bench', 0, layers, (record) => records.push(record));
-  return { records, restamp: (step) => records.forEach((record) => (record.step = step)) };
+  const sketchPrevs = records.map((record) => record.wgradError?.sketchPrev ?? null);
+  const restamp = (step: number) =>
+    records.forEach((record, i) => {
+      record.step = step;
+      if (record.wgradError) record.wgradError.sketchPrev = step === 0 ? null : sketchPrevs[i]!;
+    });
+  return { records, restamp };
 }
 
 /** Child-process mode: serve one run of `statsSteps` stats steps at `rate` records/s (0 = flat out). */

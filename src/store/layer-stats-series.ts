@@ -17,6 +17,18 @@ interface Identity {
 /** A row's offset in the slab, or a record no row could hold, kept as it came. */
 type Entry = number | LayerStatsRecord;
 
+/**
+ * The length of `record`'s row once the series' records carry sketchPrev: a run's first Wgrad stats
+ * have none (there is no step before them; the trainer and the bridge send null) and the rest do,
+ * so sizing the slab from that first, shorter row (64 slots short of 199 with the default sketch)
+ * made every Wgrad series outgrow it and copy itself into one 1.5× larger: ~18 MB more fresh pages
+ * in an 8B-sized run's first 65 stats steps.
+ */
+function rowLengthWithSketchPrev(row: Float64Array, record: LayerStatsRecord): number {
+  const error = record.wgradError;
+  return error && error.sketchPrev === null ? row.length + error.sketch.length : row.length;
+}
+
 export class LayerStatsSeries {
   private slab = new Float64Array(0);
   private used = 0;
@@ -54,7 +66,7 @@ export class LayerStatsSeries {
       this.newestKept = false;
       return;
     }
-    this.entries.push(row ? this.append(row) : record);
+    this.entries.push(row ? this.append(row, record) : record);
     this.newestKept = true;
     if (this.entries.length > this.capacity) this.thin();
   }
@@ -78,13 +90,13 @@ export class LayerStatsSeries {
     return decodeLayerStats(rows.subarray(at, at + rows[at]!), this.identity);
   }
 
-  private append(row: Float64Array): number {
+  private append(row: Float64Array, record: LayerStatsRecord): number {
     if (this.used + row.length > this.slab.length) {
       // Sized at first for the whole series (a series' rows are about the same length, and it
       // thins back to half once over capacity): every page of the slab is touched once, not again
       // on each copy into a larger one (first touches cost more than the copies here). Up to 128
       // rows at once; beyond that (a larger statsPerSeries) by half again.
-      const first = Math.ceil(1.1 * row.length) * Math.min(this.capacity + 1, 128);
+      const first = Math.ceil(1.1 * rowLengthWithSketchPrev(row, record)) * Math.min(this.capacity + 1, 128);
       const grown = new Float64Array(Math.max(this.slab.length === 0 ? first : Math.ceil(1.5 * this.slab.length), this.used + row.length));
       grown.set(this.slab.subarray(0, this.used));
       this.slab = grown;

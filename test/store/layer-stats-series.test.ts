@@ -112,3 +112,33 @@ test('the series does not hold on to the records it was given', async () => {
   assert.equal(refs.filter((ref) => ref.deref() !== undefined).length, 0, 'every pushed record can be collected');
   assert.deepEqual(series.values().map((record) => record.step), steps.values(), 'and the history is still there');
 });
+
+test('a Wgrad series whose first record has no sketchPrev (a run\'s first stats) sizes its slab for the records after it, which do', () => {
+  // Sized from the first, shorter row, every Wgrad series outgrew its slab and copied itself into
+  // one 1.5× larger while a run filled: ~18 MB more fresh pages for an 8B-sized run.
+  const [, base] = records();
+  const sketch = Array.from({ length: 64 }, (_, i) => i / 64);
+  const at = (step: number): LayerStatsRecord => ({ ...base!, step, wgradError: { ...base!.wgradError!, sketch, sketchPrev: step === 0 ? null : sketch.map((v) => -v) } });
+  const slabs: number[] = [];
+  const Native = globalThis.Float64Array;
+  // Counts the store's Float64Arrays of more than a few rows (a slab; the newest row's copy is one row).
+  globalThis.Float64Array = class extends Native {
+    constructor(...args: unknown[]) {
+      super(...(args as [number]));
+      if (typeof args[0] === 'number' && args[0] > 2000) slabs.push(args[0]);
+    }
+  } as typeof Float64Array;
+  const series = new LayerStatsSeries(64, IDENTITY);
+  const reference = new ThinningSeries<LayerStatsRecord>(64);
+  try {
+    // 65 records fill the slab (the 65th thins the series).
+    for (let step = 0; step < 65; step++) {
+      series.push(at(step));
+      reference.push(at(step));
+    }
+  } finally {
+    globalThis.Float64Array = Native;
+  }
+  assert.equal(slabs.length, 1, `slabs allocated: ${slabs.join(', ')}`);
+  assert.deepStrictEqual(series.values(), reference.values(), 'and the kept records come back');
+});
