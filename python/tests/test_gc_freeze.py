@@ -1,6 +1,6 @@
-"""A run freezes the objects alive at its start out of garbage collection and thaws them at its end,
-unless the trainer froze some itself, the collector is off, another bridge's run holds the freeze, or
-the bridge was made with freeze_gc=False."""
+"""A run freezes the objects alive at its start out of garbage collection and thaws them at its end
+(only when nothing was frozen before it); nothing is frozen when the collector is off, another
+bridge's run holds the freeze, or the bridge was made with freeze_gc=False."""
 import gc
 import tempfile
 import unittest
@@ -42,16 +42,17 @@ class FreezeForTheRun(unittest.TestCase):
         self.assertEqual(gc.get_freeze_count(), 0)
         self.assertTrue(any(o is alive for o in gc.get_objects()) or not gc.is_tracked(alive))
 
-    def test_the_trainers_own_freeze_is_left_alone(self):
+    def test_with_objects_frozen_before_the_run_it_freezes_and_leaves_every_freeze_in_place(self):
+        # torch's import path froze a few hundred objects in the GPU machines' processes; a trainer may freeze its own.
         _, bridge = self.bridge()
         gc.freeze()
         frozen = gc.get_freeze_count()
-        made_since = [[] for _ in range(1000)]  # a freeze by the bridge would take these too
+        made_since = [[] for _ in range(1000)]
         bridge.start_run()
-        self.assertLessEqual(gc.get_freeze_count(), frozen, "no second freeze (frozen objects freed since leave it)")
+        self.assertGreaterEqual(gc.get_freeze_count(), frozen + 1000, "the run froze what was made since")
         bridge.end_run()
-        self.assertGreater(gc.get_freeze_count(), frozen - 100, "the trainer's freeze is not thawed")
-        self.assertTrue(all(gc.is_tracked(o) for o in made_since))
+        self.assertGreaterEqual(gc.get_freeze_count(), frozen + 1000, "nothing thawed: CPython cannot thaw only the run's part")
+        self.assertFalse(any(o is made_since[0] for o in gc.get_objects()))
 
     def test_freeze_gc_false_and_a_disabled_collector_freeze_nothing(self):
         _, bridge = self.bridge(freeze_gc=False)
@@ -72,13 +73,13 @@ class FreezeForTheRun(unittest.TestCase):
         frozen = gc.get_freeze_count()
         made_since = [[] for _ in range(1000)]  # a second freeze would take these too
         second.start_run()
-        self.assertLessEqual(gc.get_freeze_count(), frozen, "the second run does not freeze again")
+        self.assertLess(gc.get_freeze_count(), frozen + 1000, "the second run does not freeze again")
         second.end_run()
         self.assertGreater(gc.get_freeze_count(), frozen - 100, "nor thaw the first run's freeze")
         del made_since
         first.close()
         self.assertEqual(gc.get_freeze_count(), 0, "closing the bridge ends its run and thaws")
-        self.assertIsNone(gc_freeze._holder)
+        self.assertIsNone(gc_freeze._holding())
 
 
 if __name__ == "__main__":
