@@ -9,7 +9,10 @@ alternate with blocks of the measured mode, so clock and thermal drift hit both 
 
 - observe: the bridge attached with hooks only (no emulation), statsEvery S. A bridge block is S
   steps, so it holds one stats step, one pre-stats step (E for lag-1) and S-2 steps with nothing to
-  do. The overhead at a larger statsEvery N is derived from the same run's per-kind means:
+  do, in a run's order: pre-stats, stats, then the idle ones. What a step leaves running (the stats
+  step's records, E's copies) thus lands in the bridge step after it, as in training, and not in
+  the first plain step of the next block. The overhead at a larger statsEvery N is derived from the
+  same run's per-kind means:
   (t_stats + t_pre + (N-2)·t_off) / (N·t_plain) - 1.
 - emulated: every nn.Linear's three GEMMs in emulated MXFP4 (Hadamard block 32), no bridge.
 
@@ -214,7 +217,9 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
             k += 1
 
     TIMED["now"] = False
-    bridge_block(timed=False, steps=stats_every * groups + 1)  # warm-up: every group's stats step and a pre-stats step (compiles kernels, fills caches)
+    # Warm-up (compiles kernels, fills caches): every group's stats step, ending where a timed block
+    # starts, on a pre-stats step.
+    bridge_block(timed=False, steps=stats_every * (groups + 1) - 1)
     HOOK_SECONDS.clear()
     TIMED["now"] = True
     for _ in range(-(-args.rounds // groups) * groups):  # each layer group's stats step timed equally often

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import math
 import os
@@ -179,10 +178,6 @@ def main():
     bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None,
                     backward_thread=True if args.backward_thread else None)
     bridge.start_run(name=f"{model_kind} · {params / 1e9:.2f}B · {'observing' if args.observe else 'mxfp4'} {args.rotation}")
-    # What is alive now (torch, transformers, the model) lives for the whole run: frozen, a full garbage
-    # collection no longer walks its ~450,000 objects (~300 ms inside a stats step otherwise; docs/bridge.md).
-    gc.collect()
-    gc.freeze()
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
     times = {True: [], False: []}

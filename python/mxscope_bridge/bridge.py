@@ -30,7 +30,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Union
 
 import torch
 
-from . import __version__, emulate as emulation_module, stats
+from . import __version__, emulate as emulation_module, gc_freeze, stats
 from .backward_worker import BackwardWorker, private_group
 from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, check_layer_groups, run_config
@@ -85,7 +85,7 @@ class Bridge:
                  process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
                  on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True,
-                 micro_batches: int = 1, backward_thread: Optional[bool] = None):
+                 micro_batches: int = 1, backward_thread: Optional[bool] = None, freeze_gc: bool = True):
         """Attach to `model`; python/README.md documents every argument. Raises ValueError, naming
         the layer, GEMM and dimension, for a configuration no layer can honour. Clients must present
         `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the listening line.
@@ -93,11 +93,13 @@ class Bridge:
         to connect (others are refused; MX Scope itself sends no Origin). `micro_batches`: backward
         passes per step (gradient accumulation): with 1, each layer's Wgrad error is summed as its
         backward runs and E never outlives it; with more, E and ∇W wait per layer until end_step
-        (weight-sized device memory), so that they sum over the micro-batches."""
+        (weight-sized device memory), so that they sum over the micro-batches. `freeze_gc`: the objects
+        alive when a run starts are frozen out of garbage collection until it ends (gc_freeze.py)."""
         self.model = model
         self.config = copy.deepcopy(config or run_config())
         self.out_dir = out_dir
         self.log = log or (lambda line: print(f"mxscope-bridge: {line}", file=sys.stderr))
+        self._freeze_gc = freeze_gc
         self.group = process_group
         if hadamard_misfit not in MISFITS:
             raise ValueError(f"hadamard_misfit {hadamard_misfit!r} is not one of {', '.join(MISFITS)}")
@@ -295,6 +297,8 @@ class Bridge:
             started["logDir"] = self.run_dir
             self._writer = RunLogWriter(self.run_dir, started)
         self._publish(started, logged=True)
+        if self._freeze_gc:
+            gc_freeze.freeze_for(self)
         return config
 
     def begin_step(self, step: int) -> None:
@@ -395,6 +399,7 @@ class Bridge:
         self._drain_quietly("the run's last step")
         self.run_id, self.step, self.capture = None, None, None
         self._detach_hooks()
+        gc_freeze.thaw_for(self)
         for emulation in self._emulations:
             emulation.capture = None
         self._publish(record)
