@@ -27,8 +27,8 @@ except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
 from . import mxfp4, mxfp4_gluon
-from .triton_launch import Relauncher
 from .rotation import hadamard_norm
+from .triton_launch import Relauncher
 
 BLOCK = mxfp4.BLOCK
 #: One operand's stats row (float64): zero inputs, zero codes, saturated, signal energy, noise energy,
