@@ -4,7 +4,7 @@
 // tensor are quantized in the same batches, in the same order, by the same kernels.
 import type { HadamardBlock } from '../protocol/index.js';
 import type { FormatQuantizability, SqnrResult } from '../protocol/checkpoint-report.js';
-import { createMxStats, hadamardInPlace, mxfp4Stats, sampleStats, type MxStats, type SampleStats } from '../mx/index.js';
+import { createMxStats, mxfp4Stats, rotatedMxfp4Stats, sampleStats, type MxStats, type SampleStats } from '../mx/index.js';
 
 /** What one tensor's sample adds up to; plain data, so it crosses from a worker as it is. */
 export interface SqnrTotals extends SampleStats {
@@ -49,13 +49,7 @@ export class SqnrAccumulator {
    * multiple of 128 columns, so its MX and Hadamard blocks are the row's own. `endRow` counts the row.
    */
   quantizeSegment(values: Float32Array, rotation: Float32Array): void {
-    if (this.shape.hadamardBlock !== null) {
-      // The rotation works in place: on a copy.
-      const rotated = rotation.subarray(0, values.length);
-      rotated.set(values);
-      hadamardInPlace(rotated, 1, values.length, 1, this.shape.hadamardBlock);
-      mxfp4Stats(rotated, values.length, this.totals.rotated);
-    }
+    if (this.shape.hadamardBlock !== null) rotatedMxfp4Stats(values, values.length, this.shape.hadamardBlock, this.totals.rotated, rotation);
     mxfp4Stats(values, values.length, this.totals.plain);
   }
   endRow(): void {

@@ -16,7 +16,7 @@ export { quantizeNvfp4, fakeQuantNvfp4, nvfp4Stats, dequantizeNvfp4, nvfp4Tensor
 export { mxScaleByte, checkScaleRule, SCALE_RULES, E2M1_ELEMENT, type ScaleRule, type MxElement } from './scale-rule.js';
 export { packFp4, unpackFp4 } from './pack.js';
 export { createMxStats, resetMxStats, type MxStats } from './stats.js';
-export { sampleStats, type SampleStats } from './sample-stats.js';
+export { rotatedMxfp4Stats, sampleStats, type SampleStats } from './sample-stats.js';
 export { fastScaleCounts, fastScaleHistogram, acquireResidentScaleKernels, releaseResidentScaleKernels, type ResidentScaleKernels } from './scale-histogram.js';
 export { encodeFp8, decodeFp8, fakeQuantFp8, type Fp8Format } from './fp8.js';
 export { fakeQuantBf16 } from './bf16.js';

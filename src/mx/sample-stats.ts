@@ -37,11 +37,18 @@ export function sampleStats(values: Float32Array, cols: number, hadamardBlock: H
   if (fastKernel && fastKernel(values, cols, hadamardBlock, stats)) return;
   nvfp4Stats(values, cols, stats.nvfp4);
   mxfp8Stats(values, cols, 'e4m3', stats.mxfp8);
-  if (hadamardBlock !== null) {
-    const rotated = rotation.subarray(0, values.length);
-    rotated.set(values);
-    hadamardInPlace(rotated, values.length / cols, cols, 1, hadamardBlock);
-    mxfp4Stats(rotated, cols, stats.rotated);
-  }
+  if (hadamardBlock !== null) rotatedMxfp4Stats(values, cols, hadamardBlock, stats.rotated, rotation);
   mxfp4Stats(values, cols, stats.plain);
+}
+
+/**
+ * Adds the MXFP4 statistics of `values` (whole rows of `cols`) after the Hadamard rotation along the
+ * rows to `into`. The rotation works in place, so on a copy in `rotation` (scratch of at least
+ * values.length floats); `values` are left as they are.
+ */
+export function rotatedMxfp4Stats(values: Float32Array, cols: number, hadamardBlock: HadamardSize, into: MxStats, rotation: Float32Array): void {
+  const rotated = rotation.subarray(0, values.length);
+  rotated.set(values);
+  hadamardInPlace(rotated, values.length / cols, cols, 1, hadamardBlock);
+  mxfp4Stats(rotated, cols, into);
 }
