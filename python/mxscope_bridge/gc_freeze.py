@@ -23,19 +23,18 @@ def _holding():
     return _holder() if _holder is not None else None
 
 
-def freeze_for(owner) -> int:
-    """Collects, then freezes every tracked object for `owner`'s run; returns how many it froze.
-    Leaves the collector alone (returns 0) when it is off or another bridge's run holds a freeze.
+def freeze_for(owner) -> None:
+    """Collects, then freezes every tracked object for `owner`'s run. Leaves the collector alone
+    when it is off or another bridge's run holds a freeze.
     Objects frozen before (a library of the process froze a few hundred at import, or the trainer
     froze its own) stay frozen; the run's freeze then stays after the run too."""
     global _holder, _thaw
     if _holding() is not None or not gc.isenabled():
-        return 0
-    before = gc.get_freeze_count()
+        return
+    nothing_frozen = gc.get_freeze_count() == 0
     gc.collect()
     gc.freeze()
-    _holder, _thaw = weakref.ref(owner), before == 0
-    return gc.get_freeze_count() - before
+    _holder, _thaw = weakref.ref(owner), nothing_frozen
 
 
 def thaw_for(owner) -> None:
