@@ -148,9 +148,12 @@ if gluon is not None:
             a = gl.abs(scaled)
             if STOCHASTIC:
                 step = gl.where(a < 2, 0.5, gl.where(a < 4, 1.0, 2.0))
-                low = gl.floor(gl.div_rn(a, step)) * step
+                # The step is a power of two: a product by its reciprocal is the torch path's a / step,
+                # rounded the same, without an IEEE division (0.31 -> 0.26 ms on an 8192 x 5632 operand).
+                inv = gl.where(a < 2, 2.0, gl.where(a < 4, 1.0, 0.5))
+                low = gl.floor(a * inv) * step
                 u = gl.load(u_ptr + r[:, None].to(gl.int64) * K_PAD + k, mask=real[:, None], other=0.0)
-                grid = low + gl.where(u < gl.div_rn(a - low, step), step, 0.0)
+                grid = low + gl.where(u < (a - low) * inv, step, 0.0)
             else:
                 # The E2M1 grid's step (0.5, 1, 2) by binade; scaling by a power of two is exact, so one
                 # rounding serves all three (mxfp4_triton rounds each binade's way and picks one).

@@ -130,10 +130,13 @@ if triton is not None:
             a = tl.abs(scaled)
             if STOCHASTIC:
                 step = tl.where(a < 2, 0.5, tl.where(a < 4, 1.0, 2.0))
-                low = libdevice.floor(tl.math.div_rn(a, step)) * step
+                # The step is a power of two: a product by its reciprocal is the torch path's a / step,
+                # rounded the same, without an IEEE division (0.31 -> 0.26 ms on an 8192 x 5632 operand).
+                inv = tl.where(a < 2, 2.0, tl.where(a < 4, 1.0, 0.5))
+                low = libdevice.floor(a * inv) * step
                 u_index = r[:, None].to(tl.int64) * K_PAD + k[None, :]
                 u = tl.reshape(tl.load(u_ptr + u_index, mask=in_rows[:, None] & (k < K_PAD)[None, :], other=0.0), (BR, NB, 32))
-                grid = low + tl.where(u < tl.math.div_rn(a - low, step), step, 0.0)
+                grid = low + tl.where(u < (a - low) * inv, step, 0.0)
             else:
                 grid = tl.where(a < 2, libdevice.rint(a * 2) * 0.5, tl.where(a < 4, libdevice.rint(a), libdevice.rint(a * 0.5) * 2))
             # The sign goes on as a bit: the compiler may negate as 0 − x, which gives +0 for a negative input rounding to 0.
