@@ -546,7 +546,8 @@ class Bridge:
         precisions = {(layer, gemm): capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"
                       for layer, gemm in keys}
         return StepStats(self.run_id, step, keys, precisions, set(capture.simulated), set(capture.kernel), operand_part,
-                         [(s.format, s.block_size) for s in sums], wgrad_layers, wgrad_vector, self._errors.sketch_size, self._errors.has_prev)
+                         [(s.format, s.block_size) for s in sums], wgrad_layers, wgrad_vector, self._errors.sketch_size, self._errors.has_prev,
+                         self._errors.without_prev)
 
     # ------------------------------------------------------------------ publishing
 

@@ -42,6 +42,12 @@ def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch
     return a.to(torch.float32) @ b.to(torch.float32)
 
 
+def in_backward() -> bool:
+    """Whether autograd's engine is running this code (a checkpoint recomputing a forward, a hook)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
 class StepCapture:
     def __init__(self, with_stats: bool, generators: DeviceGenerators, misfit: str = "pad", layers: Optional[Set[str]] = None,
                  errors: Optional[WgradErrors] = None):
@@ -59,6 +65,23 @@ class StepCapture:
         self.simulated: Set[Tuple[str, str]] = set()
         #: (layer, gemm, operand) -> sums of the quantized operand a trainer's own kernel produced
         self.kernel: Dict[Tuple[str, str, str], stats.OperandSums] = {}
+        #: layer -> its calls in this forward pass (a checkpoint's recomputes are not calls)
+        self.forward_calls: Dict[str, int] = {}
+        #: a backward pass of this step has begun (a forward call after it starts another pass)
+        self.backward_begun = False
+
+    def forward_call(self, layer: str) -> None:
+        """One call of `layer` in a forward pass. A module called twice in one pass (shared weights,
+        a recurrent block) has one ∇W, the sum over its calls: from the second call on, its Wgrad
+        error sums its calls too. Another pass in the same step (gradient accumulation) is not a
+        repeat: its backward is a second Wgrad, which needs micro_batches."""
+        if self.backward_begun:
+            self.backward_begun, self.forward_calls = False, {}
+            self.errors.another_forward_pass()
+        calls = self.forward_calls.get(layer, 0) + 1
+        self.forward_calls[layer] = calls
+        if calls == 2:
+            self.errors.called_repeatedly(layer)
 
     def observes(self, layer: str) -> bool:
         return self.layers is None or layer in self.layers
@@ -171,7 +194,7 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     generator = capture.generators(dy.device)
     exact_in = _exact_dtype(gemm, dy.dtype)
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
-    rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens)
+    rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens, layer)
     what = f"{layer} wgrad"
     block = gemm["precision"] in BLOCK_PRECISIONS
     in_format = block and uses_formats(gemm)

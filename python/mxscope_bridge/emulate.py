@@ -10,7 +10,7 @@ from typing import Dict, Optional
 
 import torch
 
-from .capture import StepCapture, gemm_operands, quantized_wgrad
+from .capture import StepCapture, gemm_operands, in_backward, quantized_wgrad
 from .config import default_gemms
 from .layers import clean_name
 from .rotation import DeviceGenerators
@@ -55,6 +55,8 @@ class _EmulatedLinearFunction(torch.autograd.Function):
         capture = emulation.capture
         if capture is not None and not capture.observes(layer):  # a layer the bridge leaves out
             capture = None
+        if capture is not None and ctx.needs_input_grad[1] and not in_backward():
+            capture.forward_call(layer)
         generator = emulation.generator(x.device)
         x2 = x.reshape(-1, x.shape[-1])
         y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, capture, emulation.misfit)
@@ -68,6 +70,8 @@ class _EmulatedLinearFunction(torch.autograd.Function):
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
         layer, emulation, capture, dtype, has_bias = ctx.meta
+        if capture is not None:
+            capture.backward_begun = True
         generator = emulation.generator(x.device)
         dy2 = dy.reshape(-1, dy.shape[-1])
         x2 = x.reshape(-1, x.shape[-1])

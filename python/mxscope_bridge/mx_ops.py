@@ -14,8 +14,8 @@ from .rotation import Rotation, rotate
 
 def _triton_fits(x: torch.Tensor, r: Optional[Rotation]) -> bool:
     # A Hadamard block that does not divide K goes the torch path, whose rotation rule (an error or
-    # zero padding) then applies unchanged.
-    return mxfp4_triton.available(x) and x.dim() == 2 and (r is None or x.shape[1] % r.h.shape[0] == 0)
+    # zero padding) then applies unchanged; so does an empty operand (nothing to launch for).
+    return mxfp4_triton.available(x) and x.dim() == 2 and x.numel() > 0 and (r is None or x.shape[1] % r.h.shape[0] == 0)
 
 
 #: Rows of one zeroed slab: a stats step takes ~5 rows per layer, each of which was a zeroing launch.

@@ -79,7 +79,8 @@ def quantize(x: torch.Tensor, rounding: str = "nearest-even", sr_prescale: bool 
         raise ValueError(f"rounding {rounding!r} is not one of nearest-even, stochastic")
     shape = x.shape
     n = shape[-1] if len(shape) > 0 else 1
-    rows = x.to(torch.float32).reshape(-1, n)
+    # A reduction over nothing (a Wgrad over a micro-batch's zero tokens: an expert no token was routed to) has no blocks.
+    rows = x.to(torch.float32).reshape(-1, n) if n else x.new_zeros((0, BLOCK), dtype=torch.float32)
     pad = (-n) % BLOCK
     if pad:
         rows = torch.nn.functional.pad(rows, (0, pad))
@@ -96,6 +97,6 @@ def quantize(x: torch.Tensor, rounding: str = "nearest-even", sr_prescale: bool 
     out = torch.where(nan_block[:, None], torch.full_like(out, float("nan")), out)
     if sr_prescale:
         out = out / SR_PRESCALE
-    values = out.reshape(-1, n + pad)[:, :n].reshape(shape)
+    values = out.reshape(-1, n + pad)[:, :n].reshape(shape) if n else x.to(torch.float32)
     return Quantized(values, x.numel(), source, out, shared, nan_block, grid)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import StepCapture, deterministic, observed_wgrad, operand_sums
+from .capture import StepCapture, deterministic, in_backward, observed_wgrad, operand_sums
 from .config import GEMM_KINDS
 from .layers import DEFAULT_ADAPTER, LinearLike
 from .precision import BLOCK_PRECISIONS, PRECISIONS
@@ -51,11 +51,6 @@ def ran_at(declared: Dict[str, str], gemm: str, output: torch.Tensor) -> str:
 
 _MATMUL_NODES = {"AddmmBackward0": ("_saved_mat1", "_saved_mat2"), "MmBackward0": ("_saved_self", "_saved_mat2")}
 _VIEW_NODES = {"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TBackward0"}
-
-
-def _in_backward() -> bool:
-    task = getattr(torch._C, "_current_graph_task_id", None)
-    return task is not None and task() != -1
 
 
 def _saved_tensor_hooks_active() -> bool:
@@ -144,7 +139,7 @@ def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
     (plain layers only: an adapter's GEMM input is not the module's input)."""
     def pre_hook(module, inputs):
         state = bridge.observing
-        if bridge.capture is None or not _in_backward() or getattr(module, "_mxscope_emulation", None) is not None:
+        if bridge.capture is None or not in_backward() or getattr(module, "_mxscope_emulation", None) is not None:
             return
         if adapter is not DEFAULT_ADAPTER or not inputs or not isinstance(inputs[0], torch.Tensor):
             return
@@ -167,10 +162,11 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         y = adapter.output(output)
         if y is None or not y.requires_grad:
             return
-        if _in_backward() and id(module) in state.registered:
+        if in_backward() and id(module) in state.registered:
             return  # a non-reentrant checkpoint recompute: its output gets no gradient
-        if not _in_backward():
+        if not in_backward():
             state.registered.add(id(module))
+            capture.forward_call(name)
         ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
         plain = adapter is DEFAULT_ADAPTER
         checkpointed = _saved_tensor_hooks_active()
@@ -185,6 +181,7 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
             if bridge.capture is not capture:
                 return None
+            capture.backward_begun = True
             dy = dy.detach()
             recomputed = state.recomputed.pop(id(module), None)
             if found is not None:

@@ -30,12 +30,15 @@ class StepStats:
 
     def __init__(self, run_id: str, step: int, keys: Sequence[Tuple[str, str]], precisions: Dict[Tuple[str, str], str],
                  simulated: Set[Tuple[str, str]], kernel: Set[Tuple[str, str, str]], operand_part: torch.Tensor,
-                 formats: List[Tuple[str, int]], wgrad_layers: List[str], wgrad_vector: Optional[torch.Tensor], sketch_size: int, has_prev: bool):
+                 formats: List[Tuple[str, int]], wgrad_layers: List[str], wgrad_vector: Optional[torch.Tensor], sketch_size: int, has_prev: bool,
+                 without_prev: Set[str] = frozenset()):
         self.run_id, self.step = run_id, step
         self.keys, self.precisions, self.simulated, self.kernel = list(keys), precisions, simulated, kernel
         #: each operand row's (format, block size)
         self.formats = formats
         self.wgrad_layers, self.sketch_size, self.has_prev = wgrad_layers, sketch_size, has_prev
+        #: layers whose E_{t−1} the step before did not store whole: no lag-1 for them
+        self.without_prev = set(without_prev)
         self._operands = _to_host(operand_part)
         self._wgrad = _to_host(wgrad_vector)
         self._event = None
@@ -58,7 +61,7 @@ class StepStats:
         if self._wgrad is not None and self.wgrad_layers:
             flat = self._wgrad.tolist()
             length = len(flat) // len(self.wgrad_layers)
-            wgrad_rows = {n: wgrad_record(flat[i * length:(i + 1) * length], self.sketch_size, self.has_prev)
+            wgrad_rows = {n: wgrad_record(flat[i * length:(i + 1) * length], self.sketch_size, self.has_prev and n not in self.without_prev)
                           for i, n in enumerate(self.wgrad_layers)}
         records = []
         for layer, gemm in self.keys:

@@ -12,7 +12,7 @@ Several micro-batches per step (gradient accumulation) need E and ∇W summed be
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -137,7 +137,12 @@ class HostErrorStore:
         self.ready: Dict[Tuple[str, int, int], Tuple[torch.Tensor, object]] = {}
 
     def end_step(self, keep: bool) -> None:
-        """What this step stored becomes readable (keep) or everything is forgotten."""
+        """What this step stored becomes readable (keep) or everything is forgotten. Buffers stay
+        for the next step that stores, but only those of the last one: chunks cut otherwise (other
+        tokens) do not pile up."""
+        if keep:
+            written = set(self.writing)
+            self.host = {key: tensor for key, tensor in self.host.items() if key in written}
         self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
         self.position = {key: i for i, key in enumerate(self.order)}
 
@@ -157,17 +162,50 @@ class HostErrorStore:
             target.copy_(chunk, non_blocking=True)
         chunk.record_stream(stream)  # its memory is not reused before the copy is done
 
+    def discard(self, layer: str) -> None:
+        """Forget what this step stored of `layer` (it is not the whole E)."""
+        self.writing = [key for key in self.writing if key[0] != layer]
+
     def get(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
+        """Rows [row0, row1) of the layer's E_{t−1}, or None when the step before did not store them all."""
         key = (layer, row0, row1)
         position = self.position.get(key)
         if key not in self.host or position is None:
-            return None
+            return self._assembled(layer, row0, row1, device)
         if torch.device(device).type != "cuda":
             return self.host[key].clone()
         current = torch.cuda.current_stream(device)
         for ahead in self.order[position:position + 1 + LOOKAHEAD]:
             if ahead not in self.ready:
                 self._fetch(ahead, device, current)
+        tensor, event = self.ready.pop(key)
+        current.wait_event(event)
+        return tensor
+
+    def _assembled(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
+        """The rows from the chunks the step before cut otherwise: its chunk rows follow its tokens
+        (padded batches change them from step to step), or it summed a repeated layer whole."""
+        parts = sorted((key for key in self.order if key[0] == layer and key[1] < row1 and key[2] > row0), key=lambda key: key[1])
+        covered = row0
+        for _, start, end in parts:
+            if start > covered:
+                break
+            covered = max(covered, end)
+        if covered < row1:
+            return None
+        pieces = []
+        for key in parts:
+            _, start, end = key
+            chunk = self._chunk(key, device)
+            pieces.append(chunk[max(row0, start) - start:min(row1, end) - start])
+        return torch.cat(pieces) if len(pieces) > 1 else pieces[0]
+
+    def _chunk(self, key, device: torch.device) -> torch.Tensor:
+        if torch.device(device).type != "cuda":
+            return self.host[key]
+        current = torch.cuda.current_stream(device)
+        if key not in self.ready:
+            self._fetch(key, device, current)
         tensor, event = self.ready.pop(key)
         current.wait_event(event)
         return tensor
@@ -208,8 +246,14 @@ class WgradErrors:
         self.has_prev = False
         #: layer -> float64 [gg, ee, eg, pp, ep, sketch E_t, sketch E_{t−1}] of this stats step
         self.vectors: Dict[str, torch.Tensor] = {}
-        #: layer -> [E, ∇W] summed over micro-batches (micro_batches > 1 only)
+        #: layer -> [∇Ŵ, ∇W] summed over micro-batches or a repeated layer's calls, reduced at end_step
         self.pending: Dict[str, List[torch.Tensor]] = {}
+        #: layers called more than once in a step's forward (StepCapture.forward_call), for the whole run
+        self.repeated: Set[str] = set()
+        #: this step's layers with no Wgrad error to report (a repeat seen only at its second Wgrad)
+        self._incomplete: Set[str] = set()
+        #: this stats step's layers whose E_{t−1} was not stored whole: they report no lag-1
+        self.without_prev: Set[str] = set()
         self._seen: Dict[str, int] = {}
         self._slices: Dict[Tuple[str, int, int], tuple] = {}
 
@@ -218,27 +262,44 @@ class WgradErrors:
         self.step, self.with_stats, self.keep = step, with_stats, keep
         self.has_prev = with_stats and self.prev_step == step - 1
         self.vectors, self.pending, self._seen = {}, {}, {}
+        self._incomplete, self.without_prev = set(), set()
+        self._passes = 1
+
+    def another_forward_pass(self) -> None:
+        self._passes += 1
+
+    def called_repeatedly(self, layer: str) -> None:
+        """`layer` is called more than once per step: its ∇Ŵ and ∇W are summed over its calls, whole."""
+        self.repeated.add(layer)
+
+    def _sums_calls(self, layer: str) -> bool:
+        return self.micro_batches > 1 or layer in self.repeated
 
     def finish_micro_batches(self) -> None:
         """Reduce what micro_batches > 1 kept until the step's last backward."""
         pending, self.pending = self.pending, {}
         for layer, (dwq, dw) in pending.items():
+            if layer in self._incomplete:
+                continue
             self._reduce(layer, dwq, dw, 0, dwq.shape[0], tuple(dwq.shape))
 
     def finish(self) -> None:
         self.store.end_step(self.keep)
         self.prev_step = self.step if self.keep else None
 
-    def rows_per_chunk(self, out_features: int, in_features: int, tokens: int) -> int:
-        """Rows of E per chunk: E, ∇Ŵ and ∇W chunks and the quantized ∇Y columns stay near CHUNK_BYTES each."""
-        if self.micro_batches > 1:
+    def rows_per_chunk(self, out_features: int, in_features: int, tokens: int, layer: Optional[str] = None) -> int:
+        """Rows of E per chunk: E, ∇Ŵ and ∇W chunks and the quantized ∇Y columns stay near CHUNK_BYTES each
+        (whole where a step's calls are summed)."""
+        if layer is not None and self._sums_calls(layer):
             return out_features
         per_row = max(in_features * 4, tokens * 2)
         return max(1, min(out_features, CHUNK_BYTES // per_row))
 
     def add(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, shape: Tuple[int, int]) -> None:
         """One row chunk [row0, row0 + rows) of ∇Ŵ (at the GEMM's precision) and the exact ∇W, float32."""
-        if self.micro_batches > 1:
+        if self._sums_calls(layer):
+            if layer in self._incomplete:
+                return
             if layer in self.pending:
                 self.pending[layer][0] += dwq
                 self.pending[layer][1] += dw
@@ -247,7 +308,16 @@ class WgradErrors:
             return
         key = (layer, row0)
         if key in self._seen:
-            raise RuntimeError(f"{layer}: a second Wgrad in one step; with gradient accumulation, create the Bridge with micro_batches=N")
+            if self._passes > 1:
+                raise RuntimeError(f"{layer}: a second Wgrad in one step; with gradient accumulation, create the Bridge with micro_batches=N")
+            # A second call its forward did not show (a reentrant checkpoint runs the forward without
+            # autograd): the first call is already reduced, so the layer reports no Wgrad error this
+            # step and sums its calls from the next one on.
+            self.repeated.add(layer)
+            self._incomplete.add(layer)
+            self.vectors.pop(layer, None)
+            self.store.discard(layer)
+            return
         self._seen[key] = 1
         self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
 
@@ -264,6 +334,8 @@ class WgradErrors:
         if self.with_stats:
             index, (lo, hi) = self._sketch_slice(layer, row0, row1, shape[1], dwq.device)
             prev = self.store.get(layer, row0, row1, dwq.device) if self.has_prev else None
+            if self.has_prev and prev is None:
+                self.without_prev.add(layer)
             vector = self._vector(layer, dwq.device)
             err = add_error_sums(vector, dwq, dw, prev, index, 5 + lo, 5 + self.sketch_size + lo, write_e=self.keep)
         if self.keep:  # after the sums: the chunk's E_{t−1} has been read from the buffer it overwrites
@@ -290,7 +362,7 @@ class WgradErrors:
 
     def records_vector(self, layers: List[str]) -> Tuple[List[str], Optional[torch.Tensor]]:
         """The layers with a vector this step and their vectors laid end to end (one transfer to the host)."""
-        present = [layer for layer in layers if layer in self.vectors]
+        present = [layer for layer in layers if layer in self.vectors and layer not in self._incomplete]
         if not present:
             return [], None
         return present, torch.cat([self.vectors[layer] for layer in present])
