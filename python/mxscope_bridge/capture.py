@@ -186,7 +186,8 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
                    shared: Optional[dict] = None) -> None:
     """E = ∇Ŵ − ∇W of an observed layer (dy: [tokens, out], x: [tokens, in]) and, on stats steps, the
     Wgrad operand stats. ∇Ŵ and ∇W are made in row chunks of E, so that neither they nor the
-    quantized ∇Yᵀ ever take more than a chunk's memory. A chunk's ∇Yᵀ draws its own stochastic
+    quantized ∇Yᵀ ever take more than a chunk's memory (∇Yᵀ in parts of a chunk where E's chunks
+    cannot follow the tokens: under torch.distributed, a layer whose calls are summed). A part's ∇Yᵀ draws its own stochastic
     rounding uniforms (the values differ from one whole-tensor draw; the distribution does not).
     `shared`: a dict kept for the layers whose X is the same tensor (q, k and v of one attention):
     Xᵀ's MXFP4 values and stats are made by the first and reused (deterministic GEMMs only)."""
@@ -195,6 +196,7 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     exact_in = _exact_dtype(gemm, dy.dtype)
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens, layer)
+    part = capture.errors.rows_per_part(rows, tokens)
     what = f"{layer} wgrad"
     block = gemm["precision"] in BLOCK_PRECISIONS
     in_format = block and uses_formats(gemm)
@@ -220,24 +222,29 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     # On CUDA the chunks of ∇Yᵀ add their stats into one row.
     row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and block and not in_format else None
     for row0 in range(0, out_features, rows):
-        a = dy[:, row0:row0 + rows].t()
-        if in_format:
-            aq, s = quantize_in_format(a, gemm, True, r, what, with_stats=capture.with_stats, tensor_amax=dy_amax)
-            aq = aq.to(operand_dtype)
-        elif block:
-            aq, s, a = mx_ops.quantize_operand_and_copy(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row)
-        else:
-            aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
-            aq = aq.to(operand_dtype)
-        if s is not None:
-            if sdy is not None and row is not None and s.counts.data_ptr() == row.data_ptr():
-                sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
+        row1 = min(out_features, row0 + rows)
+        dwqs, dws = [], []
+        for part0 in range(row0, row1, part):
+            a = dy[:, part0:min(row1, part0 + part)].t()
+            if in_format:
+                aq, s = quantize_in_format(a, gemm, True, r, what, with_stats=capture.with_stats, tensor_amax=dy_amax)
+                aq = aq.to(operand_dtype)
+            elif block:
+                aq, s, a = mx_ops.quantize_operand_and_copy(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row)
             else:
-                sdy = s if sdy is None else sdy.merged(s)
-        dw = mm_float32(a, x, dy.dtype)
-        # An fp32 GEMM of bf16/fp32 operands is the exact product: E = 0 without a second product.
-        dwq = dw if gemm["precision"] == "fp32" else mm_float32(aq, bq.t(), exact_in)
-        del aq
+                aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
+                aq = aq.to(operand_dtype)
+            if s is not None:
+                if sdy is not None and row is not None and s.counts.data_ptr() == row.data_ptr():
+                    sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
+                else:
+                    sdy = s if sdy is None else sdy.merged(s)
+            dws.append(mm_float32(a, x, dy.dtype))
+            # An fp32 GEMM of bf16/fp32 operands is the exact product: E = 0 without a second product.
+            dwqs.append(dws[-1] if gemm["precision"] == "fp32" else mm_float32(aq, bq.t(), exact_in))
+            del aq
+        dwq, dw = (dwqs[0], dws[0]) if len(dws) == 1 else (torch.cat(dwqs), torch.cat(dws))
+        del dwqs, dws
         capture.errors.add(layer, dwq, dw, row0, (out_features, x.shape[1]))
         del dwq, dw
     capture.observe_operands(layer, "wgrad", gemm, dy.t(), x.t(), (sdy, sx), precision)

@@ -292,8 +292,14 @@ class WgradErrors:
         (whole where a step's calls are summed)."""
         if layer is not None and self._sums_calls(layer):
             return out_features
-        per_row = max(in_features * 4, tokens * 2)
+        # Ranks reduce E chunk by chunk, so every rank must cut the same chunks whatever its tokens
+        # (padded batches, routed experts): then rows_per_part bounds ∇Yᵀ.
+        per_row = in_features * 4 if self.world > 1 else max(in_features * 4, tokens * 2)
         return max(1, min(out_features, CHUNK_BYTES // per_row))
+
+    def rows_per_part(self, rows: int, tokens: int) -> int:
+        """Rows of ∇Yᵀ quantized and multiplied at once within a chunk of `rows` rows of E."""
+        return max(1, min(rows, CHUNK_BYTES // max(tokens * 2, 1)))
 
     def add(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, shape: Tuple[int, int]) -> None:
         """One row chunk [row0, row0 + rows) of ∇Ŵ (at the GEMM's precision) and the exact ∇W, float32."""

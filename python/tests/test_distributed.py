@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mxscope_bridge import Bridge, run_config, stats  # noqa: E402
+from mxscope_bridge import Bridge, run_config, stats, wgrad_error  # noqa: E402
 from tests.helpers import TinyNet, bridge_for, read_log  # noqa: E402
 from tests.wsclient import Client  # noqa: E402
 
@@ -114,8 +114,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, port, out_dir, backward_thread=None):
+def worker(rank, port, out_dir, backward_thread=None, seqs=(16, 16), chunk_bytes=None):
+    """`seqs`: each rank's sequence length; `chunk_bytes`: wgrad_error.CHUNK_BYTES (row chunks of E)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if chunk_bytes is not None:
+        wgrad_error.CHUNK_BYTES = chunk_bytes
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.manual_seed(0)  # the same weights on every rank
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
@@ -128,7 +131,7 @@ def worker(rank, port, out_dir, backward_thread=None):
     grads = {}
     for step in range(STEPS):
         bridge.begin_step(step)
-        loss = model(torch.randn(4, 16, 64, generator=generator)).pow(2).mean()
+        loss = model(torch.randn(4, seqs[rank], 64, generator=generator)).pow(2).mean()
         loss.backward()
         bridge.end_step(loss=loss.item())
         grads[step] = model.module.lm_head.weight.grad.clone()
@@ -246,6 +249,21 @@ class DataParallel(unittest.TestCase):
             self.assertAlmostEqual(record["wgradError"]["gradNorm"], mean_grad.norm().item(), places=5)
         self.assertIsNotNone(record["wgradError"]["lag1Cos"])
 
+
+
+class DataParallelOtherTokens(unittest.TestCase):
+    """Ranks with other tokens (padded batches): E's row chunks followed the tokens, so the ranks
+    all-reduced chunks of other sizes. They now cut the same chunks and split ∇Yᵀ within them."""
+
+    def test_ranks_cut_the_same_chunks(self):
+        out = tempfile.mkdtemp(prefix="mxscope-dist-tokens-")
+        # A row of E is 64 × 4 = 256 bytes: 6 rows a chunk; rank 1's ∇Yᵀ (160 tokens) takes 320 bytes a row.
+        ranks = run_ranks(worker, (free_port(), out, None, (16, 40), 6 * 256), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
+        records = read_log(ranks[0]["run_dir"])
+        record = next(r for r in records if r["type"] == "layerStats" and r["step"] == 5 and r["layer"] == "lm_head" and r["gemm"] == "wgrad")
+        mean_grad = (ranks[0]["grads"][5] + ranks[1]["grads"][5]) / WORLD
+        self.assertAlmostEqual(record["wgradError"]["gradNorm"], mean_grad.norm().item(), places=5)
+        self.assertIsNotNone(record["wgradError"]["lag1Cos"])
 
 
 class DataParallelBackwardThread(DataParallel):
