@@ -505,12 +505,12 @@ class Bridge:
 
     def _sync_emulations(self, force: bool = False) -> None:
         """Find emulated layers (also those emulated after the bridge attached) and give them the
-        run config's GEMMs; with emulate=True, emulate every observed nn.Linear first."""
+        run config's GEMMs; with emulate=True, emulate every observed linear layer first."""
         if not force and self._emulation_generation == emulation_module.GENERATION[0]:
             return
         if self._emulate:
             for name, module, _ in self.layers:
-                if isinstance(module, torch.nn.Linear) and getattr(module, "_mxscope_emulation", None) is None:
+                if emulation_module.emulatable(module) and getattr(module, "_mxscope_emulation", None) is None:
                     if self._own_emulation is None:
                         self._own_emulation = emulation_module.Emulation(seed=self.config["seed"] + 7919 * self.rank)
                     emulation_module.emulate_layer(name, module, self._own_emulation)

@@ -12,7 +12,7 @@ import torch
 
 from .capture import StepCapture, gemm_operands, in_backward, quantized_wgrad
 from .config import default_gemms
-from .layers import clean_name
+from .layers import clean_name, is_transposed_linear
 from .rotation import DeviceGenerators
 
 
@@ -81,18 +81,24 @@ class _EmulatedLinearFunction(torch.autograd.Function):
         return dx.reshape(x.shape).to(x.dtype), dw.to(weight.dtype), db, None, None
 
 
-def _emulated_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+def _emulated_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if not self._mxscope_emulation.enabled:
-        return torch.nn.functional.linear(x, self.weight, self.bias)
-    return _EmulatedLinearFunction.apply(x, self.weight, self.bias, self._mxscope_name, self._mxscope_emulation)
+        return type(self).forward(self, x)
+    weight = self.weight.t() if is_transposed_linear(self) else self.weight
+    return _EmulatedLinearFunction.apply(x, weight, self.bias, self._mxscope_name, self._mxscope_emulation)
+
+
+def emulatable(module: torch.nn.Module) -> bool:
+    """nn.Linear and GPT-2-style Conv1D (its [in, out] weight enters the GEMMs transposed)."""
+    return isinstance(module, torch.nn.Linear) or is_transposed_linear(module)
 
 
 #: Counts emulate() calls, so a Bridge notices layers emulated after it attached (no order trap).
 GENERATION = [0]
 
 
-def emulate_layer(name: str, module: torch.nn.Linear, emulation: Emulation) -> None:
-    """Run one nn.Linear's three GEMMs emulated, reading `emulation.gemms` at every call."""
+def emulate_layer(name: str, module: torch.nn.Module, emulation: Emulation) -> None:
+    """Run one linear layer's (`emulatable`) three GEMMs emulated, reading `emulation.gemms` at every call."""
     module._mxscope_name = clean_name(name)
     module._mxscope_emulation = emulation
     module.forward = types.MethodType(_emulated_forward, module)
@@ -101,12 +107,12 @@ def emulate_layer(name: str, module: torch.nn.Linear, emulation: Emulation) -> N
 
 
 def emulate(model: torch.nn.Module, gemms: Optional[Dict[str, dict]] = None, seed: int = 0, skip=()) -> Emulation:
-    """Patch every nn.Linear of `model` (except names in `skip`) to run emulated; returns the shared
+    """Patch every linear layer of `model` (`emulatable`, except names in `skip`) to run emulated; returns the shared
     Emulation whose `gemms` the layers read at every call. A Bridge on the model (created before or
     after) sets `gemms` from each run's config at start_run."""
     emulation = Emulation(gemms, seed)
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and name not in skip:
+        if emulatable(module) and name not in skip:
             emulate_layer(name, module, emulation)
     GENERATION[0] += 1
     return emulation

@@ -61,6 +61,20 @@ def first_tensor(output):
 
 
 DEFAULT_ADAPTER = LinearLike()
+#: A linear layer whose weight is stored [in, out]: its [out, in] weight is the transpose.
+TRANSPOSED_LINEAR = LinearLike(weight=lambda module: module.weight.t())
+
+
+def is_transposed_linear(module: torch.nn.Module) -> bool:
+    """GPT-2's Conv1D (transformers' pytorch_utils.Conv1D, and the copies other code keeps):
+    Y = X·W + b with W [in, out] and `nf` output features; a linear layer by another name."""
+    weight = getattr(module, "weight", None)
+    return (type(module).__name__ == "Conv1D" and isinstance(weight, torch.Tensor) and weight.dim() == 2
+            and getattr(module, "nf", None) == weight.shape[1])
+
+
+def default_adapter(module: torch.nn.Module) -> LinearLike:
+    return TRANSPOSED_LINEAR if is_transposed_linear(module) else DEFAULT_ADAPTER
 
 
 def _matches(patterns: Iterable[str], *names: str) -> List[str]:
@@ -71,7 +85,7 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
                      adapters: Optional[Dict[str, LinearLike]] = None, extra: Iterable[str] = ()) -> List[Tuple[str, torch.nn.Module, LinearLike]]:
     """The (name, module, adapter) triples the bridge observes.
 
-    Default: every nn.Linear (subclasses too), plus `extra` (names or globs). `include` (names or globs, matched against the name
+    Default: every nn.Linear (subclasses too) and GPT-2-style Conv1D, plus `extra` (names or globs). `include` (names or globs, matched against the name
     with and without DDP/FSDP/compile wrapper parts): only these, which may be any module with a
     2-D weight [out, in] applied as X·Wᵀ; `exclude`: never these; `adapters` ({name or glob:
     LinearLike}): these are observed through their adapter, and nn.Linear modules inside them are
@@ -88,10 +102,10 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
         also = _matches(extra, name, raw)
         used.update(adapter_keys, chosen, excluded, also)
         inside_adapted = any(raw.startswith(prefix) for prefix in adapted_prefixes)
-        wanted = bool(adapter_keys) or (chosen if include is not None else isinstance(module, torch.nn.Linear) or also)
+        wanted = bool(adapter_keys) or (chosen if include is not None else isinstance(module, torch.nn.Linear) or is_transposed_linear(module) or also)
         if not wanted or excluded or inside_adapted:
             continue
-        adapter = adapters[adapter_keys[0]] if adapter_keys else DEFAULT_ADAPTER
+        adapter = adapters[adapter_keys[0]] if adapter_keys else default_adapter(module)
         if adapter_keys:
             adapted_prefixes.append(raw + ".")
         weight = adapter.weight(module) if adapter is not DEFAULT_ADAPTER else getattr(module, "weight", None)
