@@ -26,7 +26,7 @@ def configs():
         "albert (shared layers)": lambda: tf.AlbertConfig(embedding_size=128, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
                                                           num_attention_heads=4, vocab_size=1000),
         "bert": lambda: tf.BertConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000),
-        "t5": lambda: tf.T5Config(d_model=256, d_ff=512, num_layers=2, num_heads=4, d_kv=64, vocab_size=1000),
+        "t5": lambda: tf.T5Config(d_model=256, d_ff=512, num_layers=2, num_heads=4, d_kv=64, vocab_size=1000, decoder_start_token_id=0, pad_token_id=0),
         "qwen2": lambda: tf.Qwen2Config(**SMALL),
         "phi3 (fused qkv)": lambda: tf.Phi3Config(**SMALL, pad_token_id=0),
         "mixtral (MoE)": lambda: tf.MixtralConfig(**SMALL, num_local_experts=4, num_experts_per_tok=2),
@@ -57,23 +57,18 @@ def one(name, make, mode, device, steps):
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
     bridge = Bridge(model, run_config(steps=steps, stats_every=2, sketch_size=16, gemms=gemms), emulate=mode == "emulate", serve=False,
                     out_dir=None, print_listening=False, handle_exit=False, log=lambda line: None)
-    observed = {id(m.weight) for n, m in model.named_modules() if any(info["name"] == n for info in bridge._layer_infos) and hasattr(m, "weight")}
-    seen_numel = sum(p.numel() for p in weights.values() if id(p) in observed)
-    all_numel = sum(p.numel() for p in weights.values())
     published = []
     bridge._publish_stats = lambda stats, publish=bridge._publish_stats: (published.append(stats.count), publish(stats))[1]
     optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
     done, error = 0, ""
+    observed = {id(module.weight) for _, module, _ in bridge.layers}
     try:
         bridge.start_run()
         for step in range(steps):
             bridge.begin_step(step)
             ids = torch.randint(1, 1000, (4, 64), device=device)
             with torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda"):
-                if name.startswith("t5"):
-                    loss = model(input_ids=ids, labels=ids).loss
-                else:
-                    loss = model(input_ids=ids, labels=ids).loss
+                loss = model(input_ids=ids, labels=ids).loss
             loss.backward()
             bridge.end_step(loss=loss.detach())
             optimizer.step()
@@ -84,8 +79,13 @@ def one(name, make, mode, device, steps):
             f"{os.path.basename(f.filename)}:{f.lineno}" for f in traceback.extract_tb(e.__traceback__)[-3:])
     finally:
         bridge.close()
+    seen_numel = sum(p.numel() for p in weights.values() if id(p) in observed)
+    all_numel = sum(p.numel() for p in weights.values())
     unobserved = sorted({n.rsplit(".", 1)[0].split(".")[-1] for n, p in weights.items() if id(p) not in observed})
-    return (f"| {name} | {mode} | {len(bridge._layer_infos)} | {seen_numel / all_numel:.0%} | {', '.join(unobserved) or '-'} | "
+    implementation = getattr(model.config, "_experts_implementation", None)
+    if implementation is not None:
+        name = f"{name}, experts {implementation}"
+    return (f"| {name} | {mode} | {len(bridge.layers)} | {seen_numel / all_numel:.0%} | {', '.join(unobserved) or '-'} | "
             f"{done}/{steps} | {sum(published)} | {error or 'ok'} |")
 
 

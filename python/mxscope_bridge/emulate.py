@@ -12,6 +12,7 @@ import torch
 
 from .capture import StepCapture, gemm_operands, in_backward, quantized_wgrad
 from .config import default_gemms
+from .experts import ExpertSlice, expert_slices, is_experts_module
 from .layers import clean_name, is_transposed_linear
 from .rotation import DeviceGenerators
 
@@ -88,9 +89,10 @@ def _emulated_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return _EmulatedLinearFunction.apply(x, weight, self.bias, self._mxscope_name, self._mxscope_emulation)
 
 
-def emulatable(module: torch.nn.Module) -> bool:
-    """nn.Linear and GPT-2-style Conv1D (its [in, out] weight enters the GEMMs transposed)."""
-    return isinstance(module, torch.nn.Linear) or is_transposed_linear(module)
+def emulatable(module) -> bool:
+    """nn.Linear, GPT-2-style Conv1D (its [in, out] weight enters the GEMMs transposed) and an
+    expert of a 3-D parameter (experts.py runs its F.linear emulated)."""
+    return isinstance(module, (torch.nn.Linear, ExpertSlice)) or is_transposed_linear(module)
 
 
 #: Counts emulate() calls, so a Bridge notices layers emulated after it attached (no order trap).
@@ -101,7 +103,8 @@ def emulate_layer(name: str, module: torch.nn.Module, emulation: Emulation) -> N
     """Run one linear layer's (`emulatable`) three GEMMs emulated, reading `emulation.gemms` at every call."""
     module._mxscope_name = clean_name(name)
     module._mxscope_emulation = emulation
-    module.forward = types.MethodType(_emulated_forward, module)
+    if not isinstance(module, ExpertSlice):
+        module.forward = types.MethodType(_emulated_forward, module)
     emulation.layers[name] = module
     GENERATION[0] += 1
 
@@ -112,7 +115,11 @@ def emulate(model: torch.nn.Module, gemms: Optional[Dict[str, dict]] = None, see
     after) sets `gemms` from each run's config at start_run."""
     emulation = Emulation(gemms, seed)
     for name, module in model.named_modules():
-        if emulatable(module) and name not in skip:
+        if is_experts_module(module):
+            for slice_name, expert in expert_slices(clean_name(name), module):
+                if slice_name not in skip:
+                    emulate_layer(slice_name, expert, emulation)
+        elif emulatable(module) and name not in skip:
             emulate_layer(name, module, emulation)
     GENERATION[0] += 1
     return emulation

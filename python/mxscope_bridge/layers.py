@@ -8,6 +8,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
+from .experts import expert_slices, is_experts_module
 from .rotation import fit
 
 # Wrapper components that DDP, FSDP, activation checkpointing and torch.compile add to names.
@@ -21,7 +22,8 @@ def clean_name(raw: str) -> str:
 
 
 def layer_kind(name: str) -> str:
-    last = name.rsplit(".", 1)[-1]
+    parts = name.split(".")
+    last = parts[-2] if parts[-1].isdigit() and len(parts) > 1 else parts[-1]  # an expert: <experts>.<parameter>.<e>
     return KINDS.get(last, last)
 
 
@@ -85,7 +87,8 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
                      adapters: Optional[Dict[str, LinearLike]] = None, extra: Iterable[str] = ()) -> List[Tuple[str, torch.nn.Module, LinearLike]]:
     """The (name, module, adapter) triples the bridge observes.
 
-    Default: every nn.Linear (subclasses too) and GPT-2-style Conv1D, plus `extra` (names or globs). `include` (names or globs, matched against the name
+    Default: every nn.Linear (subclasses too), GPT-2-style Conv1D and each expert of an experts
+    module's 3-D parameters (experts.py), plus `extra` (names or globs). `include` (names or globs, matched against the name
     with and without DDP/FSDP/compile wrapper parts): only these, which may be any module with a
     2-D weight [out, in] applied as X·Wᵀ; `exclude`: never these; `adapters` ({name or glob:
     LinearLike}): these are observed through their adapter, and nn.Linear modules inside them are
@@ -102,12 +105,18 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
         also = _matches(extra, name, raw)
         used.update(adapter_keys, chosen, excluded, also)
         inside_adapted = any(raw.startswith(prefix) for prefix in adapted_prefixes)
-        wanted = bool(adapter_keys) or (chosen if include is not None else isinstance(module, torch.nn.Linear) or is_transposed_linear(module) or also)
+        wanted = bool(adapter_keys) or (chosen if include is not None else
+                                        isinstance(module, torch.nn.Linear) or is_transposed_linear(module) or is_experts_module(module) or also)
         if not wanted or excluded or inside_adapted:
             continue
         adapter = adapters[adapter_keys[0]] if adapter_keys else default_adapter(module)
         if adapter_keys:
             adapted_prefixes.append(raw + ".")
+        if is_experts_module(module) and not adapter_keys:
+            for slice_name, expert in expert_slices(name, module):
+                if not _matches(exclude, slice_name):
+                    found.append((slice_name, expert, DEFAULT_ADAPTER))
+            continue
         weight = adapter.weight(module) if adapter is not DEFAULT_ADAPTER else getattr(module, "weight", None)
         if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
             raise ValueError(f"module {name!r} ({type(module).__name__}) was chosen for observation but has no 2-D weight [out, in]: "

@@ -1,0 +1,116 @@
+"""Mixture-of-experts blocks that keep their experts as 3-D parameters (transformers' MoE models
+since v5: `gate_up_proj` [E, 2I, H] and `down_proj` [E, H, I] of a `…Experts` module, each expert's
+GEMM an `F.linear(x, param[e])`) seen as one linear layer per expert and parameter.
+
+No module holds an expert's weight, so no module hook can see its GEMM. While a hooked or emulated
+expert's block runs its forward, a torch-function mode watches `F.linear`: a call whose weight is
+expert e of a registered parameter runs that expert's hooks around it (the observing hooks of
+observe.py, which take the slice as their module) or, emulated, runs as the emulated GEMM. Experts
+that an implementation multiplies another way (transformers' grouped_mm or batched_mm kernels)
+never reach F.linear and get no records: docs/bridge.md says how to pick the eager one."""
+from __future__ import annotations
+
+import types
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+
+class _Handle:
+    def __init__(self, hooks: list, fn):
+        self.hooks, self.fn = hooks, fn
+
+    def remove(self) -> None:
+        if self.fn in self.hooks:
+            self.hooks.remove(self.fn)
+
+
+class ExpertSlice:
+    """Expert `index` of the 3-D parameter `param` of module `owner`: weight [out, in] = param[index].
+    It takes forward hooks and pre-hooks as a module does; its block's mode calls them."""
+
+    def __init__(self, owner: torch.nn.Module, param: torch.nn.Parameter, index: int):
+        self.owner, self.param, self.index = owner, param, index
+        self.forward_hooks: List[Callable] = []
+        self.pre_hooks: List[Callable] = []
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.param[self.index]
+
+    def register_forward_hook(self, fn) -> _Handle:
+        self.forward_hooks.append(fn)
+        return _Handle(self.forward_hooks, fn)
+
+    def register_forward_pre_hook(self, fn) -> _Handle:
+        self.pre_hooks.append(fn)
+        return _Handle(self.pre_hooks, fn)
+
+    def busy(self) -> bool:
+        return bool(self.forward_hooks or self.pre_hooks) or getattr(self, "_mxscope_emulation", None) is not None
+
+
+def is_experts_module(module: torch.nn.Module) -> bool:
+    return "Experts" in type(module).__name__ and any(p.dim() == 3 for p in module.parameters(recurse=False))
+
+
+def expert_slices(name: str, module: torch.nn.Module) -> List[Tuple[str, ExpertSlice]]:
+    """(`<name>.<parameter>.<e>`, slice) for each expert of each 3-D parameter of an experts module,
+    which is made ready to run their hooks and emulation (once)."""
+    by_param = getattr(module, "_mxscope_experts", None)
+    if by_param is None:
+        by_param = {}
+        for param_name, param in module.named_parameters(recurse=False):
+            if param.dim() == 3:
+                by_param[param_name] = [ExpertSlice(module, param, e) for e in range(param.shape[0])]
+        module._mxscope_experts = by_param
+        module.forward = types.MethodType(_watched_forward, module)
+    return [(f"{name}.{param_name}.{e}", s) for param_name, slices in by_param.items() for e, s in enumerate(slices)]
+
+
+def _watched_forward(self: torch.nn.Module, *args, **kwargs):
+    slices = [s for group in self._mxscope_experts.values() for s in group]
+    if not any(s.busy() for s in slices):
+        return type(self).forward(self, *args, **kwargs)
+    with _ExpertCalls(slices):
+        return type(self).forward(self, *args, **kwargs)
+
+
+class _ExpertCalls(TorchFunctionMode):
+    def __init__(self, slices: List[ExpertSlice]):
+        super().__init__()
+        #: (parameter id, storage offset of the expert) -> its slice
+        self.slices: Dict[Tuple[int, int], ExpertSlice] = {(id(s.param), s.param.storage_offset() + s.index * s.param.stride(0)): s for s in slices}
+        self.params = {id(s.param): s.param for s in slices}
+
+    def _slice(self, weight) -> Optional[ExpertSlice]:
+        base = getattr(weight, "_base", None) if isinstance(weight, torch.Tensor) else None
+        if base is None or id(base) not in self.params:
+            return None
+        found = self.slices.get((id(base), weight.storage_offset()))
+        if found is None or weight.shape != found.param.shape[1:] or weight.stride() != found.param.stride()[1:]:
+            return None
+        return found
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not torch.nn.functional.linear:
+            return func(*args, **kwargs)
+        x = args[0] if args else kwargs.get("input")
+        weight = args[1] if len(args) > 1 else kwargs.get("weight")
+        bias = args[2] if len(args) > 2 else kwargs.get("bias")
+        found = self._slice(weight)
+        if found is None:
+            return func(*args, **kwargs)
+        for hook in list(found.pre_hooks):
+            hook(found, (x,))
+        emulation = getattr(found, "_mxscope_emulation", None)
+        if emulation is not None and emulation.enabled:
+            from .emulate import _EmulatedLinearFunction
+            y = _EmulatedLinearFunction.apply(x, weight, bias, found._mxscope_name, emulation)
+        else:
+            y = func(*args, **kwargs)
+        for hook in list(found.forward_hooks):
+            hook(found, (x,), y)
+        return y

@@ -1,0 +1,119 @@
+"""Experts kept as 3-D parameters (transformers' MoE layout since v5) are observed and emulated one
+linear layer per expert and parameter, like experts that are nn.Linear modules."""
+import math
+import tempfile
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+from mxscope_bridge import emulate, layers
+
+from tests.helpers import bridge_for, mx_gemms, read_log
+
+DIM, HIDDEN, EXPERTS = 64, 96, 3
+
+
+class StackedExperts(torch.nn.Module):
+    """transformers' layout: gate_up_proj [E, 2I, H], down_proj [E, H, I], F.linear on each expert's slice."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Parameter(torch.randn(EXPERTS, 2 * HIDDEN, DIM) * 0.1)
+        self.down_proj = torch.nn.Parameter(torch.randn(EXPERTS, DIM, HIDDEN) * 0.1)
+
+    def forward(self, h, choice):
+        out = torch.zeros_like(h)
+        for e in range(EXPERTS):
+            tokens = (choice == e).nonzero().squeeze(-1)
+            gate, up = F.linear(h[tokens], self.gate_up_proj[e]).chunk(2, dim=-1)
+            out = out.index_add(0, tokens, F.linear(F.silu(gate) * up, self.down_proj[e]))
+        return out
+
+
+class ModuleExperts(torch.nn.Module):
+    """The same experts as nn.Linear modules (the layout before transformers v5)."""
+
+    def __init__(self, stacked: StackedExperts):
+        super().__init__()
+        self.gate_up_proj = torch.nn.ModuleList(torch.nn.Linear(DIM, 2 * HIDDEN, bias=False) for _ in range(EXPERTS))
+        self.down_proj = torch.nn.ModuleList(torch.nn.Linear(HIDDEN, DIM, bias=False) for _ in range(EXPERTS))
+        with torch.no_grad():
+            for e in range(EXPERTS):
+                self.gate_up_proj[e].weight.copy_(stacked.gate_up_proj[e])
+                self.down_proj[e].weight.copy_(stacked.down_proj[e])
+
+    def forward(self, h, choice):
+        out = torch.zeros_like(h)
+        for e in range(EXPERTS):
+            tokens = (choice == e).nonzero().squeeze(-1)
+            gate, up = self.gate_up_proj[e](h[tokens]).chunk(2, dim=-1)
+            out = out.index_add(0, tokens, self.down_proj[e](F.silu(gate) * up))
+        return out
+
+
+class Moe(torch.nn.Module):
+    """Tokens go to expert (token index mod 2): expert 2 never gets one."""
+
+    def __init__(self, experts):
+        super().__init__()
+        self.experts = experts
+
+    def forward(self, x):
+        h = x.reshape(-1, DIM)
+        choice = torch.arange(h.shape[0]) % 2
+        return self.experts(h, choice).reshape(x.shape)
+
+
+class Experts(unittest.TestCase):
+    def test_one_layer_per_expert_and_parameter(self):
+        found = [(name, type(module).__name__) for name, module, _ in layers.observed_modules(Moe(StackedExperts()))]
+        self.assertEqual([name for name, _ in found], [f"experts.{p}.{e}" for p in ("gate_up_proj", "down_proj") for e in range(EXPERTS)])
+        self.assertEqual(layers.layer_kind("model.layers.3.mlp.experts.down_proj.7"), "down")
+        self.assertFalse(layers.observed_modules(torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3)), extra=()) , "a convolution's 3-D weight is not experts")
+
+    def test_observed_per_expert(self):
+        torch.manual_seed(0)
+        model = Moe(StackedExperts())
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-experts-"), stats_every=2)
+        bridge.start_run()
+        for step in range(3):
+            bridge.begin_step(step)
+            model(torch.randn(4, 16, DIM)).pow(2).mean().backward()
+            bridge.end_step(loss=0.0)
+            if step < 2:
+                model.zero_grad()
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        bridge.close()
+        records = {(r["step"], r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}
+        for e in range(EXPERTS):
+            for param in ("gate_up_proj", "down_proj"):
+                wgrad = records[(2, f"experts.{param}.{e}", "wgrad")]
+                want = getattr(model.experts, param).grad[e].norm().item()
+                self.assertTrue(math.isclose(wgrad["wgradError"]["gradNorm"], want, rel_tol=1e-5, abs_tol=1e-12), (param, e))
+                fprop_x = records[(2, f"experts.{param}.{e}", "fprop")]["operands"][0]
+                self.assertEqual(fprop_x["elements"], 0 if e == 2 else 32 * (DIM if param == "gate_up_proj" else HIDDEN), (param, e))
+        self.assertIsNotNone(records[(2, "experts.down_proj.0", "wgrad")]["wgradError"]["lag1Cos"])
+
+    def test_emulated_like_experts_that_are_modules(self):
+        torch.manual_seed(0)
+        stacked = Moe(StackedExperts())
+        modules = Moe(ModuleExperts(stacked.experts))
+        x = torch.randn(4, 16, DIM)
+        plain = stacked(x)
+        results = []
+        for model in (stacked, modules):
+            emulate(model, mx_gemms())
+            y = model(x)
+            y.pow(2).mean().backward()
+            results.append(y)
+        self.assertFalse(torch.equal(results[0], plain), "the experts' GEMMs ran in MXFP4")
+        self.assertTrue(torch.equal(results[0], results[1]))
+        for e in range(EXPERTS):
+            self.assertTrue(torch.equal(stacked.experts.gate_up_proj.grad[e], modules.experts.gate_up_proj[e].weight.grad), e)
+            self.assertTrue(torch.equal(stacked.experts.down_proj.grad[e], modules.experts.down_proj[e].weight.grad), e)
+
+
+if __name__ == "__main__":
+    unittest.main()
