@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from mxscope_bridge import Bridge, default_gemms, gemm_config, run_config  # noqa: E402
+from mxscope_bridge.experts import ExpertSlice  # noqa: E402
 
 SMALL = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
 
@@ -61,7 +62,7 @@ def one(name, make, mode, device, steps):
     bridge._publish_stats = lambda stats, publish=bridge._publish_stats: (published.append(stats.count), publish(stats))[1]
     optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
     done, error = 0, ""
-    observed = {id(module.weight) for _, module, _ in bridge.layers}
+    observed = {id(getattr(module, "param", None) if isinstance(module, ExpertSlice) else module.weight) for _, module, _ in bridge.layers}
     try:
         bridge.start_run()
         for step in range(steps):

@@ -7,7 +7,8 @@ expert's block runs its forward, a torch-function mode watches `F.linear`: a cal
 expert e of a registered parameter runs that expert's hooks around it (the observing hooks of
 observe.py, which take the slice as their module) or, emulated, runs as the emulated GEMM. Experts
 that an implementation multiplies another way (transformers' grouped_mm or batched_mm kernels)
-never reach F.linear and get no records: docs/bridge.md says how to pick the eager one."""
+run their eager implementation instead while hooked (a capturing step) or emulated: the same
+products, one GEMM per expert."""
 from __future__ import annotations
 
 import types
@@ -74,7 +75,18 @@ def _watched_forward(self: torch.nn.Module, *args, **kwargs):
     if not any(s.busy() for s in slices):
         return type(self).forward(self, *args, **kwargs)
     with _ExpertCalls(slices):
-        return type(self).forward(self, *args, **kwargs)
+        return _per_expert_forward(self)(self, *args, **kwargs)
+
+
+def _per_expert_forward(module: torch.nn.Module):
+    """The forward that multiplies expert by expert through F.linear: transformers' experts pick
+    an implementation (`config._experts_implementation`: grouped_mm, batched_mm, …) at every call
+    and keep the eager one, which does, as the forward their dispatcher wraps."""
+    forward = type(module).forward
+    implementation = getattr(getattr(module, "config", None), "_experts_implementation", None)
+    if implementation not in (None, "eager") and hasattr(forward, "__wrapped__"):
+        return forward.__wrapped__
+    return forward
 
 
 class _ExpertCalls(TorchFunctionMode):

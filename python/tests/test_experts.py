@@ -1,7 +1,9 @@
 """Experts kept as 3-D parameters (transformers' MoE layout since v5) are observed and emulated one
 linear layer per expert and parameter, like experts that are nn.Linear modules."""
+import functools
 import math
 import tempfile
+import types
 import unittest
 
 import torch
@@ -52,6 +54,35 @@ class ModuleExperts(torch.nn.Module):
         return out
 
 
+def dispatching(experts_class):
+    """How transformers' use_experts_implementation wraps an experts class: its forward picks an
+    implementation by `config._experts_implementation` at every call, the eager one being the
+    class's own forward."""
+    eager = experts_class.forward
+
+    def grouped(self, h, choice):  # one batched product, no F.linear per expert
+        self.grouped_calls += 1
+        w = torch.stack([self.gate_up_proj[e] for e in choice.tolist()])
+        gate, up = torch.bmm(w, h.unsqueeze(-1)).squeeze(-1).chunk(2, dim=-1)
+        w = torch.stack([self.down_proj[e] for e in choice.tolist()])
+        return torch.bmm(w, (F.silu(gate) * up).unsqueeze(-1)).squeeze(-1)
+
+    @functools.wraps(eager)
+    def forward(self, *args, **kwargs):
+        return (eager if self.config._experts_implementation == "eager" else grouped)(self, *args, **kwargs)
+
+    experts_class.forward = forward
+    return experts_class
+
+
+@dispatching
+class GroupedExperts(StackedExperts):
+    def __init__(self):
+        super().__init__()
+        self.config = types.SimpleNamespace(_experts_implementation="grouped_mm")
+        self.grouped_calls = 0
+
+
 class Moe(torch.nn.Module):
     """Tokens go to expert (token index mod 2): expert 2 never gets one."""
 
@@ -95,6 +126,23 @@ class Experts(unittest.TestCase):
                 fprop_x = records[(2, f"experts.{param}.{e}", "fprop")]["operands"][0]
                 self.assertEqual(fprop_x["elements"], 0 if e == 2 else 32 * (DIM if param == "gate_up_proj" else HIDDEN), (param, e))
         self.assertIsNotNone(records[(2, "experts.down_proj.0", "wgrad")]["wgradError"]["lag1Cos"])
+
+    def test_a_grouped_implementation_runs_eager_while_observed(self):
+        torch.manual_seed(0)
+        model = Moe(GroupedExperts())
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-"), stats_every=3)
+        bridge.start_run()
+        for step in range(4):  # step 0 is a stats step, step 1 has nothing to capture, 2 keeps E for 3
+            bridge.begin_step(step)
+            model(torch.randn(2, 8, DIM)).pow(2).mean().backward()
+            bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        bridge.close()
+        self.assertEqual(model.experts.grouped_calls, 1, "only the step with nothing to capture ran grouped")
+        wgrad = [r for r in read_log(run_dir) if r["type"] == "layerStats" and r["layer"] == "experts.down_proj.1" and r["gemm"] == "wgrad"]
+        self.assertEqual([r["step"] for r in wgrad], [0, 3])
+        self.assertIsNotNone(wgrad[1]["wgradError"]["lag1Cos"])
 
     def test_emulated_like_experts_that_are_modules(self):
         torch.manual_seed(0)
