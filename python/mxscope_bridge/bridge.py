@@ -30,7 +30,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Union
 
 import torch
 
-from . import __version__, emulate as emulation_module, gc_freeze, stats
+from . import __version__, compile_stance, emulate as emulation_module, gc_freeze, stats
 from .backward_worker import BackwardWorker, private_group
 from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, check_layer_groups, run_config
@@ -137,6 +137,8 @@ class Bridge:
         #: the observing hooks, present only between begin_step and end_step of a capturing step: a
         #: module with hooks takes nn.Module's slower call path, which idle steps need not pay
         self._hooks: list = []
+        #: compiled code's stance while the hooks are attached (compile_stance)
+        self._stance = None
         #: where the hooks' backward-time work runs (None: in the hooks). Under torch.distributed only
         #: with backward_thread=True, its all-reduces then going over a group of the bridge's own.
         self.backward_worker: Optional[BackwardWorker] = None
@@ -487,11 +489,15 @@ class Bridge:
             observed = [(name, module, adapter) for name, module, adapter in self.layers if name in names]
             self._hooks = [module.register_forward_hook(observer_hook(self, name, adapter)) for name, module, adapter in observed]
             self._hooks += [module.register_forward_pre_hook(observer_pre_hook(self, name, adapter)) for name, module, adapter in observed]
+            if self._hooks:
+                self._stance = compile_stance.force_eager()
 
     def _detach_hooks(self) -> None:
         hooks, self._hooks = self._hooks, []
         for hook in hooks:
             hook.remove()
+        stance, self._stance = self._stance, None
+        compile_stance.restore(stance)
 
     # ------------------------------------------------------------------ emulation and rotation plan
 

@@ -12,6 +12,7 @@ import torch
 
 from .capture import StepCapture, gemm_operands, in_backward, quantized_wgrad
 from .config import default_gemms
+from .compile_stance import eager
 from .experts import ExpertSlice, expert_slices, is_experts_module
 from .layers import clean_name, is_transposed_linear
 from .rotation import DeviceGenerators
@@ -85,8 +86,13 @@ class _EmulatedLinearFunction(torch.autograd.Function):
 def _emulated_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if not self._mxscope_emulation.enabled:
         return type(self).forward(self, x)
-    weight = self.weight.t() if is_transposed_linear(self) else self.weight
-    return _EmulatedLinearFunction.apply(x, weight, self.bias, self._mxscope_name, self._mxscope_emulation)
+    return _emulated_linear(self, x)
+
+
+@eager
+def _emulated_linear(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    weight = module.weight.t() if is_transposed_linear(module) else module.weight
+    return _EmulatedLinearFunction.apply(x, weight, module.bias, module._mxscope_name, module._mxscope_emulation)
 
 
 def emulatable(module) -> bool:

@@ -17,6 +17,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .compile_stance import eager
+
 
 class _Handle:
     def __init__(self, hooks: list, fn):
@@ -74,8 +76,13 @@ def _watched_forward(self: torch.nn.Module, *args, **kwargs):
     slices = [s for group in self._mxscope_experts.values() for s in group]
     if not any(s.busy() for s in slices):
         return type(self).forward(self, *args, **kwargs)
+    return _expert_by_expert(self, slices, args, kwargs)
+
+
+@eager
+def _expert_by_expert(module: torch.nn.Module, slices: List[ExpertSlice], args, kwargs):
     with _ExpertCalls(slices):
-        return _per_expert_forward(self)(self, *args, **kwargs)
+        return _per_expert_forward(module)(module, *args, **kwargs)
 
 
 def _per_expert_forward(module: torch.nn.Module):
