@@ -96,9 +96,13 @@ def _emulated_linear(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def emulatable(module) -> bool:
-    """nn.Linear, GPT-2-style Conv1D (its [in, out] weight enters the GEMMs transposed) and an
-    expert of a 3-D parameter (experts.py runs its F.linear emulated)."""
-    return isinstance(module, (torch.nn.Linear, ExpertSlice)) or is_transposed_linear(module)
+    """nn.Linear (subclasses that keep its forward), GPT-2-style Conv1D (its [in, out] weight
+    enters the GEMMs transposed) and an expert of a 3-D parameter (experts.py runs its F.linear
+    emulated). A subclass with a forward of its own (Phi-MoE's router returns a tuple) is observed,
+    not emulated: its forward is more than the GEMM."""
+    if isinstance(module, torch.nn.Linear):
+        return type(module).forward is torch.nn.Linear.forward
+    return isinstance(module, ExpertSlice) or is_transposed_linear(module)
 
 
 #: Counts emulate() calls, so a Bridge notices layers emulated after it attached (no order trap).

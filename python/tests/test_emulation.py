@@ -109,3 +109,33 @@ class EmulatedLinear(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LinearWithItsOwnForward(unittest.TestCase):
+    """An nn.Linear subclass whose forward is more than the GEMM (Phi-MoE's router returns a tuple)."""
+
+    class Router(torch.nn.Linear):
+        def forward(self, x):
+            logits = super().forward(x)
+            return logits, logits.softmax(-1), logits.argmax(-1)
+
+    def test_observed_not_emulated(self):
+        from tests.helpers import bridge_for, read_log
+        import tempfile
+        model = torch.nn.ModuleDict({"router": self.Router(64, 4), "up": torch.nn.Linear(64, 64)})
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-router-"), stats_every=1, emulate=True)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        bridge.begin_step(0)
+        x = torch.randn(8, 64)
+        logits, probs, choice = model["router"](x)
+        (model["up"](x).sum() + logits.sum()).backward()
+        bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        self.assertEqual(choice.shape, (8,), "the router's own forward ran")
+        self.assertIsNone(getattr(model["router"], "_mxscope_emulation", None))
+        self.assertIsNotNone(getattr(model["up"], "_mxscope_emulation", None))
+        records = {(r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}
+        self.assertTrue(records[("router", "fprop")].get("simulated"), "observed: its stats simulate MXFP4")
+        self.assertNotIn("simulated", records[("up", "fprop")])
