@@ -195,7 +195,7 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     generator = capture.generators(dy.device)
     exact_in = _exact_dtype(gemm, dy.dtype)
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
-    rows = capture.errors.rows_per_chunk(out_features, x.shape[1], tokens, layer)
+    rows = capture.errors.rows_per_chunk(layer, out_features, x.shape[1], tokens)
     part = capture.errors.rows_per_part(rows, tokens)
     what = f"{layer} wgrad"
     block = gemm["precision"] in BLOCK_PRECISIONS

@@ -255,6 +255,8 @@ class WgradErrors:
         #: this stats step's layers whose E_{t−1} was not stored whole: they report no lag-1
         self.without_prev: Set[str] = set()
         self._seen: Dict[str, int] = {}
+        #: forward passes of this step (more than one: gradient accumulation)
+        self._passes = 1
         self._slices: Dict[Tuple[str, int, int], tuple] = {}
 
     def begin(self, step: int, with_stats: bool, keep: bool) -> None:
@@ -287,10 +289,10 @@ class WgradErrors:
         self.store.end_step(self.keep)
         self.prev_step = self.step if self.keep else None
 
-    def rows_per_chunk(self, out_features: int, in_features: int, tokens: int, layer: Optional[str] = None) -> int:
+    def rows_per_chunk(self, layer: str, out_features: int, in_features: int, tokens: int) -> int:
         """Rows of E per chunk: E, ∇Ŵ and ∇W chunks and the quantized ∇Y columns stay near CHUNK_BYTES each
         (whole where a step's calls are summed)."""
-        if layer is not None and self._sums_calls(layer):
+        if self._sums_calls(layer):
             return out_features
         # Ranks reduce E chunk by chunk, so every rank must cut the same chunks whatever its tokens
         # (padded batches, routed experts): then rows_per_part bounds ∇Yᵀ.

@@ -125,7 +125,7 @@ class RepeatedLayers(unittest.TestCase):
         self.assertEqual(errors.repeated, {"a"})
         errors.begin(3, with_stats=True, keep=False)
         for layer in ("a", "b"):
-            self.assertEqual(errors.rows_per_chunk(4, 8, 10 ** 9, layer), 4 if layer == "a" else 1)
+            self.assertEqual(errors.rows_per_chunk(layer, 4, 8, 10 ** 9), 4 if layer == "a" else 1)
         errors.add("a", e[1], e[0], 0, (4, 8))
         errors.add("a", e[2], e[0], 0, (4, 8))
         errors.add("b", e[3], e[0], 0, (4, 8))
