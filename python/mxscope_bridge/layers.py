@@ -105,18 +105,16 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
         also = _matches(extra, name, raw)
         used.update(adapter_keys, chosen, excluded, also)
         inside_adapted = any(raw.startswith(prefix) for prefix in adapted_prefixes)
+        if is_experts_module(module) and not adapter_keys and not excluded and not inside_adapted:
+            found += _chosen_experts(name, module, include if include is not None and not chosen else None, exclude, used)
+            continue
         wanted = bool(adapter_keys) or (chosen if include is not None else
-                                        isinstance(module, torch.nn.Linear) or is_transposed_linear(module) or is_experts_module(module) or also)
+                                        isinstance(module, torch.nn.Linear) or is_transposed_linear(module) or also)
         if not wanted or excluded or inside_adapted:
             continue
         adapter = adapters[adapter_keys[0]] if adapter_keys else default_adapter(module)
         if adapter_keys:
             adapted_prefixes.append(raw + ".")
-        if is_experts_module(module) and not adapter_keys:
-            for slice_name, expert in expert_slices(name, module):
-                if not _matches(exclude, slice_name):
-                    found.append((slice_name, expert, DEFAULT_ADAPTER))
-            continue
         weight = adapter.weight(module) if adapter is not DEFAULT_ADAPTER else getattr(module, "weight", None)
         if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
             raise ValueError(f"module {name!r} ({type(module).__name__}) was chosen for observation but has no 2-D weight [out, in]: "
@@ -127,6 +125,19 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
         names = [clean_name(raw) for raw, _ in model.named_modules() if raw][:8]
         raise ValueError(f"module patterns {unused} match no module of the model; names look like {names}")
     return found
+
+
+def _chosen_experts(name: str, module: torch.nn.Module, include: Optional[List[str]], exclude: List[str], used: set) -> list:
+    """An experts module's experts as layers: all of them, or (`include`) those whose names match;
+    never those `exclude` matches. Patterns that match an expert's name count as used."""
+    chosen = []
+    for slice_name, expert in expert_slices(name, module):
+        excluded = _matches(exclude, slice_name)
+        included = _matches(include, slice_name) if include is not None else None
+        used.update(excluded, included or [])
+        if not excluded and (include is None or included):
+            chosen.append((slice_name, expert, DEFAULT_ADAPTER))
+    return chosen
 
 
 def layer_info(name: str, module: torch.nn.Module, sketch_size: int, seed: int, adapter: LinearLike = DEFAULT_ADAPTER) -> dict:

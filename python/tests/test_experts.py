@@ -103,6 +103,16 @@ class Experts(unittest.TestCase):
         self.assertEqual(layers.layer_kind("model.layers.3.mlp.experts.down_proj.7"), "down")
         self.assertFalse(layers.observed_modules(torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3)), extra=()) , "a convolution's 3-D weight is not experts")
 
+    def test_chosen_by_their_names(self):
+        model = Moe(StackedExperts())
+        names = lambda **kw: [name for name, _, _ in layers.observed_modules(model, **kw)]
+        self.assertEqual(names(include=["experts.down_proj.1"]), ["experts.down_proj.1"])
+        self.assertEqual(names(include=["experts"]), [f"experts.{p}.{e}" for p in ("gate_up_proj", "down_proj") for e in range(EXPERTS)])
+        self.assertEqual(names(exclude=["experts.gate_up_proj.*"]), [f"experts.down_proj.{e}" for e in range(EXPERTS)])
+        self.assertEqual(names(exclude=["experts"]), [])
+        with self.assertRaisesRegex(ValueError, "match no module"):
+            names(include=["experts.down_proj.9"])
+
     def test_observed_per_expert(self):
         torch.manual_seed(0)
         model = Moe(StackedExperts())
