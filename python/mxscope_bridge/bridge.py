@@ -139,6 +139,8 @@ class Bridge:
         self._hooks: list = []
         #: compiled code's stance while the hooks are attached (compile_stance)
         self._stance = None
+        #: observed layers already named for running no GEMM on a stats step
+        self._named_silent: Set[str] = set()
         #: where the hooks' backward-time work runs (None: in the hooks). Under torch.distributed only
         #: with backward_thread=True, its all-reduces then going over a group of the bridge's own.
         self.backward_worker: Optional[BackwardWorker] = None
@@ -367,6 +369,8 @@ class Bridge:
         if capture is not None:
             self._errors.finish_micro_batches()
             step_stats = self._step_stats(capture, step) if capture.with_stats else None
+            if capture.with_stats and self.rank == 0:
+                self._name_silent_layers(capture)
             self._errors.finish()
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
         tokens = tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]
@@ -526,6 +530,20 @@ class Bridge:
             emulation.gemms = copy.deepcopy(self.config["gemms"])
             emulation.misfit = self.misfit
             emulation.capture = self.capture
+
+    def _name_silent_layers(self, capture: StepCapture) -> None:
+        """Says once which observed layers got no stats on a stats step: a module whose weight its
+        parent multiplies itself (nn.MultiheadAttention's out_proj) never calls its own forward, so
+        its hooks never see a GEMM and it gets no records."""
+        silent = [info["name"] for info in self._layer_infos
+                  if capture.observes(info["name"]) and not any((info["name"], gemm) in capture.operands for gemm in GEMM_KINDS)
+                  and info["name"] not in self._named_silent]
+        if silent:
+            self._named_silent.update(silent)
+            shown = ", ".join(silent[:5]) + (f" and {len(silent) - 5} more" if len(silent) > 5 else "")
+            self.log(f"{len(silent)} observed layers got no stats at stats step {self.step}: {shown}. A module whose weight "
+                     "another module multiplies itself (nn.MultiheadAttention's out_proj) never runs its own forward, and a "
+                     "layer the step does not call (or whose output needs no gradient) has no GEMMs to measure")
 
     # ------------------------------------------------------------------ reduction and records
 

@@ -114,3 +114,29 @@ class Modules(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SilentLayers(unittest.TestCase):
+    def test_a_layer_whose_forward_never_runs_is_named_once(self):
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = torch.nn.MultiheadAttention(64, 4, batch_first=True)  # multiplies out_proj.weight itself
+                self.up = torch.nn.Linear(64, 64)
+
+            def forward(self, x):
+                return self.up(self.attn(x, x, x, need_weights=False)[0])
+
+        lines = []
+        model = Net()
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-silent-"), stats_every=1, log=lines.append)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        for step in range(2):
+            bridge.begin_step(step)
+            model(torch.randn(2, 8, 64)).sum().backward()
+            bridge.end_step(loss=0.0)
+        named = [line for line in lines if "got no stats" in line]
+        self.assertEqual(len(named), 1, lines)
+        self.assertIn("attn.out_proj", named[0])
+        self.assertTrue(named[0].startswith("1 observed layers"), "up ran its GEMMs: only out_proj is named")
