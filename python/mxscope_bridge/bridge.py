@@ -533,7 +533,7 @@ class Bridge:
 
     def _name_silent_layers(self, capture: StepCapture) -> None:
         """Says once which observed layers got no stats on a stats step: a module whose weight its
-        parent multiplies itself (nn.MultiheadAttention's out_proj) never calls its own forward, so
+        parent multiplies itself (cross-attention's in-projection, a custom block's) never calls its own forward, so
         its hooks never see a GEMM and it gets no records."""
         silent = [info["name"] for info in self._layer_infos
                   if capture.observes(info["name"]) and not any((info["name"], gemm) in capture.operands for gemm in GEMM_KINDS)
@@ -542,7 +542,7 @@ class Bridge:
             self._named_silent.update(silent)
             shown = ", ".join(silent[:5]) + (f" and {len(silent) - 5} more" if len(silent) > 5 else "")
             self.log(f"{len(silent)} observed layers got no stats at stats step {self.step}: {shown}. A module whose weight "
-                     "another module multiplies itself (nn.MultiheadAttention's out_proj) never runs its own forward, and a "
+                     "another module multiplies itself never runs its own forward, and a "
                      "layer the step does not call (or whose output needs no gradient) has no GEMMs to measure")
 
     # ------------------------------------------------------------------ reduction and records

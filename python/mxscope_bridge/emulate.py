@@ -13,6 +13,7 @@ import torch
 from .capture import StepCapture, gemm_operands, in_backward, quantized_wgrad
 from .config import default_gemms
 from .compile_stance import eager
+from .attention import attention_weights, is_attention
 from .experts import ExpertSlice, expert_slices, is_experts_module
 from .layers import clean_name, is_transposed_linear
 from .rotation import DeviceGenerators
@@ -125,8 +126,9 @@ def emulate(model: torch.nn.Module, gemms: Optional[Dict[str, dict]] = None, see
     after) sets `gemms` from each run's config at start_run."""
     emulation = Emulation(gemms, seed)
     for name, module in model.named_modules():
-        if is_experts_module(module):
-            for slice_name, expert in expert_slices(clean_name(name), module):
+        if is_experts_module(module) or is_attention(module):
+            weights = expert_slices if is_experts_module(module) else attention_weights
+            for slice_name, expert in weights(clean_name(name), module):
                 if slice_name not in skip:
                     emulate_layer(slice_name, expert, emulation)
         elif emulatable(module) and name not in skip:

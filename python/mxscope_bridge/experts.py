@@ -30,17 +30,18 @@ class _Handle:
 
 
 class ExpertSlice:
-    """Expert `index` of the 3-D parameter `param` of module `owner`: weight [out, in] = param[index].
-    It takes forward hooks and pre-hooks as a module does; its block's mode calls them."""
+    """Expert `index` of the 3-D parameter `param` of module `owner`: weight [out, in] = param[index]
+    (index None: a 2-D parameter its owner multiplies itself, attention.py). It takes forward hooks
+    and pre-hooks as a module does; its owner's watched forward calls them."""
 
-    def __init__(self, owner: torch.nn.Module, param: torch.nn.Parameter, index: int):
+    def __init__(self, owner: torch.nn.Module, param: torch.nn.Parameter, index: Optional[int]):
         self.owner, self.param, self.index = owner, param, index
         self.forward_hooks: List[Callable] = []
         self.pre_hooks: List[Callable] = []
 
     @property
     def weight(self) -> torch.Tensor:
-        return self.param[self.index]
+        return self.param if self.index is None else self.param[self.index]
 
     def register_forward_hook(self, fn) -> _Handle:
         self.forward_hooks.append(fn)
@@ -50,8 +51,6 @@ class ExpertSlice:
         self.pre_hooks.append(fn)
         return _Handle(self.pre_hooks, fn)
 
-    def busy(self) -> bool:
-        return bool(self.forward_hooks or self.pre_hooks) or getattr(self, "_mxscope_emulation", None) is not None
 
 
 def is_experts_module(module: torch.nn.Module) -> bool:
@@ -74,7 +73,7 @@ def expert_slices(name: str, module: torch.nn.Module) -> List[Tuple[str, ExpertS
 
 def _watched_forward(self: torch.nn.Module, *args, **kwargs):
     slices = [s for group in self._mxscope_experts.values() for s in group]
-    if not any(s.busy() for s in slices):
+    if not any(busy(s) for s in slices):
         return type(self).forward(self, *args, **kwargs)
     return _expert_by_expert(self, slices, args, kwargs)
 
@@ -122,14 +121,33 @@ class _ExpertCalls(TorchFunctionMode):
         found = self._slice(weight)
         if found is None:
             return func(*args, **kwargs)
-        for hook in list(found.pre_hooks):
-            hook(found, (x,))
-        emulation = getattr(found, "_mxscope_emulation", None)
-        if emulation is not None and emulation.enabled:
-            from .emulate import _EmulatedLinearFunction
-            y = _EmulatedLinearFunction.apply(x, weight, bias, found._mxscope_name, emulation)
-        else:
-            y = func(*args, **kwargs)
-        for hook in list(found.forward_hooks):
-            hook(found, (x,), y)
-        return y
+        return run_linear(found, x, weight, bias, func)
+
+
+def _hooks(target) -> Tuple[list, list]:
+    if isinstance(target, torch.nn.Module):
+        return list(target._forward_pre_hooks.values()), list(target._forward_hooks.values())
+    return list(target.pre_hooks), list(target.forward_hooks)
+
+
+def busy(target) -> bool:
+    """Whether a watched GEMM's target (an ExpertSlice or a module) has hooks or is emulated."""
+    pre, forward = _hooks(target)
+    return bool(pre or forward) or getattr(target, "_mxscope_emulation", None) is not None
+
+
+def run_linear(target, x: torch.Tensor, weight: torch.Tensor, bias, linear: Callable) -> torch.Tensor:
+    """`linear(x, weight, bias)` as the GEMM of `target`: its pre-hooks, the product (emulated when
+    the target is), its forward hooks, as a module's call would run them."""
+    pre, forward = _hooks(target)
+    for hook in pre:
+        hook(target, (x,))
+    emulation = getattr(target, "_mxscope_emulation", None)
+    if emulation is not None and emulation.enabled:
+        from .emulate import _EmulatedLinearFunction
+        y = _EmulatedLinearFunction.apply(x, weight, bias, target._mxscope_name, emulation)
+    else:
+        y = linear(x, weight, bias)
+    for hook in forward:
+        hook(target, (x,), y)
+    return y

@@ -8,6 +8,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
+from .attention import attention_weights, is_attention
 from .experts import expert_slices, is_experts_module
 from .rotation import fit
 
@@ -106,7 +107,11 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
         used.update(adapter_keys, chosen, excluded, also)
         inside_adapted = any(raw.startswith(prefix) for prefix in adapted_prefixes)
         if is_experts_module(module) and not adapter_keys and not excluded and not inside_adapted:
-            found += _chosen_experts(name, module, include if include is not None and not chosen else None, exclude, used)
+            found += _chosen_weights(expert_slices(name, module), include if include is not None and not chosen else None, exclude, used)
+            continue
+        if is_attention(module) and not adapter_keys and not excluded and not inside_adapted:
+            # its in-projection weights: layers of their own; out_proj is found as the Linear it is
+            found += _chosen_weights(attention_weights(name, module), include if include is not None and not chosen else None, exclude, used)
             continue
         wanted = bool(adapter_keys) or (chosen if include is not None else
                                         isinstance(module, torch.nn.Linear) or is_transposed_linear(module) or also)
@@ -127,11 +132,12 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
     return found
 
 
-def _chosen_experts(name: str, module: torch.nn.Module, include: Optional[List[str]], exclude: List[str], used: set) -> list:
-    """An experts module's experts as layers: all of them, or (`include`) those whose names match;
-    never those `exclude` matches. Patterns that match an expert's name count as used."""
+def _chosen_weights(weights, include: Optional[List[str]], exclude: List[str], used: set) -> list:
+    """Weights a module multiplies itself (experts, attention.py's in-projection) as layers: all of
+    them, or (`include`) those whose names match; never those `exclude` matches. Patterns that
+    match a weight's name count as used."""
     chosen = []
-    for slice_name, expert in expert_slices(name, module):
+    for slice_name, expert in weights:
         excluded = _matches(exclude, slice_name)
         included = _matches(include, slice_name) if include is not None else None
         used.update(excluded, included or [])
