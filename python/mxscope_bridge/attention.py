@@ -52,7 +52,7 @@ def _watched_forward(self: torch.nn.MultiheadAttention, *args, **kwargs):
 def _gemm_by_gemm(module: torch.nn.MultiheadAttention, targets: list, args, kwargs):
     functional = torch.nn.functional
     original = functional.linear
-    by_weight = {id(target.weight if isinstance(target, torch.nn.Module) else target.param): target for target in targets}
+    by_weight = {id(target.weight): target for target in targets}
 
     def linear(x, weight, bias=None):
         target = by_weight.get(id(weight))

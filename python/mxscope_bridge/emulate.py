@@ -13,9 +13,8 @@ import torch
 from .capture import StepCapture, gemm_operands, in_backward, quantized_wgrad
 from .config import default_gemms
 from .compile_stance import eager
-from .attention import attention_weights, is_attention
-from .experts import ExpertSlice, expert_slices, is_experts_module
-from .layers import clean_name, is_transposed_linear
+from .experts import ExpertSlice
+from .layers import clean_name, is_transposed_linear, own_weights
 from .rotation import DeviceGenerators
 
 
@@ -126,9 +125,9 @@ def emulate(model: torch.nn.Module, gemms: Optional[Dict[str, dict]] = None, see
     after) sets `gemms` from each run's config at start_run."""
     emulation = Emulation(gemms, seed)
     for name, module in model.named_modules():
-        if is_experts_module(module) or is_attention(module):
-            weights = expert_slices if is_experts_module(module) else attention_weights
-            for slice_name, expert in weights(clean_name(name), module):
+        weights = own_weights(clean_name(name), module)
+        if weights is not None:
+            for slice_name, expert in weights:
                 if slice_name not in skip:
                     emulate_layer(slice_name, expert, emulation)
         elif emulatable(module) and name not in skip:

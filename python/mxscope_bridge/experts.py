@@ -52,7 +52,6 @@ class ExpertSlice:
         return _Handle(self.pre_hooks, fn)
 
 
-
 def is_experts_module(module: torch.nn.Module) -> bool:
     return "Experts" in type(module).__name__ and any(p.dim() == 3 for p in module.parameters(recurse=False))
 

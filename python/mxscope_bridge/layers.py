@@ -106,12 +106,9 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
         also = _matches(extra, name, raw)
         used.update(adapter_keys, chosen, excluded, also)
         inside_adapted = any(raw.startswith(prefix) for prefix in adapted_prefixes)
-        if is_experts_module(module) and not adapter_keys and not excluded and not inside_adapted:
-            found += _chosen_weights(expert_slices(name, module), include if include is not None and not chosen else None, exclude, used)
-            continue
-        if is_attention(module) and not adapter_keys and not excluded and not inside_adapted:
-            # its in-projection weights: layers of their own; out_proj is found as the Linear it is
-            found += _chosen_weights(attention_weights(name, module), include if include is not None and not chosen else None, exclude, used)
+        weights = own_weights(name, module) if not adapter_keys and not excluded and not inside_adapted else None
+        if weights is not None:  # an attention's out_proj is found as the Linear it is
+            found += _chosen_weights(weights, include if include is not None and not chosen else None, exclude, used)
             continue
         wanted = bool(adapter_keys) or (chosen if include is not None else
                                         isinstance(module, torch.nn.Linear) or is_transposed_linear(module) or also)
@@ -130,6 +127,17 @@ def observed_modules(model: torch.nn.Module, include: Optional[Iterable[str]] = 
         names = [clean_name(raw) for raw, _ in model.named_modules() if raw][:8]
         raise ValueError(f"module patterns {unused} match no module of the model; names look like {names}")
     return found
+
+
+def own_weights(name: str, module: torch.nn.Module) -> Optional[list]:
+    """(name, layer) of each weight a module multiplies itself (a MoE block's experts,
+    nn.MultiheadAttention's in-projection), the module made ready to run their hooks and
+    emulation; None for any other module."""
+    if is_experts_module(module):
+        return expert_slices(name, module)
+    if is_attention(module):
+        return attention_weights(name, module)
+    return None
 
 
 def _chosen_weights(weights, include: Optional[List[str]], exclude: List[str], used: set) -> list:

@@ -172,15 +172,12 @@ class HostErrorStore:
         position = self.position.get(key)
         if key not in self.host or position is None:
             return self._assembled(layer, row0, row1, device)
-        if torch.device(device).type != "cuda":
-            return self.host[key].clone()
-        current = torch.cuda.current_stream(device)
-        for ahead in self.order[position:position + 1 + LOOKAHEAD]:
-            if ahead not in self.ready:
-                self._fetch(ahead, device, current)
-        tensor, event = self.ready.pop(key)
-        current.wait_event(event)
-        return tensor
+        if torch.device(device).type == "cuda":
+            current = torch.cuda.current_stream(device)
+            for ahead in self.order[position:position + 1 + LOOKAHEAD]:
+                if ahead not in self.ready:
+                    self._fetch(ahead, device, current)
+        return self._chunk(key, device)
 
     def _assembled(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
         """The rows from the chunks the step before cut otherwise: its chunk rows follow its tokens
@@ -201,8 +198,9 @@ class HostErrorStore:
         return torch.cat(pieces) if len(pieces) > 1 else pieces[0]
 
     def _chunk(self, key, device: torch.device) -> torch.Tensor:
+        """A stored chunk on `device` (a copy: the step may overwrite its host buffer)."""
         if torch.device(device).type != "cuda":
-            return self.host[key]
+            return self.host[key].clone()
         current = torch.cuda.current_stream(device)
         if key not in self.ready:
             self._fetch(key, device, current)
