@@ -543,7 +543,7 @@ class Bridge:
             shown = ", ".join(silent[:5]) + (f" and {len(silent) - 5} more" if len(silent) > 5 else "")
             self.log(f"{len(silent)} observed layers got no stats at stats step {self.step}: {shown}. A module whose weight "
                      "another module multiplies itself never runs its own forward, and a "
-                     "layer the step does not call (or whose output needs no gradient) has no GEMMs to measure")
+                     "layer the step does not call has no GEMMs to measure")
 
     # ------------------------------------------------------------------ reduction and records
 

@@ -51,6 +51,9 @@ def emulated_gemm(layer: str, name: str, gemm: dict, a: torch.Tensor, b: torch.T
 
 
 class _EmulatedLinearFunction(torch.autograd.Function):
+    """Runs only the GEMMs autograd asks for: a frozen weight has no Wgrad (and keeps no X), an
+    input that needs no gradient no Dgrad (and keeps no W), as in the trainer's own backward."""
+
     @staticmethod
     def forward(ctx, x, weight, bias, layer: str, emulation: Emulation):
         dtype = _compute_dtype(x)
@@ -64,23 +67,29 @@ class _EmulatedLinearFunction(torch.autograd.Function):
         y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, capture, emulation.misfit)
         if bias is not None:
             y = y + bias.to(dtype)
-        ctx.save_for_backward(x, weight)
-        ctx.meta = (layer, emulation, capture, dtype, bias is not None)
+        needs_dx, needs_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(x if needs_dw else None, weight if needs_dx else None)
+        ctx.meta = (layer, emulation, capture, dtype, tuple(x.shape), x.dtype, weight.dtype)
         return y.reshape(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
-        layer, emulation, capture, dtype, has_bias = ctx.meta
+        layer, emulation, capture, dtype, x_shape, x_dtype, w_dtype = ctx.meta
         if capture is not None:
             capture.backward_begun = True
-        generator = emulation.generator(x.device)
+        generator = emulation.generator(dy.device)
         dy2 = dy.reshape(-1, dy.shape[-1])
-        x2 = x.reshape(-1, x.shape[-1])
-        dx = emulated_gemm(layer, "dgrad", emulation.gemms["dgrad"], dy2, weight.t(), dtype, generator, capture, emulation.misfit)
-        dw = quantized_wgrad(layer, emulation.gemms["wgrad"], dy2.to(dtype), x2.to(dtype), generator, capture, emulation.misfit)
-        db = dy2.sum(0).to(weight.dtype) if has_bias else None
-        return dx.reshape(x.shape).to(x.dtype), dw.to(weight.dtype), db, None, None
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = emulated_gemm(layer, "dgrad", emulation.gemms["dgrad"], dy2, weight.t(), dtype, generator, capture, emulation.misfit)
+            dx = dx.reshape(x_shape).to(x_dtype)
+        if ctx.needs_input_grad[1]:
+            x2 = x.reshape(-1, x.shape[-1])
+            dw = quantized_wgrad(layer, emulation.gemms["wgrad"], dy2.to(dtype), x2.to(dtype), generator, capture, emulation.misfit).to(w_dtype)
+        if ctx.needs_input_grad[2]:
+            db = dy2.sum(0).to(w_dtype)
+        return dx, dw, db, None, None
 
 
 def _emulated_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,7 @@ All of a layer's telemetry is computed in its backward, when ∇Y arrives: fprop
 Wᵀ) and the Wgrad error. For an nn.Linear, X and W are the tensors its GEMM saved for backward
 (under autocast: the bf16 copies the GEMM consumed), read from its autograd node, so observing keeps
 no activation alive that autograd does not keep anyway. Other modules keep X from the forward hook.
+A layer with no Wgrad (a frozen weight) has its Fprop measured in the forward instead, and keeps no X.
 
 Activation checkpointing saves nothing in the first forward and runs the forward again inside
 backward. There, the forward pre-hook hands the recomputed input to the layer (and a ∇Y that came
@@ -119,6 +120,8 @@ class ObserveState:
         self.waiting: Dict[int, List[torch.Tensor]] = {}
         #: modules whose output got a gradient hook in this step's forward
         self.registered = set()
+        #: modules with no Wgrad (a frozen weight) whose Fprop was measured in this step's forward
+        self.fprop_done = set()
         #: the last X source seen in backward, what it holds alive, and the MXFP4 of X reused by
         #: the layers that share it (they run one after another in backward)
         self._source: Optional[tuple] = None
@@ -146,28 +149,50 @@ def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         x = inputs[0].detach()
         dtype = _compute_dtype(x)
         waiting = state.waiting.pop(id(module), ())
-        for dy, ran in waiting:
-            _dispatch(bridge, name, module, adapter, x, None, dy, dtype, ran)
+        for dy, ran, gemms in waiting:
+            _dispatch(bridge, name, module, adapter, x, None, dy, dtype, ran, gemms=gemms)
         if not waiting and id(module) in state.registered:
             state.recomputed[id(module)] = (x, dtype)
     return pre_hook
 
 
 def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
-    """The forward hook observing layer `name` on capture steps (emulated layers report themselves)."""
+    """The forward hook observing layer `name` on capture steps (emulated layers report themselves).
+    Only the GEMMs autograd runs are measured: a frozen weight (LoRA's base layer, a frozen
+    encoder) has no Wgrad, an input that needs no gradient (token data) no Dgrad, and a layer whose
+    output needs no gradient has its Fprop alone, measured here since no backward will come."""
     def hook(module, inputs, output):
         capture, state = bridge.capture, bridge.observing
         if capture is None or not torch.is_grad_enabled() or getattr(module, "_mxscope_emulation", None) is not None:
             return
         y = adapter.output(output)
-        if y is None or not y.requires_grad:
+        if y is None:
             return
-        if in_backward() and id(module) in state.registered:
+        if in_backward() and (id(module) in state.registered or id(module) in state.fprop_done):
             return  # a non-reentrant checkpoint recompute: its output gets no gradient
+        ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
+        x_in = adapter.gemm_input(module, inputs, output)
+        runs_dgrad = x_in.requires_grad
+        if not y.requires_grad or not adapter.weight(module).requires_grad:
+            # Fprop ran and no Wgrad will: Fprop's stats now, from X at hand, so backward keeps no X.
+            if not capture.with_stats:  # the step before a stats step keeps Wgrad errors only
+                return
+            state.fprop_done.add(id(module))
+            _dispatch(bridge, name, module, adapter, x_in.detach(), None, None, _compute_dtype(x_in), ran, gemms=("fprop",))
+            if not y.requires_grad or not runs_dgrad:
+                return
+
+            def on_dgrad(dy: torch.Tensor) -> Optional[torch.Tensor]:
+                if bridge.capture is capture:
+                    capture.backward_begun = True
+                    _dispatch(bridge, name, module, adapter, None, None, dy.detach(), None, ran, gemms=("dgrad",))
+                return None
+            y.register_hook(on_dgrad)
+            return
+        gemms = GEMM_KINDS if runs_dgrad else ("fprop", "wgrad")
         if not in_backward():
             state.registered.add(id(module))
             capture.forward_call(name)
-        ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
         plain = adapter is DEFAULT_ADAPTER
         checkpointed = _saved_tensor_hooks_active()
         found = matmul_node(y, 0) if plain and not checkpointed else None
@@ -175,7 +200,7 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
             found = None
         kept = None
         if found is None and not (plain and checkpointed):
-            x = adapter.gemm_input(module, inputs, output).detach()
+            x = x_in.detach()
             kept = (x, _compute_dtype(x))
 
         def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
@@ -188,36 +213,38 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
                 node, (x_name, w_name) = found
                 w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
                 _dispatch(bridge, name, module, adapter, getattr(node, x_name), w_t.t() if w_t is not None else None, dy, None, ran,
-                          x_source(node), node)
+                          x_source(node), node, gemms)
             elif recomputed is not None:
-                _dispatch(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran)
+                _dispatch(bridge, name, module, adapter, recomputed[0], None, dy, recomputed[1], ran, gemms=gemms)
             elif kept is not None:
-                _dispatch(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran)
+                _dispatch(bridge, name, module, adapter, kept[0], None, dy, kept[1], ran, gemms=gemms)
             else:  # the checkpoint has not recomputed this layer yet: its pre-hook takes ∇Y then
-                state.waiting.setdefault(id(module), []).append((dy, ran))
+                state.waiting.setdefault(id(module), []).append((dy, ran, gemms))
             return None
         y.register_hook(on_grad)
     return hook
 
 
-def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: torch.Tensor, weight: Optional[torch.Tensor],
-              dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
-    """A layer's telemetry: on the bridge's backward worker when it has one, else here."""
+def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: Optional[torch.Tensor], weight: Optional[torch.Tensor],
+              dy: Optional[torch.Tensor], dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None,
+              gemms: Tuple[str, ...] = GEMM_KINDS) -> None:
+    """A layer's telemetry for the GEMMs in `gemms` (x is None without Fprop and Wgrad, dy without
+    Dgrad and Wgrad): on the bridge's backward worker when it has one, else here."""
     module_weight = adapter.weight(module)
     if weight is None:  # read now: the trainer may change the weight once backward is done
         weight = module_weight.detach()
     x, dy = _whole_local(x, dy, module_weight)
     x, weight, dy = _whole(x), _whole(weight), _whole(dy)
     worker = bridge.backward_worker
-    if worker is not None and _memory_of(weight) == _memory_of(module_weight):
+    if worker is not None and module_weight.requires_grad and _memory_of(weight) == _memory_of(module_weight):
         # The worker may read W after backward has returned and an optimizer step has updated the
         # parameter in place (fp32 or bf16 weights without autocast, whose GEMM saved W itself).
         weight = weight.clone()
-    args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held)
+    args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held, gemms)
     if worker is None:
         _observe(*args)
     else:
-        worker.submit(dy.device, _observe, *args)
+        worker.submit((dy if dy is not None else x).device, _observe, *args)
 
 
 def _memory_of(t: torch.Tensor) -> int:
@@ -226,15 +253,15 @@ def _memory_of(t: torch.Tensor) -> int:
     return local.untyped_storage().data_ptr() if hasattr(local, "untyped_storage") else local.storage().data_ptr()
 
 
-def _whole(t: torch.Tensor) -> torch.Tensor:
+def _whole(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """A DTensor operand as the whole tensor, so the stats are the unsharded layer's: FSDP2's weight
     outside its unshard window, and tensor parallelism's sharded weights, inputs and gradients. A
     sharded one is all-gathered (every rank's backward reaches its hooks in the same order); a
     replicated one is already whole. The kernels below read plain tensors only."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
+    return t.full_tensor() if t is not None and hasattr(t, "full_tensor") else t
 
 
-def _whole_local(x: torch.Tensor, dy: torch.Tensor, weight: torch.Tensor):
+def _whole_local(x: Optional[torch.Tensor], dy: Optional[torch.Tensor], weight: torch.Tensor):
     """Tensor parallelism hands a sharded layer plain local tensors where its weight is sharded: a
     column-parallel layer (weight Shard(0)) sees its slice of ∇Y's last dimension, a row-parallel one
     (Shard(1)) its slice of X's. Those are gathered along the last dimension, over the weight's mesh."""
@@ -243,24 +270,32 @@ def _whole_local(x: torch.Tensor, dy: torch.Tensor, weight: torch.Tensor):
         return x, dy
     from torch.distributed.tensor import DTensor, Shard
     dim = placements[0].dim
-    if dim == 0 and not hasattr(dy, "placements") and dy.shape[-1] != weight.shape[0]:
+    if dim == 0 and dy is not None and not hasattr(dy, "placements") and dy.shape[-1] != weight.shape[0]:
         dy = DTensor.from_local(dy, weight.device_mesh, [Shard(dy.dim() - 1)]).full_tensor()
-    elif dim == 1 and not hasattr(x, "placements") and x.shape[-1] != weight.shape[1]:
+    elif dim == 1 and x is not None and not hasattr(x, "placements") and x.shape[-1] != weight.shape[1]:
         x = DTensor.from_local(x, weight.device_mesh, [Shard(x.dim() - 1)]).full_tensor()
     return x, dy
 
 
-def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str, x: torch.Tensor, weight: torch.Tensor,
-             dy: torch.Tensor, dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None) -> None:
+def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str, x: Optional[torch.Tensor], weight: torch.Tensor,
+             dy: Optional[torch.Tensor], dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None,
+             gemms_run: Tuple[str, ...] = GEMM_KINDS) -> None:
+    # What the configured block format (MXFP4 for fp32/bf16/fp8 configs) would do.
+    gemms = {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}
+    if x is None:  # Dgrad alone (a frozen weight)
+        weight = weight.to(dy.dtype)
+        capture.observe_operands(name, "dgrad", gemms["dgrad"], dy.reshape(-1, dy.shape[-1]), weight.t(), precision=ran["dgrad"])
+        return
     if source is None:  # X kept from the forward or recomputed: the module input itself
         source, held = tensor_source(x), x
     if dtype is not None:
         x = x.to(dtype)
     weight = weight.to(x.dtype)
     x2 = x.reshape(-1, x.shape[-1])
+    if dy is None:  # Fprop alone, measured in the forward
+        capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
+        return
     dy2 = dy.reshape(-1, dy.shape[-1])
-    # What the configured block format (MXFP4 for fp32/bf16/fp8 configs) would do.
-    gemms = {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}
     shared = state.shared_for(source + (tuple(x2.shape), x2.dtype, dy2.dtype), held)
     sx = None
     if capture.with_stats and shared is not None and deterministic(gemms["fprop"]):
@@ -268,5 +303,6 @@ def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str,
         if sx is None:
             sx = shared["fprop x"] = operand_sums(capture, name, "fprop", gemms["fprop"], "x", x2)
     capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, (sx, None), precision=ran["fprop"])
-    capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t(), precision=ran["dgrad"])
+    if "dgrad" in gemms_run:
+        capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t(), precision=ran["dgrad"])
     observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture, ran["wgrad"], shared)

@@ -30,7 +30,8 @@ def train(model, bridge, steps, batch=(4, 16, 64), seed=0, lr=0.01):
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     for step in range(steps):
         bridge.begin_step(step)
-        x = torch.randn(*batch, generator=generator)
+        # As an embedding's output needs a gradient, so does x: the first layer's Dgrad runs.
+        x = torch.randn(*batch, generator=generator).requires_grad_()
         loss = model(x).pow(2).mean()
         loss.backward()
         bridge.end_step(loss=loss.item(), lr=lr)

@@ -51,7 +51,7 @@ def records_with_update_before_end_step(inline: bool):
         generator = torch.Generator().manual_seed(0)
         for step in range(3):
             bridge.begin_step(step)
-            loss = model(torch.randn(4, 16, 64, generator=generator)).pow(2).mean()
+            loss = model(torch.randn(4, 16, 64, generator=generator).requires_grad_()).pow(2).mean()
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()

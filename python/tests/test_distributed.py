@@ -131,7 +131,7 @@ def worker(rank, port, out_dir, backward_thread=None, seqs=(16, 16), chunk_bytes
     grads = {}
     for step in range(STEPS):
         bridge.begin_step(step)
-        loss = model(torch.randn(4, seqs[rank], 64, generator=generator)).pow(2).mean()
+        loss = model(torch.randn(4, seqs[rank], 64, generator=generator).requires_grad_()).pow(2).mean()
         loss.backward()
         bridge.end_step(loss=loss.item())
         grads[step] = model.module.lm_head.weight.grad.clone()

@@ -149,7 +149,7 @@ class Hooks(unittest.TestCase):
             self.addCleanup(bridge.close)
             bridge.start_run()
             bridge.begin_step(0)
-            x, probe = torch.randn(64, 64), torch.randn(64, 96)
+            x, probe = torch.randn(64, 64, requires_grad=True), torch.randn(64, 96)
             (model(x) * probe).sum().backward()
             bridge.end_step(loss=0.0)
             run_dir = bridge.run_dir
