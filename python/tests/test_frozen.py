@@ -4,6 +4,7 @@ import tempfile
 import unittest
 
 import torch
+import torch.utils.checkpoint
 
 from mxscope_bridge import emulate
 
@@ -29,6 +30,19 @@ def lora_model(frozen=True):
     for block in (model[0], model[2]):
         block.base.requires_grad_(not frozen)
     return model
+
+
+class Checkpointed(torch.nn.Module):
+    """Each LoRA block under activation checkpointing (its forward runs again in backward)."""
+
+    def __init__(self, model, reentrant):
+        super().__init__()
+        self.model, self.reentrant = model, reentrant
+
+    def forward(self, x):
+        for block in self.model:
+            x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=self.reentrant)
+        return x
 
 
 class Frozen(unittest.TestCase):
@@ -94,6 +108,17 @@ class Frozen(unittest.TestCase):
         self.assertEqual(saved, [(96, 64)], "W for Dgrad, and no X (no Wgrad)")
         y.sum().backward()
         self.assertEqual(x.grad.shape, x.shape)
+
+    def test_checkpointing_measures_each_gemm_once_and_the_same(self):
+        plain = self.step_records(lora_model(), x_needs_grad=True)
+        self.assertIn(("0.base", "dgrad"), plain)
+        # Before torch 2.0 the bridge cannot see that a non-reentrant checkpoint packs saved tensors.
+        modes = (False, True) if hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks") else (True,)
+        for reentrant in modes:
+            model = lora_model()
+            checkpointed = self.step_records(Checkpointed(model, reentrant), x_needs_grad=True)
+            self.assertEqual({(layer.removeprefix("model."), gemm): r["operands"] for (layer, gemm), r in checkpointed.items()},
+                             {key: r["operands"] for key, r in plain.items()}, f"use_reentrant={reentrant}")
 
     def test_a_trainable_bias_on_a_frozen_weight(self):
         model = torch.nn.Sequential(torch.nn.Linear(64, 32))

@@ -1,0 +1,121 @@
+"""MX Scope telemetry from a `transformers.Trainer`, which owns the training loop: one callback.
+
+    from mxscope_bridge.hf_trainer import MXScopeCallback
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[MXScopeCallback()])
+
+Each `trainer.train()` is a run. The Trainer's events map onto the bridge's steps: `on_step_begin`
+comes before an optimizer step's first micro-batch, `on_pre_optimizer_step` after its last backward
+(and gradient clipping), so a step's micro-batches (`gradient_accumulation_steps`) are the bridge's
+`micro_batches`. The loss is the mean of the model outputs' `loss` over the step's micro-batches and
+the tokens are counted from `input_ids`, both read by hooks on the model that do nothing outside a
+step (evaluation is not counted). This module imports `transformers`; the rest of the bridge does not.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import torch
+from transformers import TrainerCallback
+
+from .bridge import Bridge
+from .config import run_config
+
+
+class MXScopeCallback(TrainerCallback):
+    """`MXScopeCallback(config=None, **options)`: `config` is the first run's `run_config(...)`
+    (its `steps` become the Trainer's `max_steps`); `options` go to `Bridge(...)` (`emulate=True`,
+    `port=`, `out_dir=`, `include=`, …), except `micro_batches`, which the Trainer's
+    `gradient_accumulation_steps` sets. `callback.bridge` is the Bridge once training has begun.
+    A later `trainer.train()` takes the extension's next-run config, so a rotation switched in the
+    extension applies to it. Stop in the extension ends training at the end of that step."""
+
+    def __init__(self, config: Optional[dict] = None, **options):
+        if "micro_batches" in options:
+            raise ValueError("MXScopeCallback: micro_batches comes from TrainingArguments.gradient_accumulation_steps; leave it out")
+        self.config = copy.deepcopy(config) if config is not None else None
+        self.options = options
+        self.bridge: Optional[Bridge] = None
+        self._hooks = []
+        self._in_step = False
+        self._losses = []
+        self._tokens = 0
+
+    # ------------------------------------------------------------------ Trainer events
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if model is None:
+            raise ValueError("MXScopeCallback: the Trainer passed no model to on_train_begin")
+        if self.bridge is None:
+            config = self._first_config(args, model)
+            self.bridge = Bridge(model, config, micro_batches=max(1, args.gradient_accumulation_steps), **self.options)
+            self._hooks = [model.register_forward_pre_hook(self._count_tokens, with_kwargs=True),
+                           model.register_forward_hook(self._keep_loss)]
+        else:  # a later train(): the extension's next-run config (a rotation switched there)
+            config = self.bridge.next_run_config
+        config = dict(copy.deepcopy(config), steps=state.max_steps)
+        self.bridge.start_run(config=config)
+        self._tokens = 0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._losses = []
+        self._in_step = True
+        self.bridge.begin_step(state.global_step)
+
+    def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
+        self._in_step = False
+        loss = torch.stack(self._losses).float().mean() if self._losses else None
+        lr = float(optimizer.param_groups[0]["lr"]) if optimizer is not None and optimizer.param_groups else 0.0
+        self._losses = []
+        self.bridge.end_step(loss=loss, lr=lr, tokens=self._tokens * self.bridge.world if self._tokens else None)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bridge.stop_requested:
+            control.should_training_stop = True
+        return control
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        loss = (metrics or {}).get("eval_loss")
+        if loss is not None and self.bridge is not None and self.bridge.run_id is not None:
+            self.bridge.validation(float(loss))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._in_step = False
+        if self.bridge is not None and self.bridge.run_id is not None:
+            finished = state.max_steps > 0 and state.global_step >= state.max_steps
+            self.bridge.end_run("completed" if finished else "stopped", "" if finished else "the Trainer stopped before max_steps")
+
+    # ------------------------------------------------------------------ model hooks
+
+    def _count_tokens(self, module, args, kwargs):
+        if self._in_step:
+            ids = kwargs.get("input_ids")
+            if ids is None and args and isinstance(args[0], torch.Tensor):
+                ids = args[0]
+            if isinstance(ids, torch.Tensor):
+                self._tokens += ids.numel()
+
+    def _keep_loss(self, module, args, output):
+        if not self._in_step:
+            return
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            self._losses.append(loss.detach().reshape(()))
+
+    def _first_config(self, args, model) -> dict:
+        config = self.config if self.config is not None else run_config(seed=args.seed)
+        described = getattr(model, "config", None)
+        if not config.get("model") and described is not None:
+            config["model"] = {key: value for key in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
+                               if isinstance(value := getattr(described, key, None), (int, str)) and not isinstance(value, bool)}
+        if not config.get("optimizer"):
+            config["optimizer"] = {"name": str(args.optim), "lr": float(args.learning_rate), "weightDecay": float(args.weight_decay)}
+        return config
+
+    def close(self) -> None:
+        """Removes the model hooks and closes the bridge (interpreter exit does the same)."""
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+        if self.bridge is not None:
+            self.bridge.close()
