@@ -6,9 +6,10 @@
 Each `trainer.train()` is a run. The Trainer's events map onto the bridge's steps: `on_step_begin`
 comes before an optimizer step's first micro-batch, `on_pre_optimizer_step` after its last backward
 (and gradient clipping), so a step's micro-batches (`gradient_accumulation_steps`) are the bridge's
-`micro_batches`. The loss is the mean of the model outputs' `loss` over the step's micro-batches and
-the tokens are counted from `input_ids`, both read by hooks on the model that do nothing outside a
-step (evaluation is not counted). This module imports `transformers`; the rest of the bridge does not.
+`micro_batches`. The loss is the model outputs' `loss` over the step's micro-batches, as the Trainer
+logs it: their sum where the Trainer hands the model `num_items_in_batch` (which divides each by the
+whole step's count), else their mean. The tokens are counted from `input_ids`. Both are read by hooks
+on the model that do nothing outside a step (evaluation is not counted). This module imports `transformers`; the rest of the bridge does not.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class MXScopeCallback(TrainerCallback):
         self._hooks = []
         self._in_step = False
         self._losses = []
+        self._normalized_over_step = False
         self._tokens = 0
 
     # ------------------------------------------------------------------ Trainer events
@@ -64,7 +66,12 @@ class MXScopeCallback(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
         self._in_step = False
-        loss = torch.stack(self._losses).float().mean() if self._losses else None
+        loss = None
+        if self._losses:
+            # With num_items_in_batch (transformers ≥ 4.46 on models that take it), each micro-batch's
+            # loss is already divided by the whole step's items: the step's loss is their sum.
+            losses = torch.stack(self._losses).float()
+            loss = losses.sum() if self._normalized_over_step else losses.mean()
         lr = float(optimizer.param_groups[0]["lr"]) if optimizer is not None and optimizer.param_groups else 0.0
         self._losses = []
         self.bridge.end_step(loss=loss, lr=lr, tokens=self._tokens * self.bridge.world if self._tokens else None)
@@ -89,6 +96,7 @@ class MXScopeCallback(TrainerCallback):
 
     def _count_tokens(self, module, args, kwargs):
         if self._in_step:
+            self._normalized_over_step = kwargs.get("num_items_in_batch") is not None
             ids = kwargs.get("input_ids")
             if ids is None and args and isinstance(args[0], torch.Tensor):
                 ids = args[0]

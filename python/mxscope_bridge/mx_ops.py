@@ -9,13 +9,26 @@ from typing import Optional, Tuple
 import torch
 
 from . import mxfp4, mxfp4_triton, stats
-from .rotation import Rotation, rotate
+from .rotation import Rotation, padded_length, rotate
 
 
-def _triton_fits(x: torch.Tensor, r: Optional[Rotation]) -> bool:
-    # A Hadamard block that does not divide K goes the torch path, whose rotation rule (an error or
-    # zero padding) then applies unchanged; so does an empty operand (nothing to launch for).
-    return mxfp4_triton.available(x) and x.dim() == 2 and x.numel() > 0 and (r is None or x.shape[1] % r.h.shape[0] == 0)
+def _triton_fits(x: torch.Tensor) -> bool:
+    # An empty operand goes the torch path (nothing to launch for).
+    return mxfp4_triton.available(x) and x.dim() == 2 and x.numel() > 0
+
+
+def _misfit(x: torch.Tensor, r: Optional[Rotation]) -> bool:
+    """A Hadamard block that does not divide K: both operands are zero-padded to the next multiple."""
+    return r is not None and x.shape[1] % r.h.shape[0] != 0
+
+
+def _padded(x: torch.Tensor, r: Optional[Rotation]) -> torch.Tensor:
+    """x with zero columns up to the rotation's padded length, as `rotation.rotate` pads before
+    rotating (zeros are exact in any dtype): the kernel then sees whole blocks, and gives the torch
+    path's bits. LoRA's rank-16 reduction under a 32-block went the torch path's ~40 launches before."""
+    if not _misfit(x, r):
+        return x
+    return torch.nn.functional.pad(x, (0, padded_length(x.shape[1], r.h.shape[0]) - x.shape[1]))
 
 
 #: Rows of one zeroed slab: a stats step takes ~5 rows per layer, each of which was a zeroing launch.
@@ -57,7 +70,8 @@ def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generat
     `stats_row`, possibly shared by the row chunks of one operand) when one is given."""
     stochastic = gemm["rounding"] == "stochastic"
     prescale = bool(gemm["srPrescale"])
-    if _triton_fits(x, r):
+    if _triton_fits(x):
+        x = _padded(x, r)
         if with_stats and row is None:
             row = stats_row(x.device)
         values = mxfp4_triton.quantize(x, r.signs if r is not None else None, r.h.shape[0] if r is not None else 1, stochastic, prescale,
@@ -75,7 +89,7 @@ def quantize_operand_and_copy(x: torch.Tensor, gemm: dict, r: Optional[Rotation]
     """quantize_operand with contiguous values, and x's exact contiguous copy (what x.contiguous() gives),
     for an exact product beside the quantized one: on CUDA written by the same pass that reads x (a
     transposed x would otherwise be read a second time by a slow strided copy)."""
-    if _triton_fits(x, r):
+    if _triton_fits(x) and not _misfit(x, r):
         copy = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         values, sums = quantize_operand(x, gemm, r, generator, what, out_dtype, with_stats, row, out_row_major=True, copy=copy)
         return values, sums, copy

@@ -100,9 +100,7 @@ class TritonKernels(unittest.TestCase):
                 for dtype in (torch.float32, torch.bfloat16) if seed % 2 == 0 else (torch.bfloat16,):
                     x = base.to(dtype).cuda()
                     x = x.t().contiguous().t() if transposed else x  # same values, read along the other axis
-                    for g in modes:
-                        if g["rotation"] != "none" and shape[1] % g["hadamardBlock"]:
-                            continue
+                    for g in modes:  # a block that does not divide K: both paths pad with zeros
                         label = f"{shape} transposed={transposed} {dtype} {g}"
                         results = []
                         self.inputs = x
@@ -129,8 +127,6 @@ class TritonKernels(unittest.TestCase):
         for seed, (tokens, out) in enumerate([(256, 2048), (2048, 256), (37, 96), (300, 64)]):
             dy = hostile((tokens, out), seed).to(torch.bfloat16).cuda()
             for g in (gemm(), gemm("hadamard", 32), gemm("fixed-sign-hadamard", 32), gemm("hadamard", 32, "stochastic")):
-                if g["rotation"] != "none" and tokens % 32:
-                    continue
                 a = dy[:, 8:].t()
                 results = []
                 for with_copy in (False, True):
