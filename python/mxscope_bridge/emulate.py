@@ -64,7 +64,9 @@ class _EmulatedLinearFunction(torch.autograd.Function):
             capture.forward_call(layer)
         generator = emulation.generator(x.device)
         x2 = x.reshape(-1, x.shape[-1])
-        y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, capture, emulation.misfit)
+        # A checkpoint's recompute (in backward) runs this forward again: its Fprop was measured once.
+        fprop_capture = capture if not in_backward() else None
+        y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, fprop_capture, emulation.misfit)
         if bias is not None:
             y = y + bias.to(dtype)
         needs_dx, needs_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]

@@ -48,6 +48,10 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
+def without_sqnr(operand):
+    return {key: value for key, value in operand.items() if key != "sqnrDb"}
+
+
 def records(run_dir):
     with open(os.path.join(run_dir, "telemetry.ndjson")) as f:
         return [json.loads(line) for line in f]
@@ -55,11 +59,13 @@ def records(run_dir):
 
 @unittest.skipIf(transformers is None, "needs transformers")
 class TrainerCallback(unittest.TestCase):
+    maxDiff = None
+
     def setUp(self):
         self.out = tempfile.mkdtemp(prefix="mxscope-hf-")
 
-    def train(self, model, callback, steps=STEPS, eval_dataset=None):
-        args = transformers.TrainingArguments(
+    def train(self, model, callback, steps=STEPS, eval_dataset=None, **arguments):
+        args = transformers.TrainingArguments(**arguments,
             output_dir=os.path.join(self.out, "trainer"), max_steps=steps, per_device_train_batch_size=BATCH,
             gradient_accumulation_steps=ACCUMULATE, learning_rate=1e-3, logging_steps=1, save_strategy="no",
             report_to=[], seed=0, eval_strategy="steps" if eval_dataset is not None else "no", eval_steps=3,
@@ -121,6 +127,23 @@ class TrainerCallback(unittest.TestCase):
         self.assertEqual(first["config"]["gemms"]["wgrad"]["rotation"], "hadamard")
         self.assertEqual(second["config"]["gemms"]["wgrad"]["rotation"], "none")
         self.assertEqual(second["config"]["steps"], 2)
+
+    def test_gradient_checkpointing_changes_nothing_the_run_reports(self):
+        for emulate in (False, True):
+            runs = []
+            for checkpointing in (False, True):
+                self.train(tiny_llama(), self.callback(emulate=emulate), steps=3, gradient_checkpointing=checkpointing)
+                log = records(self.run_dirs()[-1])
+                runs.append(([r["loss"] for r in log if r["type"] == "step"],
+                             {(r["step"], r["layer"], r["gemm"]): r["operands"] for r in log if r["type"] == "layerStats"}))
+            (losses, stats), (checkpointed_losses, checkpointed_stats) = runs
+            self.assertEqual(checkpointed_losses, losses, f"emulate={emulate}")
+            self.assertEqual(set(checkpointed_stats), set(stats), f"emulate={emulate}")
+            for key, operands in stats.items():
+                label = f"emulate={emulate} {key}: each operand measured once"
+                self.assertEqual([without_sqnr(o) for o in checkpointed_stats[key]], [without_sqnr(o) for o in operands], label)
+                for got, want in zip(checkpointed_stats[key], operands):  # float64 sums added on the GPU in any order
+                    self.assertTrue(math.isclose(got["sqnrDb"], want["sqnrDb"], rel_tol=1e-12), label)
 
     @unittest.skipIf(peft is None, "needs peft")
     def test_lora_reports_wgrad_for_the_adapters_only_observed_and_emulated(self):
