@@ -139,8 +139,13 @@ export interface LayerGridMessage {
   runId: string;
   metric: GridMetric;
   gemm: GemmKind;
-  /** Rows, in model order. */
+  /** Rows, in model order: the layers with at least one record of this GEMM in the run. */
   layers: string[];
+  /**
+   * The run's other layers, which have no record of this GEMM at all and are left out of the rows:
+   * a frozen weight (LoRA's base layers) has no Wgrad, a first layer reading data no Dgrad.
+   */
+  withoutStats: string[];
   /** Columns, ascending. */
   steps: number[];
   /** values[row * steps.length + column]; null where the layer has no stats at that step. */
@@ -291,6 +296,7 @@ export const hostToWebviewSchema: Schema<HostToWebview> = union<HostToWebview>({
     metric: literal(...GRID_METRICS),
     gemm: literal(...GEMM_KINDS),
     layers: arrayOf(layerName, 100_000),
+    withoutStats: arrayOf(layerName, 100_000),
     steps: nums,
     values: nullableNums,
   }),

@@ -77,3 +77,24 @@ test('Layer heatmap: every metric and GEMM draws; wgrad-only metrics pin the GEM
   assert.deepEqual(host.errors, []);
   await page.close();
 });
+
+test('Layer heatmap of a LoRA-like run: frozen layers are named under the Wgrad grid, not drawn as empty rows', async () => {
+  const frozen = (name: string) => /\.(attn\.(q|v)|mlp\.down)$/.test(name);
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(syntheticRun({ ...BASE_RUN, runId: 'lora', name: 'LoRA', rotation: 'hadamard', seed: 4, frozen })) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Layer heatmap');
+  await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
+  const note = await page.locator('.layer-heatmap-view p.note').textContent();
+  assert.match(note!, /· wgrad · Wgrad relative error: 16 layers ×/);
+  assert.match(note!, /Not shown, with no wgrad stats in this run \(a frozen weight has no Wgrad GEMM\): blocks\.0\.attn\.q, blocks\.0\.attn\.v, blocks\.0\.mlp\.down and 9 more\./);
+  assert.match((await page.locator('canvas.layer-grid').getAttribute('aria-label'))!, /of 16 layers/);
+  await choose(page, 'heatmap metric', 'Flushed %');
+  await choose(page, 'heatmap GEMM', 'fprop');
+  await waitText(page, '.layer-heatmap-view p.note', '· fprop ·');
+  const fprop = await page.locator('.layer-heatmap-view p.note').textContent();
+  assert.match(fprop!, /28 layers ×/);
+  assert.doesNotMatch(fprop!, /Not shown/);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});

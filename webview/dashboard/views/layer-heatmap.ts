@@ -68,9 +68,10 @@ export class LayerHeatmapView implements View {
     const columns = grid.steps.length;
     const info = layerMetric(gridMetric);
     this.note.textContent =
-      columns === 0
+      (columns === 0
         ? `${run.name}: no ${grid.gemm} layer stats yet.`
-        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.`;
+        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.`) +
+      (columns > 0 ? withoutStatsNote(grid.gemm, grid.withoutStats) : '');
     this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
     const { shade } = shades(grid, info.worse);
     const marker = this.ctx.state.step === null || columns === 0 ? null : stepIndex(grid.steps, this.ctx.state.step);
@@ -105,6 +106,14 @@ export class LayerHeatmapView implements View {
   }
 
   destroy(): void {}
+}
+
+/** The layers left out of the rows because the run has no record of this GEMM for them, and why that happens. */
+export function withoutStatsNote(gemm: string, names: readonly string[]): string {
+  if (names.length === 0) return '';
+  const shown = names.slice(0, 3).join(', ') + (names.length > 3 ? ` and ${names.length - 3} more` : '');
+  const why = gemm === 'wgrad' ? 'a frozen weight has no Wgrad GEMM' : gemm === 'dgrad' ? 'a layer whose input needs no gradient has no Dgrad GEMM' : 'the layer never ran';
+  return ` Not shown, with no ${gemm} stats in this run (${why}): ${shown}.`;
 }
 
 /** Cell shades in [0, 1], 1 the worst value on the grid (NaN where there are no stats). */
