@@ -4,7 +4,7 @@ import os
 
 import torch
 
-from mxscope_bridge import Bridge, default_gemms, gemm_config, run_config
+from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config
 
 
 class TinyNet(torch.nn.Module):
@@ -56,6 +56,22 @@ def run_and_read(test, model, out_dir, steps, **kwargs):
     run_dir = bridge.run_dir
     bridge.end_run()
     return bridge, read_log(run_dir), run_dir
+
+
+def one_stats_step(test, model, out_dir, loss, emulated=False):
+    """The layerStats records of one stats step of `model` under mx_gemms(): `loss()` runs its forward
+    and returns the loss; with `emulated`, its layers are emulated first."""
+    if emulated:
+        emulate(model, mx_gemms())
+    bridge = bridge_for(model, out_dir, gemms=mx_gemms())
+    test.addCleanup(bridge.close)
+    bridge.start_run()
+    bridge.begin_step(0)
+    loss().backward()
+    bridge.end_step(loss=0.0)
+    run_dir = bridge.run_dir
+    bridge.end_run()
+    return [r for r in read_log(run_dir) if r["type"] == "layerStats"]
 
 
 def read_log(run_dir):

@@ -8,7 +8,7 @@ import torch.utils.checkpoint
 
 from mxscope_bridge import emulate
 
-from tests.helpers import bridge_for, mx_gemms, read_log
+from tests.helpers import mx_gemms, one_stats_step
 
 
 class LoRALinear(torch.nn.Module):
@@ -59,18 +59,9 @@ class Frozen(unittest.TestCase):
 
     def step_records(self, model, emulated=False, x_needs_grad=False):
         """The layerStats of one stats step on token-like data (the input needs no gradient)."""
-        if emulated:
-            emulate(model, mx_gemms())
-        bridge = bridge_for(model, self.out, gemms=mx_gemms())
-        self.addCleanup(bridge.close)
-        bridge.start_run()
-        bridge.begin_step(0)
         x = torch.randn(4, 32, 64, generator=torch.Generator().manual_seed(1)).requires_grad_(x_needs_grad)
-        model(x).pow(2).mean().backward()
-        bridge.end_step(loss=0.0)
-        run_dir = bridge.run_dir
-        bridge.end_run()
-        return {(r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}
+        records = one_stats_step(self, model, self.out, lambda: model(x).pow(2).mean(), emulated)
+        return {(r["layer"], r["gemm"]): r for r in records}
 
     def test_observed_only_the_gemms_that_run_are_measured_and_they_read_the_same(self):
         frozen = self.step_records(lora_model(frozen=True))

@@ -11,7 +11,7 @@ import torch
 from mxscope_bridge import default_gemms, emulate, gemm_config, mxfp4
 from mxscope_bridge.rotation import make_rotation, rotate
 
-from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log, run_and_read
+from tests.helpers import TinyNet, bridge_for, one_stats_step, read_log, run_and_read
 
 LINEARS = ["blocks.0.up", "blocks.0.down", "blocks.1.up", "blocks.1.down", "lm_head"]
 
@@ -143,18 +143,9 @@ class Hooks(unittest.TestCase):
         for emulated in (False, True):
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(64, 96))
-            if emulated:
-                emulate(model, mx_gemms())
-            bridge = bridge_for(model, self.out, gemms=mx_gemms())
-            self.addCleanup(bridge.close)
-            bridge.start_run()
-            bridge.begin_step(0)
             x, probe = torch.randn(64, 64, requires_grad=True), torch.randn(64, 96)
-            (model(x) * probe).sum().backward()
-            bridge.end_step(loss=0.0)
-            run_dir = bridge.run_dir
-            bridge.end_run()
-            results.append({r["gemm"]: r for r in read_log(run_dir) if r["type"] == "layerStats"})
+            records = one_stats_step(self, model, self.out, lambda: (model(x) * probe).sum(), emulated)
+            results.append({r["gemm"]: r for r in records})
         hooks, emulation = results
         self.assertEqual(sorted(hooks), ["dgrad", "fprop", "wgrad"])
         for gemm in hooks:
