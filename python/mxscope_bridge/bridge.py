@@ -26,7 +26,7 @@ import secrets
 import sys
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Set, Union
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import torch
 
@@ -129,6 +129,8 @@ class Bridge:
         #: per capturing step: what the hooks carry from forward (and checkpoint recomputes) to backward
         self.observing = ObserveState()
         self._step_started = 0.0
+        #: (step, tokens) of the last step published: a validation at that step reports the same count
+        self._tokens_at: Optional[Tuple[int, int]] = None
         self._left_run: Optional[dict] = None
         self._closed = False
         self._emulations: set = set()
@@ -289,7 +291,7 @@ class Bridge:
             torch.distributed.broadcast_object_list(box, src=0, group=self.group)
             self.run_id = box[0]
         self.stop_requested = False
-        self.step = None
+        self.step, self._tokens_at = None, None
         self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
@@ -373,7 +375,8 @@ class Bridge:
                 self._name_silent_layers(capture)
             self._errors.finish()
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
-        tokens = tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]
+        tokens = int(tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"])
+        self._tokens_at = (step, tokens)
         self._publish(step_record({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": loss,
                                    "lr": float(lr), "gradNorm": grad_norm, "stepMs": max(0.0, float(elapsed))}))
         if step_stats is not None:
@@ -381,12 +384,14 @@ class Bridge:
         self._serve_requests()
 
     def validation(self, loss, tokens: Optional[int] = None) -> None:
-        """Publish a validation loss for the current step (`tokens` defaults to the step's cumulative count)."""
+        """Publish a validation loss for the current step (`tokens` defaults to the step's cumulative
+        count: what end_step published for it, else (step + 1) × tokensPerStep)."""
         if self.run_id is None:
             raise RuntimeError("validation with no active run: start a run first")
         step = self.step if self.step is not None else 0
-        self._publish({"type": "validation", "runId": self.run_id, "step": step,
-                       "tokens": int(tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"]), "loss": _finite(loss)})
+        if tokens is None:
+            tokens = self._tokens_at[1] if self._tokens_at is not None and self._tokens_at[0] == step else (step + 1) * self.config["tokensPerStep"]
+        self._publish({"type": "validation", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": _finite(loss)})
 
     def end_run(self, status: str = "completed", reason: str = "") -> None:
         """End the active run: `completed` (or `stopped` after a stopRun), `stopped`, `diverged`, `failed`."""

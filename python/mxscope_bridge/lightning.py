@@ -8,7 +8,7 @@ training batch after an optimizer step and ends at the batch whose optimizer ste
 `accumulate_grad_batches` micro-batches make one step, the bridge's `micro_batches`), after that
 optimizer step: the bridge keeps what its hooks saw. The loss is the sum of `outputs["loss"]` over
 the step's batches, which Lightning has divided by `accumulate_grad_batches`: the mean of what
-`training_step` returned. Imports Lightning (`lightning`, or the older `pytorch_lightning`).
+`training_step` returned. Tokens are counted from the batches (`batch_tokens`). Imports Lightning (`lightning`, or the older `pytorch_lightning`).
 """
 from __future__ import annotations
 
@@ -24,6 +24,16 @@ except ImportError:  # the package before its rename
 
 from .bridge import Bridge
 from .config import run_config
+
+
+def batch_tokens(batch) -> Optional[int]:
+    """The tokens of a batch: its `input_ids` (a mapping's key or an attribute), or all of it when it
+    is a tensor of integer token ids; None when it is neither (the run's tokens then follow
+    tokensPerStep)."""
+    ids = batch.get("input_ids") if isinstance(batch, dict) else getattr(batch, "input_ids", batch)
+    if isinstance(ids, torch.Tensor) and not ids.is_floating_point() and not ids.is_complex():
+        return ids.numel()
+    return None
 
 
 class MXScopeLightningCallback(Callback):
@@ -45,6 +55,8 @@ class MXScopeLightningCallback(Callback):
         self._stepped = False
         self._losses = []
         self._lr = 0.0
+        #: tokens seen by this rank in the run; None once a batch did not say
+        self._tokens: Optional[int] = 0
 
     def on_train_start(self, trainer, pl_module):
         if self.bridge is None:
@@ -54,12 +66,14 @@ class MXScopeLightningCallback(Callback):
             config = self.bridge.next_run_config
         steps = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
         self.bridge.start_run(config=dict(copy.deepcopy(config), steps=int(steps) if steps != float("inf") else 0))
-        self._open = False
+        self._open, self._tokens = False, 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if not self._open:
             self._open, self._stepped, self._losses = True, False, []
             self.bridge.begin_step(trainer.global_step)
+        counted = batch_tokens(batch)
+        self._tokens = None if counted is None or self._tokens is None else self._tokens + counted
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         self._stepped = True
@@ -72,7 +86,7 @@ class MXScopeLightningCallback(Callback):
         if self._stepped:
             self._open = False
             total = torch.stack(self._losses).sum() if self._losses else None
-            self.bridge.end_step(loss=total, lr=self._lr)
+            self.bridge.end_step(loss=total, lr=self._lr, tokens=self._tokens * self.bridge.world if self._tokens is not None else None)
             if self.bridge.stop_requested:
                 trainer.should_stop = True
 

@@ -102,6 +102,7 @@ class TrainerCallback(unittest.TestCase):
         self.assertTrue(all(math.isclose(ours, theirs, rel_tol=1e-6) for ours, theirs in zip([r["lr"] for r in steps], lrs)))
         validations = [r for r in log if r["type"] == "validation"]
         self.assertEqual(len(validations), 2, "eval_loss at steps 3 and 6")
+        self.assertEqual([r["tokens"] for r in validations], [steps[r["step"]]["tokens"] for r in validations], "at their step's tokens")
         self.assertEqual(log[-1]["type"], "runEnded")
         self.assertEqual(log[-1]["status"], "completed")
         linears = [name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]

@@ -153,6 +153,21 @@ class Hooks(unittest.TestCase):
         self.assertAlmostEqual(hooks["wgrad"]["wgradError"]["errNorm"], emulation["wgrad"]["wgradError"]["errNorm"], places=5)
         self.assertEqual(hooks["wgrad"]["wgradError"]["sketch"], emulation["wgrad"]["wgradError"]["sketch"])
 
+    def test_a_validation_reports_the_tokens_its_step_published(self):
+        # A trainer counting its own tokens (padded batches, the Trainer callbacks) passes them to
+        # end_step; the validation at that step must sit at the same point of the token axis.
+        bridge = bridge_for(TinyNet(), self.out)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        for step, tokens in enumerate((1000, 2500)):
+            bridge.begin_step(step)
+            bridge.end_step(loss=1.0, tokens=tokens)
+        bridge.validation(2.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        (validation,) = [r for r in read_log(run_dir) if r["type"] == "validation"]
+        self.assertEqual((validation["step"], validation["tokens"]), (1, 2500))
+
 
 if __name__ == "__main__":
     unittest.main()

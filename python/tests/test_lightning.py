@@ -73,6 +73,7 @@ class LightningCallback(unittest.TestCase):
             log = [json.loads(line) for line in f]
         steps = [r for r in log if r["type"] == "step"]
         self.assertEqual([r["step"] for r in steps], list(range(STEPS)))
+        self.assertEqual([r["tokens"] for r in steps], [(s + 1) * BATCH * ACCUMULATE * SEQ for s in range(STEPS)])
         for step, record in zip(range(STEPS), steps):
             micro = model.returned[step * ACCUMULATE:(step + 1) * ACCUMULATE]
             self.assertTrue(math.isclose(record["loss"], sum(micro) / ACCUMULATE, rel_tol=1e-5), f"step {step}: {record['loss']} vs {micro}")
@@ -80,6 +81,8 @@ class LightningCallback(unittest.TestCase):
         validations = [r for r in log if r["type"] == "validation"]
         self.assertGreaterEqual(len(validations), 2, "val_loss every 4 training batches")
         self.assertTrue(all(math.isfinite(r["loss"]) for r in validations))
+        tokens_at = {r["step"]: r["tokens"] for r in steps}
+        self.assertTrue(all(r["tokens"] == tokens_at[r["step"]] for r in validations), "validations sit at their step's tokens")
         layer_stats = [r for r in log if r["type"] == "layerStats"]
         self.assertEqual(sorted({r["step"] for r in layer_stats}), [0, 2, 4])
         self.assertEqual({(r["layer"], r["gemm"]) for r in layer_stats if r["step"] == 2},
