@@ -23,6 +23,9 @@ from mxscope_bridge import default_gemms, gemm_config, run_config  # noqa: E402
 from mxscope_bridge.hf_trainer import MXScopeCallback  # noqa: E402
 
 
+EMULATED_BASE = "emulated, adapters bf16"
+
+
 class StepTimer(transformers.TrainerCallback):
     """Wall time of each optimizer step, the GPU drained at both ends (the same cost on every side)."""
 
@@ -68,8 +71,10 @@ def one(opts, lora, mode, out_dir):
     callbacks = [timer]
     if mode != "plain":
         gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
+        # FP4 LoRA recipes quantize the frozen base GEMMs and keep the rank-16 adapters in bf16.
+        adapters_apart = {"exclude": ["*.lora_A.*", "*.lora_B.*"]} if mode == EMULATED_BASE else {}
         callbacks.append(MXScopeCallback(run_config(stats_every=10, gemms=gemms), serve=False, out_dir=out_dir,
-                                         emulate=mode == "emulated", handle_exit=False))
+                                         emulate=mode != "observed", handle_exit=False, **adapters_apart))
     args = transformers.TrainingArguments(
         output_dir=os.path.join(out_dir, "trainer"), max_steps=opts.steps, per_device_train_batch_size=opts.batch,
         learning_rate=1e-4, bf16=True, logging_steps=opts.steps, save_strategy="no", report_to=[], seed=0,
@@ -111,7 +116,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for lora in (False, True):
         base = None
-        for mode in ("plain", "observed", "emulated"):
+        for mode in ("plain", "observed", "emulated") + ((EMULATED_BASE,) if lora else ()):
             mean, median, peak, held = one(opts, lora, mode, out_dir)
             base = base or mean
             ratio = "baseline" if mode == "plain" else f"{mean / base:.3f}x"
