@@ -7,6 +7,7 @@ import json
 import math
 import os
 import tempfile
+import time
 import unittest
 
 import torch
@@ -128,6 +129,29 @@ class TrainerCallback(unittest.TestCase):
         self.assertEqual(first["config"]["gemms"]["wgrad"]["rotation"], "hadamard")
         self.assertEqual(second["config"]["gemms"]["wgrad"]["rotation"], "none")
         self.assertEqual(second["config"]["steps"], 2)
+
+    def test_stop_in_the_extension_stops_the_trainer_after_that_step(self):
+        callback = self.callback(serve=True, port=0, print_listening=False)
+        client = []
+
+        class PressStop(transformers.TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                if state.global_step == 2:  # the extension's Stop, taken at this step's end_step
+                    client.append(Client(callback.bridge.server.connect_url))
+                    client[0].recv()
+                    client[0].send({"type": "stopRun", "id": "stop"})
+                    time.sleep(0.3)
+
+        model = tiny_llama()
+        args = transformers.TrainingArguments(output_dir=os.path.join(self.out, "trainer"), max_steps=STEPS, per_device_train_batch_size=BATCH,
+                                              save_strategy="no", report_to=[], disable_tqdm=True, logging_steps=1)
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[callback, PressStop()])
+        trainer.train()
+        self.addCleanup(lambda: client and client[0].close())
+        log = records(self.run_dirs()[-1])
+        self.assertEqual([r["step"] for r in log if r["type"] == "step"], [0, 1, 2])
+        self.assertEqual(trainer.state.global_step, 3, "the Trainer stopped after step 2")
+        self.assertEqual((log[-1]["type"], log[-1]["status"]), ("runEnded", "stopped"))
 
     def test_gradient_checkpointing_changes_nothing_the_run_reports(self):
         for emulate in (False, True):
