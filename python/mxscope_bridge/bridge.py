@@ -38,6 +38,7 @@ from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
 from .link import TOKEN_ENV, RequestError, TrainerServer
+from .record_pump import RecordPump
 from .observe import ObserveState, declared_precisions, observer_hook, observer_pre_hook
 from .protocol import describe_gemm
 from .rotation import MISFITS, DeviceGenerators
@@ -167,6 +168,11 @@ class Bridge:
                 self.server.handle("saveCheckpoint", self._on_request)
             if print_listening:
                 print(self.server.listening_line(), flush=True)
+        #: without a server, the run log is written by a thread of its own: reading a step's loss
+        #: or its stats on the training thread would wait for the GPU at every end_step
+        self._log_pump: Optional[RecordPump] = None
+        if self.server is None and self.rank == 0 and out_dir is not None:
+            self._log_pump = RecordPump(lambda record: self._write_record(record, compact(resolved(record))), self.log, max_queued_stats)
         if handle_exit:
             install_exit_handlers(self)
 
@@ -210,7 +216,8 @@ class Bridge:
 
     @property
     def dropped_stats(self) -> int:
-        return self.server.dropped_stats if self.server else 0
+        pump = self.server or self._log_pump
+        return pump.dropped_stats if pump else 0
 
     @property
     def closed(self) -> bool:
@@ -414,8 +421,9 @@ class Bridge:
         for emulation in self._emulations:
             emulation.capture = None
         self._publish(record)
-        if self.server:
-            self.server.flush()
+        pump = self.server or self._log_pump
+        if pump:
+            pump.flush()
         if self._writer:
             self._writer.close()
             self._writer = None
@@ -435,6 +443,8 @@ class Bridge:
         self._detach_hooks()
         if self.server:
             self.server.close()
+        if self._log_pump:
+            self._log_pump.close()
 
     # ------------------------------------------------------------------ runs the script left
 
@@ -585,19 +595,17 @@ class Bridge:
             return
         if self.server:
             self.server.publish(record)
-        elif self._writer and not logged:
-            self._write_record(record, compact(resolved(record)))
+        elif self._log_pump and not logged:
+            self._log_pump.publish(record)
 
     def _publish_stats(self, step_stats: StepStats) -> None:
-        """The step's layerStats: built by the publisher thread, or here when there is none."""
-        if self.server:
-            self.server.publish(step_stats)
-        elif self._writer:
-            for record in step_stats.records():
-                self._write_record(record, compact(record))
+        """The step's layerStats, built by the publisher thread (the server's, or the run log's)."""
+        pump = self.server or self._log_pump
+        if pump:
+            pump.publish(step_stats)
 
     def _write_record(self, record: dict, line: str) -> None:
-        # Called by the server's pump thread (or directly without a server), in seq order.
+        # Called by the publisher thread (the server's, or the run log's), in publish order.
         writer = self._writer
         if writer is None or record["type"] == "runStarted":
             return

@@ -2,7 +2,7 @@
 replays it on `subscribe {from}`, answers requests, and keeps the next-run config.
 
 Training threads call `publish`, which never blocks: records wait in a bounded queue for the pump
-thread (JSON encoding, run log, sockets). When the queue holds `max_queued_stats` layerStats records,
+thread (record_pump.py: JSON encoding, run log, sockets). When the queue holds `max_queued_stats` layerStats records,
 further layerStats are dropped and counted; run, step and checkpoint records are always kept.
 
 Who may connect (`_authorize`): a token is required unless the caller opts out with `no_token=True`
@@ -15,11 +15,9 @@ import hashlib
 import hmac
 import json
 import os
-import queue
 import re
 import secrets
 import threading
-import time
 import uuid
 from collections import deque
 from typing import Callable, Dict, List, Optional, Tuple
@@ -27,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .config import merge_run_config, next_run_problems
 from .messages import read_frame
 from .deferred import resolved
+from .record_pump import RecordPump
 from .runlog import compact
 from .wsconnection import Connection, text_frame
 from .wsserver import RateLimitedLog, Refusal, Request, WebSocketServer
@@ -148,10 +147,6 @@ class TrainerServer:
         self.log = log
         self._connection_log = RateLimitedLog(log)  # refusals and violations: a client controls how many
         self.last_seq = 0
-        self.dropped_stats = 0
-        self._max_queued_stats = max_queued_stats
-        self._queued_stats = 0
-        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
         self._lock = threading.RLock()
         self._peers: List[_Peer] = []
         self._replay = ReplayBuffer(replay_bytes)
@@ -159,15 +154,13 @@ class TrainerServer:
         self._on_record_written = on_record_written
         self._max_backlog = max_client_backlog_bytes
         self._handlers: Dict[str, Callable[[dict], Optional[str]]] = {}
-        self._idle = threading.Condition()
-        self._pending = 0
         self._server = WebSocketServer(host, port, self._authorize, self._on_connection, max_client_backlog_bytes,
                                        log=self._connection_log, **server_limits)
         url_host = f"[{self._server.host}]" if ":" in self._server.host else self._server.host
         self.url = f"ws://{url_host}:{self._server.port}"
         self.connect_url = f"{self.url}/?token={self.token}" if self.token else self.url
         """The URL with its token, to paste into "MX Scope: Connect to Trainer" (as Jupyter prints one)."""
-        threading.Thread(target=self._pump, name="mxscope-publisher", daemon=True).start()
+        self._pump = RecordPump(self._number_and_send, log, max_queued_stats)
 
     # ------------------------------------------------------------------ training side
 
@@ -194,66 +187,28 @@ class TrainerServer:
         info = {"url": self.connect_url, **({"token": self.token} if self.token else {}), "protocol": "%d.%d" % (PROTOCOL_VERSION["major"], PROTOCOL_VERSION["minor"])}
         return LISTENING_PREFIX + json.dumps(info, separators=(",", ":"))
 
+    @property
+    def dropped_stats(self) -> int:
+        return self._pump.dropped_stats
+
     def publish(self, record) -> bool:
         """Queue a telemetry record, or a batch of layerStats records that the pump builds (an object
         with `count` and `records()`, e.g. step_stats.StepStats); never blocks. False when layerStats
         were dropped: all of a batch that does not fit under max_queued_stats."""
-        stats_count = _stats_count(record)
-        if stats_count:
-            with self._idle:
-                if self._queued_stats + stats_count > self._max_queued_stats:
-                    self.dropped_stats += stats_count
-                    return False
-                self._queued_stats += stats_count
-        with self._idle:
-            self._pending += 1
-        self._queue.put(record)
-        return True
+        return self._pump.publish(record)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every queued record is numbered, logged and handed to the sockets."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+        return self._pump.flush(timeout)
 
     def close(self) -> None:
-        self.flush()
-        self._queue.put(_STOP_PUMP)
+        self._pump.close()
         self._server.close()
         with self._lock:
             for peer in self._peers:
                 peer.conn.close(1001, "trainer shutting down")
 
     # ------------------------------------------------------------------ pump thread
-
-    def _pump(self) -> None:
-        while True:
-            record = self._queue.get()
-            if record is _STOP_PUMP:
-                return
-            try:
-                if isinstance(record, dict):
-                    self._number_and_send(record)
-                else:
-                    for built in record.records():
-                        self._number_and_send(built)
-                        self._yield()
-            except Exception as error:  # a bad record must not kill the pump
-                kind = record.get("type") if isinstance(record, dict) else "layerStats"
-                self.log(f"could not publish a {kind} record: {error}")
-            finally:
-                with self._idle:
-                    self._queued_stats -= _stats_count(record)
-                    self._pending -= 1
-                    self._idle.notify_all()
-
-    @staticmethod
-    def _yield() -> None:
-        # Hand the GIL back after each record of a stats batch (single records need no pause: a
-        # pause per record let a fast loop's step records pile up and a stopRun's ack wait on them): the training thread releases it around every
-        # kernel launch and would otherwise wait up to the interpreter's switch interval (5 ms)
-        # for it each time while a stats step's few hundred records encode. A zero sleep often
-        # takes the GIL straight back; a short one lets the waiting thread have it.
-        time.sleep(PUMP_YIELD_S)
 
     def _number_and_send(self, record: dict) -> None:
         # Encoded once for the socket and the run log.
@@ -373,18 +328,6 @@ class TrainerServer:
 
 
 _REPLIED = object()
-def _stats_count(record) -> int:
-    """layerStats records a queued item stands for."""
-    if isinstance(record, dict):
-        return 1 if record.get("type") == "layerStats" else 0
-    return record.count
-
-
-#: The publisher's pause between records (see TrainerServer._yield).
-PUMP_YIELD_S = 1e-4
-_STOP_PUMP = {"type": "the pump thread ends here"}
-
-
 def _request_id(message) -> Optional[str]:
     """The id to answer an invalid request with: its own, when it has a usable one."""
     request_id = message.get("id") if isinstance(message, dict) else None

@@ -4,11 +4,13 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import unittest
+from unittest import mock
 
 import torch
 
-from mxscope_bridge import default_gemms, emulate, gemm_config, mxfp4
+from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, mxfp4
 from mxscope_bridge.rotation import make_rotation, rotate
 
 from tests.helpers import TinyNet, bridge_for, one_stats_step, read_log, run_and_read
@@ -167,6 +169,22 @@ class Hooks(unittest.TestCase):
         bridge.end_run()
         (validation,) = [r for r in read_log(run_dir) if r["type"] == "validation"]
         self.assertEqual((validation["step"], validation["tokens"]), (1, 2500))
+
+    def test_without_a_server_the_run_log_is_written_off_the_training_thread(self):
+        # Writing a step record reads its loss: on the training thread that waits for the GPU at
+        # every end_step. The run log's own publisher thread writes it, and end_run waits for it.
+        written_on = []
+        write = Bridge._write_record
+
+        def spy(bridge, record, line):
+            written_on.append(threading.current_thread().name)
+            write(bridge, record, line)
+        with mock.patch.object(Bridge, "_write_record", spy):
+            _, records, _ = run_and_read(self, TinyNet(), self.out, 6, serve=False)
+        self.assertEqual(records[-1]["type"], "runEnded", "the log is complete when end_run returns")
+        self.assertEqual(len([r for r in records if r["type"] == "layerStats"]), 2 * 3 * len(LINEARS))
+        self.assertEqual(set(written_on), {"mxscope-publisher"})
+        self.assertEqual(len(written_on), len(records) - 1, "every record but runStarted, which the log's writer opens with")
 
 
 if __name__ == "__main__":
