@@ -4,7 +4,7 @@ random tokens), bf16 autocast, AdamW. Prints per setup and mode the mean and med
 ratio to the plain Trainer of the same setup (the baseline), the peak GPU memory, and what the run
 log holds (stats steps, layers with Wgrad records).
 
-    python3 python/examples/try_hf_trainer.py [--steps 40] [--hidden 1024] [--layers 8] [--seq 1024] [--batch 8]
+    python3 python/examples/try_hf_trainer.py [--steps 40] [--hidden 1024] [--layers 8] [--seq 1024] [--batch 8] [--layer-groups 1]
 """
 import argparse
 import json
@@ -73,7 +73,8 @@ def one(opts, lora, mode, out_dir):
         gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
         # FP4 LoRA recipes quantize the frozen base GEMMs and keep the rank-16 adapters in bf16.
         adapters_apart = {"exclude": ["*.lora_A.*", "*.lora_B.*"]} if mode == EMULATED_BASE else {}
-        callbacks.append(MXScopeCallback(run_config(stats_every=10, gemms=gemms), serve=False, out_dir=out_dir,
+        config = run_config(stats_every=10, gemms=gemms, stats_layer_groups=opts.layer_groups)
+        callbacks.append(MXScopeCallback(config, serve=False, out_dir=out_dir,
                                          emulate=mode != "observed", handle_exit=False, **adapters_apart))
     args = transformers.TrainingArguments(
         output_dir=os.path.join(out_dir, "trainer"), max_steps=opts.steps, per_device_train_batch_size=opts.batch,
@@ -107,10 +108,12 @@ def main():
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--layer-groups", type=int, default=1, help="stats_layer_groups (opt-in): each stats step measures one N-th of the layers")
     opts = parser.parse_args()
     out_dir = tempfile.mkdtemp(prefix="mxscope-hf-")
     print(f"Llama hidden {opts.hidden}, {opts.layers} layers, {opts.batch} x {opts.seq} tokens/step, bf16 autocast, AdamW, "
-          f"steps {opts.warmup}..{opts.steps - 1} timed (statsEvery 10: stats steps 10, 20, 30, ...); {torch.cuda.get_device_name()}, "
+          f"steps {opts.warmup}..{opts.steps - 1} timed (statsEvery 10: stats steps 10, 20, 30, ...), layer groups {opts.layer_groups}; "
+          f"{torch.cuda.get_device_name()}, "
           f"torch {torch.__version__}, transformers {transformers.__version__}")
     print("| setup | mode | mean ms | median ms | mean vs plain Trainer (same setup) | peak GiB | stats steps | layers reporting | with Wgrad |")
     print("|---|---|---|---|---|---|---|---|---|")
