@@ -215,9 +215,14 @@ class Bridge:
         return copy.deepcopy(self.server.next_run_config if self.server else self.config)
 
     @property
+    def _publisher(self):
+        """Where records go: the server (sockets and run log), or the run log's own pump; None on
+        other ranks and without a run log."""
+        return self.server or self._log_pump
+
+    @property
     def dropped_stats(self) -> int:
-        pump = self.server or self._log_pump
-        return pump.dropped_stats if pump else 0
+        return self._publisher.dropped_stats if self._publisher else 0
 
     @property
     def closed(self) -> bool:
@@ -384,7 +389,7 @@ class Bridge:
         elapsed = step_ms if step_ms is not None else (time.perf_counter() - self._step_started) * 1000
         tokens = int(tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"])
         self._tokens_at = (step, tokens)
-        self._publish(step_record({"type": "step", "runId": self.run_id, "step": step, "tokens": int(tokens), "loss": loss,
+        self._publish(step_record({"type": "step", "runId": self.run_id, "step": step, "tokens": tokens, "loss": loss,
                                    "lr": float(lr), "gradNorm": grad_norm, "stepMs": max(0.0, float(elapsed))}))
         if step_stats is not None:
             self._publish_stats(step_stats)
@@ -421,9 +426,8 @@ class Bridge:
         for emulation in self._emulations:
             emulation.capture = None
         self._publish(record)
-        pump = self.server or self._log_pump
-        if pump:
-            pump.flush()
+        if self._publisher:
+            self._publisher.flush()
         if self._writer:
             self._writer.close()
             self._writer = None
@@ -600,9 +604,8 @@ class Bridge:
 
     def _publish_stats(self, step_stats: StepStats) -> None:
         """The step's layerStats, built by the publisher thread (the server's, or the run log's)."""
-        pump = self.server or self._log_pump
-        if pump:
-            pump.publish(step_stats)
+        if self._publisher:
+            self._publisher.publish(step_stats)
 
     def _write_record(self, record: dict, line: str) -> None:
         # Called by the publisher thread (the server's, or the run log's), in publish order.

@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import mxfp4, mxfp4_triton, stats
-from .rotation import Rotation, padded_length, rotate
+from .rotation import Rotation, pad_to_block, rotate
 
 
 def _triton_fits(x: torch.Tensor) -> bool:
@@ -23,12 +23,10 @@ def _misfit(x: torch.Tensor, r: Optional[Rotation]) -> bool:
 
 
 def _padded(x: torch.Tensor, r: Optional[Rotation]) -> torch.Tensor:
-    """x with zero columns up to the rotation's padded length, as `rotation.rotate` pads before
-    rotating (zeros are exact in any dtype): the kernel then sees whole blocks, and gives the torch
-    path's bits. LoRA's rank-16 reduction under a 32-block went the torch path's ~40 launches before."""
-    if not _misfit(x, r):
-        return x
-    return torch.nn.functional.pad(x, (0, padded_length(x.shape[1], r.h.shape[0]) - x.shape[1]))
+    """x padded as `rotation.rotate` pads before rotating: the kernel then sees whole blocks, and
+    gives the torch path's bits. LoRA's rank-16 reduction under a 32-block went the torch path's ~40
+    launches before."""
+    return pad_to_block(x, r.h.shape[0]) if r is not None else x
 
 
 #: Rows of one zeroed slab: a stats step takes ~5 rows per layer, each of which was a zeroing launch.

@@ -30,6 +30,13 @@ def padded_length(length: int, block: int) -> int:
     return -(-length // block) * block
 
 
+def pad_to_block(x: torch.Tensor, block: int) -> torch.Tensor:
+    """x with zero columns appended up to the next multiple of `block` (x itself when it fits);
+    zeros are exact in any dtype and add nothing to a product."""
+    n = padded_length(x.shape[-1], block)
+    return torch.nn.functional.pad(x, (0, n - x.shape[-1])) if n != x.shape[-1] else x
+
+
 def fit(rotation: str, block: int, length: Optional[int], misfit: str = "pad") -> dict:
     """How a GEMM with reduction dimension `length` (None: the token count, known per step) honours
     the rotation: {"status": none|rotated|padded|skipped, "dim"?, "paddedTo"?}; raises
@@ -115,9 +122,8 @@ def rotate(x: torch.Tensor, r: Optional[Rotation], what: str = "operand") -> tor
     if r is None:
         return x
     block = r.h.shape[0]
-    n = padded_length(x.shape[-1], block)
-    if n != x.shape[-1]:
-        x = torch.nn.functional.pad(x, (0, n - x.shape[-1]))
+    x = pad_to_block(x, block)
+    n = x.shape[-1]
     if r.signs is not None and r.signs.shape[0] != n:
         raise ValueError(f"{what}: the rotation's signs cover {r.signs.shape[0]} elements, the operand {n}; share one rotation per GEMM")
     norm = hadamard_norm(block)
