@@ -13,14 +13,13 @@ on the model that do nothing outside a step (evaluation is not counted). This mo
 """
 from __future__ import annotations
 
-import copy
 from typing import Optional
 
 import torch
 from transformers import TrainerCallback
 
-from .bridge import Bridge
 from .config import run_config
+from .trainer_runs import TrainerRuns, batch_tokens
 
 
 class MXScopeCallback(TrainerCallback):
@@ -32,32 +31,27 @@ class MXScopeCallback(TrainerCallback):
     extension applies to it. Stop in the extension ends training at the end of that step."""
 
     def __init__(self, config: Optional[dict] = None, **options):
-        if "micro_batches" in options:
-            raise ValueError("MXScopeCallback: micro_batches comes from TrainingArguments.gradient_accumulation_steps; leave it out")
-        self.config = copy.deepcopy(config) if config is not None else None
-        self.options = options
-        self.bridge: Optional[Bridge] = None
+        self.runs = TrainerRuns("MXScopeCallback", "TrainingArguments.gradient_accumulation_steps", config, options)
         self._hooks = []
         self._in_step = False
         self._losses = []
         self._normalized_over_step = False
-        self._tokens = 0
+
+    @property
+    def bridge(self):
+        """The Bridge once training has begun."""
+        return self.runs.bridge
 
     # ------------------------------------------------------------------ Trainer events
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if model is None:
             raise ValueError("MXScopeCallback: the Trainer passed no model to on_train_begin")
-        if self.bridge is None:
-            config = self._first_config(args, model)
-            self.bridge = Bridge(model, config, micro_batches=max(1, args.gradient_accumulation_steps), **self.options)
+        first = self.bridge is None
+        self.runs.start(model, args.gradient_accumulation_steps, state.max_steps, lambda config: self._first_config(config, args, model))
+        if first:
             self._hooks = [model.register_forward_pre_hook(self._count_tokens, with_kwargs=True),
                            model.register_forward_hook(self._keep_loss)]
-        else:  # a later train(): the extension's next-run config (a rotation switched there)
-            config = self.bridge.next_run_config
-        config = dict(copy.deepcopy(config), steps=state.max_steps)
-        self.bridge.start_run(config=config)
-        self._tokens = 0
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._losses = []
@@ -74,7 +68,7 @@ class MXScopeCallback(TrainerCallback):
             loss = losses.sum() if self._normalized_over_step else losses.mean()
         lr = float(optimizer.param_groups[0]["lr"]) if optimizer is not None and optimizer.param_groups else 0.0
         self._losses = []
-        self.bridge.end_step(loss=loss, lr=lr, tokens=self._tokens * self.bridge.world if self._tokens else None)
+        self.runs.end_step(loss, lr)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bridge.stop_requested:
@@ -83,25 +77,20 @@ class MXScopeCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         loss = (metrics or {}).get("eval_loss")
-        if loss is not None and self.bridge is not None and self.bridge.run_id is not None:
-            self.bridge.validation(float(loss))
+        if loss is not None:
+            self.runs.validation(loss)
 
     def on_train_end(self, args, state, control, **kwargs):
         self._in_step = False
-        if self.bridge is not None and self.bridge.run_id is not None:
-            finished = state.max_steps > 0 and state.global_step >= state.max_steps
-            self.bridge.end_run("completed" if finished else "stopped", "" if finished else "the Trainer stopped before max_steps")
+        self.runs.end(state.global_step)
 
     # ------------------------------------------------------------------ model hooks
 
     def _count_tokens(self, module, args, kwargs):
         if self._in_step:
             self._normalized_over_step = kwargs.get("num_items_in_batch") is not None
-            ids = kwargs.get("input_ids")
-            if ids is None and args and isinstance(args[0], torch.Tensor):
-                ids = args[0]
-            if isinstance(ids, torch.Tensor):
-                self._tokens += ids.numel()
+            counted = batch_tokens(kwargs)
+            self.runs.count(counted if counted is not None or not args else batch_tokens(args[0]))
 
     def _keep_loss(self, module, args, output):
         if not self._in_step:
@@ -110,8 +99,9 @@ class MXScopeCallback(TrainerCallback):
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
             self._losses.append(loss.detach().reshape(()))
 
-    def _first_config(self, args, model) -> dict:
-        config = self.config if self.config is not None else run_config(seed=args.seed)
+    @staticmethod
+    def _first_config(config: Optional[dict], args, model) -> dict:
+        config = config if config is not None else run_config(seed=args.seed)
         described = getattr(model, "config", None)
         if not config.get("model") and described is not None:
             config["model"] = {key: value for key in ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
@@ -125,5 +115,4 @@ class MXScopeCallback(TrainerCallback):
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
-        if self.bridge is not None:
-            self.bridge.close()
+        self.runs.close()

@@ -8,11 +8,10 @@ training batch after an optimizer step and ends at the batch whose optimizer ste
 `accumulate_grad_batches` micro-batches make one step, the bridge's `micro_batches`), after that
 optimizer step: the bridge keeps what its hooks saw. The loss is the sum of `outputs["loss"]` over
 the step's batches, which Lightning has divided by `accumulate_grad_batches`: the mean of what
-`training_step` returned. Tokens are counted from the batches (`batch_tokens`). Imports Lightning (`lightning`, or the older `pytorch_lightning`).
+`training_step` returned. Tokens are counted from the batches (`trainer_runs.batch_tokens`). Imports Lightning (`lightning`, or the older `pytorch_lightning`).
 """
 from __future__ import annotations
 
-import copy
 from typing import Optional
 
 import torch
@@ -22,18 +21,8 @@ try:
 except ImportError:  # the package before its rename
     from pytorch_lightning.callbacks import Callback
 
-from .bridge import Bridge
 from .config import run_config
-
-
-def batch_tokens(batch) -> Optional[int]:
-    """The tokens of a batch: its `input_ids` (a mapping's key or an attribute), or all of it when it
-    is a tensor of integer token ids; None when it is neither (the run's tokens then follow
-    tokensPerStep)."""
-    ids = batch.get("input_ids") if isinstance(batch, dict) else getattr(batch, "input_ids", batch)
-    if isinstance(ids, torch.Tensor) and not ids.is_floating_point() and not ids.is_complex():
-        return ids.numel()
-    return None
+from .trainer_runs import TrainerRuns, batch_tokens
 
 
 class MXScopeLightningCallback(Callback):
@@ -45,35 +34,28 @@ class MXScopeLightningCallback(Callback):
     next-run config; Stop in the extension stops the Trainer after that step."""
 
     def __init__(self, config: Optional[dict] = None, val_loss: str = "val_loss", **options):
-        if "micro_batches" in options:
-            raise ValueError("MXScopeLightningCallback: micro_batches comes from Trainer(accumulate_grad_batches=...); leave it out")
-        self.config = copy.deepcopy(config) if config is not None else None
+        self.runs = TrainerRuns("MXScopeLightningCallback", "Trainer(accumulate_grad_batches=...)", config, options)
         self.val_loss = val_loss
-        self.options = options
-        self.bridge: Optional[Bridge] = None
         self._open = False
         self._stepped = False
         self._losses = []
         self._lr = 0.0
-        #: tokens seen by this rank in the run; None once a batch did not say
-        self._tokens: Optional[int] = 0
+
+    @property
+    def bridge(self):
+        return self.runs.bridge
 
     def on_train_start(self, trainer, pl_module):
-        if self.bridge is None:
-            config = self.config if self.config is not None else run_config()
-            self.bridge = Bridge(pl_module, config, micro_batches=max(1, trainer.accumulate_grad_batches), **self.options)
-        else:  # a later fit(): the extension's next-run config
-            config = self.bridge.next_run_config
         steps = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
-        self.bridge.start_run(config=dict(copy.deepcopy(config), steps=int(steps) if steps != float("inf") else 0))
-        self._open, self._tokens = False, 0
+        self.runs.start(pl_module, trainer.accumulate_grad_batches, int(steps) if steps != float("inf") else 0,
+                        lambda config: config if config is not None else run_config())
+        self._open = False
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if not self._open:
             self._open, self._stepped, self._losses = True, False, []
             self.bridge.begin_step(trainer.global_step)
-        counted = batch_tokens(batch)
-        self._tokens = None if counted is None or self._tokens is None else self._tokens + counted
+        self.runs.count(batch_tokens(batch))
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         self._stepped = True
@@ -86,22 +68,18 @@ class MXScopeLightningCallback(Callback):
         if self._stepped:
             self._open = False
             total = torch.stack(self._losses).sum() if self._losses else None
-            self.bridge.end_step(loss=total, lr=self._lr, tokens=self._tokens * self.bridge.world if self._tokens is not None else None)
+            self.runs.end_step(total, self._lr)
             if self.bridge.stop_requested:
                 trainer.should_stop = True
 
     def on_validation_epoch_end(self, trainer, pl_module):
         loss = trainer.callback_metrics.get(self.val_loss)
-        if loss is not None and self.bridge is not None and self.bridge.run_id is not None and not trainer.sanity_checking:
-            self.bridge.validation(float(loss))
+        if loss is not None and not trainer.sanity_checking:
+            self.runs.validation(loss)
 
     def on_train_end(self, trainer, pl_module):
-        if self.bridge is not None and self.bridge.run_id is not None:
-            planned = self.bridge.config.get("steps", 0)
-            finished = not planned or trainer.global_step >= planned
-            self.bridge.end_run("completed" if finished else "stopped", "" if finished else "the Trainer stopped before its planned steps")
+        self.runs.end(trainer.global_step)
 
     def close(self) -> None:
         """Closes the bridge (interpreter exit does the same)."""
-        if self.bridge is not None:
-            self.bridge.close()
+        self.runs.close()
