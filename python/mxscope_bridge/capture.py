@@ -42,6 +42,13 @@ def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch
     return a.to(torch.float32) @ b.to(torch.float32)
 
 
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype a GEMM on x runs in: autocast's on CUDA, else x's own."""
+    if x.is_cuda and torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    return x.dtype
+
+
 def in_backward() -> bool:
     """Whether autograd's engine is running this code (a checkpoint recomputing a forward, a hook)."""
     task = getattr(torch._C, "_current_graph_task_id", None)

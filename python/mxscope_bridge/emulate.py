@@ -10,7 +10,7 @@ from typing import Dict, Optional
 
 import torch
 
-from .capture import StepCapture, gemm_operands, in_backward, quantized_wgrad
+from .capture import StepCapture, compute_dtype, gemm_operands, in_backward, quantized_wgrad
 from .config import default_gemms
 from .compile_stance import eager
 from .experts import ExpertSlice
@@ -33,12 +33,6 @@ class Emulation:
         self.enabled = True
 
 
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    if x.is_cuda and torch.is_autocast_enabled():
-        return torch.get_autocast_gpu_dtype()
-    return x.dtype
-
-
 def emulated_gemm(layer: str, name: str, gemm: dict, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype,
                   generator: Optional[torch.Generator], capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
     """a·bᵀ with both operands (2-D, reduction dim last) quantized per `gemm` (a padded rotation pads
@@ -56,7 +50,7 @@ class _EmulatedLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, layer: str, emulation: Emulation):
-        dtype = _compute_dtype(x)
+        dtype = compute_dtype(x)
         capture = emulation.capture
         if capture is not None and not capture.observes(layer):  # a layer the bridge leaves out
             capture = None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import StepCapture, deterministic, in_backward, observed_wgrad, operand_sums
+from .capture import StepCapture, compute_dtype, deterministic, in_backward, observed_wgrad, operand_sums
 from .config import GEMM_KINDS
 from .layers import DEFAULT_ADAPTER, LinearLike
 from .precision import BLOCK_PRECISIONS, PRECISIONS
@@ -104,12 +104,6 @@ def tensor_source(x: torch.Tensor) -> tuple:
     return ("tensor", x.data_ptr(), tuple(x.shape), x.stride(), x._version, x.dtype)
 
 
-def _compute_dtype(x: torch.Tensor) -> torch.dtype:
-    if x.is_cuda and torch.is_autocast_enabled():
-        return torch.get_autocast_gpu_dtype()
-    return x.dtype
-
-
 class ObserveState:
     """What the hooks carry within one capturing step (a fresh one every step)."""
 
@@ -147,7 +141,7 @@ def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         if adapter is not DEFAULT_ADAPTER or not inputs or not isinstance(inputs[0], torch.Tensor):
             return
         x = inputs[0].detach()
-        dtype = _compute_dtype(x)
+        dtype = compute_dtype(x)
         waiting = state.waiting.pop(id(module), ())
         for dy, ran, gemms in waiting:
             _dispatch(bridge, name, module, adapter, x, None, dy, dtype, ran, gemms=gemms)
@@ -178,7 +172,7 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
             if not capture.with_stats:  # the step before a stats step keeps Wgrad errors only
                 return
             state.fprop_done.add(id(module))
-            _dispatch(bridge, name, module, adapter, x_in.detach(), None, None, _compute_dtype(x_in), ran, gemms=("fprop",))
+            _dispatch(bridge, name, module, adapter, x_in.detach(), None, None, compute_dtype(x_in), ran, gemms=("fprop",))
             if not y.requires_grad or not runs_dgrad:
                 return
 
@@ -201,7 +195,7 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         kept = None
         if found is None and not (plain and checkpointed):
             x = x_in.detach()
-            kept = (x, _compute_dtype(x))
+            kept = (x, compute_dtype(x))
 
         def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
             if bridge.capture is not capture:
