@@ -116,7 +116,8 @@ async function measure(mode: Mode, path: string): Promise<Measurement> {
 }
 
 function inChild(mode: Mode, path: string): Measurement {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', __filename, '--measure', mode, path], { encoding: 'utf8' });
+  // Loaded the way this process was: through tsx, or as a bundle (a machine without node_modules).
+  const result = spawnSync(process.execPath, [...process.execArgv, __filename, '--measure', mode, path], { encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`bench child ${mode} failed: ${result.stderr}`);
   return JSON.parse(result.stdout) as Measurement;
 }

@@ -9,7 +9,11 @@ comes before an optimizer step's first micro-batch, `on_pre_optimizer_step` afte
 `micro_batches`. The loss is the model outputs' `loss` over the step's micro-batches, as the Trainer
 logs it: their sum where the Trainer hands the model `num_items_in_batch` (which divides each by the
 whole step's count), else their mean. The tokens are counted from `input_ids`. Both are read by hooks
-on the model that do nothing outside a step (evaluation is not counted). This module imports `transformers`; the rest of the bridge does not.
+on the model that do nothing outside a step (evaluation is not counted). The gradient norm is the one
+the Trainer logs as `grad_norm` (before clipping), taken again where each backward pass ends
+(`grad_norm.NormAfterBackward`): the Trainer computes its own inside its loop and hands it to no
+callback. It is left out (null) where the gradients at that point are not the model's whole
+unscaled ones: fp16 loss scaling, DeepSpeed, FSDP. This module imports `transformers`; the rest of the bridge does not.
 """
 from __future__ import annotations
 
@@ -19,7 +23,15 @@ import torch
 from transformers import TrainerCallback
 
 from .config import run_config
+from .grad_norm import NormAfterBackward
 from .trainer_runs import TrainerRuns, batch_tokens
+
+
+def whole_unscaled_gradients(args) -> bool:
+    """Whether the parameters' gradients after backward are the whole model's, unscaled: not under
+    fp16 loss scaling (the Trainer unscales them only as it clips), DeepSpeed or FSDP (each rank
+    holds a shard)."""
+    return not (getattr(args, "fp16", False) or getattr(args, "deepspeed", None) or getattr(args, "fsdp", None))
 
 
 class MXScopeCallback(TrainerCallback):
@@ -36,6 +48,7 @@ class MXScopeCallback(TrainerCallback):
         self._in_step = False
         self._losses = []
         self._normalized_over_step = False
+        self._norms: Optional[NormAfterBackward] = None
 
     @property
     def bridge(self):
@@ -52,6 +65,7 @@ class MXScopeCallback(TrainerCallback):
         if first:
             self._hooks = [model.register_forward_pre_hook(self._count_tokens, with_kwargs=True),
                            model.register_forward_hook(self._keep_loss)]
+        self._norms = NormAfterBackward(model.parameters) if whole_unscaled_gradients(args) else None
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._losses = []
@@ -68,7 +82,7 @@ class MXScopeCallback(TrainerCallback):
             loss = losses.sum() if self._normalized_over_step else losses.mean()
         lr = float(optimizer.param_groups[0]["lr"]) if optimizer is not None and optimizer.param_groups else 0.0
         self._losses = []
-        self.runs.end_step(loss, lr)
+        self.runs.end_step(loss, lr, self._norms.take() if self._norms is not None else None)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bridge.stop_requested:
@@ -98,6 +112,8 @@ class MXScopeCallback(TrainerCallback):
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
             self._losses.append(loss.detach().reshape(()))
+            if self._norms is not None:
+                self._norms.arm(loss)
 
     @staticmethod
     def _first_config(config: Optional[dict], args, model) -> dict:

@@ -8,7 +8,9 @@ training batch after an optimizer step and ends at the batch whose optimizer ste
 `accumulate_grad_batches` micro-batches make one step, the bridge's `micro_batches`), after that
 optimizer step: the bridge keeps what its hooks saw. The loss is the sum of `outputs["loss"]` over
 the step's batches, which Lightning has divided by `accumulate_grad_batches`: the mean of what
-`training_step` returned. Tokens are counted from the batches (`trainer_runs.batch_tokens`). Imports Lightning (`lightning`, or the older `pytorch_lightning`).
+`training_step` returned. Tokens are counted from the batches (`trainer_runs.batch_tokens`). The
+gradient norm is taken in `on_before_optimizer_step`, where Lightning has unscaled the gradients and
+not yet clipped them (`grad_norm.total_norm`; null under DeepSpeed and FSDP1, whose ranks hold shards). Imports Lightning (`lightning`, or the older `pytorch_lightning`).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ except ImportError:  # the package before its rename
     from pytorch_lightning.callbacks import Callback
 
 from .config import run_config
+from .grad_norm import total_norm
 from .trainer_runs import TrainerRuns, batch_tokens
 
 
@@ -40,6 +43,7 @@ class MXScopeLightningCallback(Callback):
         self._stepped = False
         self._losses = []
         self._lr = 0.0
+        self._grad_norm = None
 
     @property
     def bridge(self):
@@ -60,6 +64,8 @@ class MXScopeLightningCallback(Callback):
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         self._stepped = True
         self._lr = float(optimizer.param_groups[0]["lr"]) if optimizer.param_groups else 0.0
+        with torch.no_grad():
+            self._grad_norm = total_norm(pl_module.parameters())
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
@@ -68,7 +74,8 @@ class MXScopeLightningCallback(Callback):
         if self._stepped:
             self._open = False
             total = torch.stack(self._losses).sum() if self._losses else None
-            self.runs.end_step(total, self._lr)
+            self.runs.end_step(total, self._lr, self._grad_norm)
+            self._grad_norm = None
             if self.bridge.stop_requested:
                 trainer.should_stop = True
 

@@ -50,8 +50,8 @@ class TrainerRuns:
     def count(self, tokens: Optional[int]) -> None:
         self.tokens = None if tokens is None or self.tokens is None else self.tokens + tokens
 
-    def end_step(self, loss: Optional[torch.Tensor], lr: float) -> None:
-        self.bridge.end_step(loss=loss, lr=lr, tokens=self.tokens * self.bridge.world if self.tokens is not None else None)
+    def end_step(self, loss: Optional[torch.Tensor], lr: float, grad_norm: Optional[torch.Tensor] = None) -> None:
+        self.bridge.end_step(loss=loss, lr=lr, grad_norm=grad_norm, tokens=self.tokens * self.bridge.world if self.tokens is not None else None)
 
     def validation(self, loss) -> None:
         if self.active:

@@ -89,7 +89,8 @@ class TrainerCallback(unittest.TestCase):
     def test_the_trainers_steps_losses_and_tokens_are_the_runs(self):
         model = tiny_llama()
         callback = self.callback()
-        trainer = self.train(model, callback, eval_dataset=Tokens(8))
+        # max_grad_norm below the norms: the Trainer clips every step, after its norm and ours.
+        trainer = self.train(model, callback, eval_dataset=Tokens(8), max_grad_norm=0.05)
         (run_dir,) = self.run_dirs()
         log = records(run_dir)
         steps = [r for r in log if r["type"] == "step"]
@@ -101,6 +102,10 @@ class TrainerCallback(unittest.TestCase):
             self.assertTrue(math.isclose(ours, theirs, rel_tol=1e-3), f"step loss {ours} against the Trainer's {theirs}")
         lrs = [entry["learning_rate"] for entry in trainer.state.log_history if "learning_rate" in entry]
         self.assertTrue(all(math.isclose(ours, theirs, rel_tol=1e-6) for ours, theirs in zip([r["lr"] for r in steps], lrs)))
+        norms = [entry["grad_norm"] for entry in trainer.state.log_history if "grad_norm" in entry]
+        self.assertEqual(len(norms), STEPS)
+        for ours, theirs in zip([r["gradNorm"] for r in steps], norms):
+            self.assertTrue(math.isclose(ours, theirs, rel_tol=1e-4), f"step grad norm {ours} against the Trainer's {theirs}")
         validations = [r for r in log if r["type"] == "validation"]
         self.assertEqual(len(validations), 2, "eval_loss at steps 3 and 6")
         self.assertEqual([r["tokens"] for r in validations], [steps[r["step"]]["tokens"] for r in validations], "at their step's tokens")

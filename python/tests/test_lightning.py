@@ -33,6 +33,7 @@ if pl is not None:
             self.down = torch.nn.Linear(2 * DIM, DIM)
             self.head = torch.nn.Linear(DIM, VOCAB, bias=False)
             self.returned = []
+            self.norms = []
 
         def forward(self, ids):
             h = self.embed(ids)
@@ -42,6 +43,10 @@ if pl is not None:
             loss = torch.nn.functional.cross_entropy(self(batch).flatten(0, 1), batch.flatten())
             self.returned.append(loss.item())
             return loss
+
+        def on_before_optimizer_step(self, optimizer):
+            # Lightning calls this after the callbacks' hook and before it clips.
+            self.norms.append(float(torch.nn.utils.clip_grad_norm_(self.parameters(), float("inf"))))
 
         def validation_step(self, batch, batch_idx):
             self.log("val_loss", torch.nn.functional.cross_entropy(self(batch).flatten(0, 1), batch.flatten()))
@@ -66,7 +71,8 @@ class LightningCallback(unittest.TestCase):
         model = TinyLM()
         trainer = pl.Trainer(max_steps=STEPS, accumulate_grad_batches=ACCUMULATE, callbacks=[callback], logger=False,
                              enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             val_check_interval=4, num_sanity_val_steps=0, limit_val_batches=2, accelerator="auto", devices=1)
+                             val_check_interval=4, num_sanity_val_steps=0, limit_val_batches=2, accelerator="auto", devices=1,
+                             gradient_clip_val=0.01)
         trainer.fit(model, batches(BATCH * ACCUMULATE * STEPS), batches(2 * BATCH))
         (run_dir,) = glob.glob(os.path.join(out, "*"))
         with open(os.path.join(run_dir, "telemetry.ndjson")) as f:
@@ -78,6 +84,8 @@ class LightningCallback(unittest.TestCase):
             micro = model.returned[step * ACCUMULATE:(step + 1) * ACCUMULATE]
             self.assertTrue(math.isclose(record["loss"], sum(micro) / ACCUMULATE, rel_tol=1e-5), f"step {step}: {record['loss']} vs {micro}")
             self.assertTrue(math.isclose(record["lr"], 1e-3 * 0.5 ** step, rel_tol=1e-9), f"step {step} lr {record['lr']}")
+            self.assertGreater(model.norms[step], 0.02, "the clip at 0.01 changes the gradients after the norm")
+            self.assertTrue(math.isclose(record["gradNorm"], model.norms[step], rel_tol=1e-5), f"step {step}: {record['gradNorm']} vs {model.norms[step]}")
         validations = [r for r in log if r["type"] == "validation"]
         self.assertGreaterEqual(len(validations), 2, "val_loss every 4 training batches")
         self.assertTrue(all(math.isfinite(r["loss"]) for r in validations))
