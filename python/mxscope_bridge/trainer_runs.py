@@ -1,7 +1,7 @@
 """What the Trainer callbacks (hf_trainer.py, lightning.py) share: one Bridge across a script's
 `train()` / `fit()` calls, each of them a run (the first with the callback's config, later ones with
-the extension's next-run config); the tokens a run counted from its batches; how a run the Trainer
-ended is closed. Imports no training framework."""
+the extension's next-run config); the tokens a run counted from its batches; the step's loss over
+the ranks; how a run the Trainer ended is closed. Imports no training framework."""
 from __future__ import annotations
 
 import copy
@@ -51,7 +51,27 @@ class TrainerRuns:
         self.tokens = None if tokens is None or self.tokens is None else self.tokens + tokens
 
     def end_step(self, loss: Optional[torch.Tensor], lr: float, grad_norm: Optional[torch.Tensor] = None) -> None:
-        self.bridge.end_step(loss=loss, lr=lr, grad_norm=grad_norm, tokens=self.tokens * self.bridge.world if self.tokens is not None else None)
+        """`loss`: this rank's loss of the step. Under torch.distributed the run's loss is the ranks'
+        mean, which is what transformers' Trainer logs. Every rank calls this, in step order."""
+        bridge = self.bridge
+        if bridge.world > 1:
+            loss = self._mean_over_ranks(loss)
+        bridge.end_step(loss=loss, lr=lr, grad_norm=grad_norm, tokens=self.tokens * bridge.world if self.tokens is not None else None)
+
+    def _mean_over_ranks(self, loss: Optional[torch.Tensor]) -> torch.Tensor:
+        """Every rank takes part, with a loss or without one (then the step has none), so that a
+        rank whose hook saw no loss cannot leave the others waiting in the collective. Not read to
+        the host: the publisher reads it with the step."""
+        group = self.bridge.group
+        if loss is not None:
+            device = loss.device
+        else:  # NCCL reduces device tensors only
+            device = torch.device("cuda", torch.cuda.current_device()) if torch.distributed.get_backend(group) == "nccl" else torch.device("cpu")
+        pair = torch.stack([loss.detach().float().reshape(()), torch.ones((), device=device)]) if loss is not None else torch.zeros(2, device=device)
+        torch.distributed.all_reduce(pair, group=group)
+        total, ranks = pair.unbind()
+        # A rank without a loss makes the step's loss NaN, which the step record publishes as null.
+        return torch.where(ranks == self.bridge.world, total / ranks, torch.full_like(total, float("nan")))
 
     def validation(self, loss) -> None:
         if self.active:
