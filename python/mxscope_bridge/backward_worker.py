@@ -86,4 +86,7 @@ class BackwardWorker:
             except BaseException as error:  # handed to the training thread
                 self._error = error
             finally:
+                # Held until the next item otherwise: the last layer's X, W and ∇Y, and through the
+                # step's capture its stored errors, even after the bridge has closed.
+                device = stream = work = args = None
                 self._queue.task_done()

@@ -445,6 +445,10 @@ class Bridge:
             self.end_run(*self._leaving_status(self.step, "stopped", "bridge closed"))
         self._closed = True
         self._detach_hooks()
+        # E_{t−1}'s host buffers (pinned: as large as the observed weights in float32) are kept from
+        # run to run of this bridge, and let go here: a closed bridge is often still referenced (by a
+        # Trainer callback, a notebook), and each one kept its buffers pinned before.
+        self._errors = None
         if self.server:
             self.server.close()
         if self._log_pump:

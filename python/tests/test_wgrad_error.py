@@ -14,7 +14,7 @@ import torch
 from mxscope_bridge import wgrad_error
 from mxscope_bridge.rotation import make_rotation, rotate
 
-from tests.helpers import TinyNet, bridge_for, read_log
+from tests.helpers import TinyNet, bridge_for, read_log, train
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "bench_bridge.py")
 
@@ -75,6 +75,22 @@ class WgradErrors(unittest.TestCase):
         self.assertIsNotNone(whole[(3, "lm_head")]["lag1Cos"], "the stats step after a pre-stats step reports lag-1")
         self.assertIsNone(whole[(0, "lm_head")]["lag1Cos"])
         self.assert_close_to_whole(run(chunk_bytes=256), whole)
+
+    def test_a_closed_bridge_lets_go_of_the_stored_errors(self):
+        # E_{t−1} waits in host memory (pinned on a GPU, as large as the weights): a closed bridge
+        # that is still referenced (a Trainer callback, a notebook) kept it before.
+        import weakref
+        torch.manual_seed(0)
+        model = TinyNet()
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-wgrad-"), stats_every=3)
+        bridge.start_run()
+        train(model, bridge, 3)  # step 2 stores E for step 3's lag-1
+        stored = [weakref.ref(t) for t in bridge._errors.store.host.values()]
+        self.assertEqual(len(stored), 5, "one E per layer")
+        bridge.end_run()
+        self.assertTrue(all(ref() is not None for ref in stored), "kept for the bridge's next run")
+        bridge.close()
+        self.assertTrue(all(ref() is None for ref in stored), "released when the bridge closes")
 
     def test_micro_batches_sum_before_the_norms(self):
         # Two micro-batches, each a mean over half the batch, sum to twice the whole batch's mean gradient.
