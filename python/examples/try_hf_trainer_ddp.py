@@ -22,19 +22,9 @@ import transformers  # noqa: E402
 
 from mxscope_bridge import default_gemms, gemm_config, run_config  # noqa: E402
 from mxscope_bridge.hf_trainer import MXScopeCallback  # noqa: E402
+from try_hf_trainer import Tokens  # noqa: E402  (beside this file)
 
 VOCAB, SEQ, STEPS, STATS_EVERY = 500, 64, 8, 4
-
-
-class Tokens(torch.utils.data.Dataset):
-    def __init__(self, count):
-        self.ids = torch.randint(0, VOCAB, (count, SEQ), generator=torch.Generator().manual_seed(1))
-
-    def __len__(self):
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
 def worst_gap(ours, theirs):
@@ -62,7 +52,7 @@ def main():
             learning_rate=1e-3, max_grad_norm=0.05, logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True,
             ddp_find_unused_parameters=False, average_tokens_across_devices=average,
             **({"use_cpu": True, "ddp_backend": "gloo"} if options.cpu else {"bf16": True}))
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(256), callbacks=[callback])
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(256, SEQ, VOCAB), callbacks=[callback])
         trainer.train()
         if torch.distributed.get_rank() == 0:
             with open(os.path.join(callback.bridge.run_dir, "telemetry.ndjson")) as f:

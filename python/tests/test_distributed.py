@@ -61,6 +61,24 @@ def run_ranks(target, args, results):
     return [torch.load(path) for path in results]
 
 
+def join_gloo(rank, port):
+    """A rank's first call: join the WORLD-rank gloo group on this machine."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+
+
+def rank_result(out_dir, rank):
+    """Where rank `rank` of `in_ranks` saves its result (save_result)."""
+    return os.path.join(out_dir, f"result{rank}.pt")
+
+
+def in_ranks(target, prefix):
+    """target(rank, port, out_dir) on WORLD processes, each calling join_gloo, saving its result to
+    rank_result(out_dir, rank) and ending with end_rank: the ranks' results (run_ranks)."""
+    out = tempfile.mkdtemp(prefix=prefix)
+    return run_ranks(target, (free_port(), out), [rank_result(out, rank) for rank in range(WORLD)])
+
+
 def _dumping_stacks(rank, target, stacks, *args):
     """target(rank, *args), writing every thread's stack to stacks[rank] on SIGUSR1 (the file stays
     open until the process ends: a rank may hang after target returns, in the interpreter's exit)."""

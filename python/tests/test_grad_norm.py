@@ -1,15 +1,12 @@
 """The Trainer callbacks' gradient norm: the norm clip_grad_norm_ reports, taken where backward ends,
 before a clip changes the gradients, over the gradients a step accumulated, and after what the pass
 queued to run at its end (DDP's averaging)."""
-import os
-import tempfile
 import unittest
 
 import torch
-import torch.distributed as dist
 
 from mxscope_bridge.grad_norm import NormAfterBackward, total_norm
-from tests.test_distributed import WORLD, end_rank, free_port, run_ranks, save_result
+from tests.test_distributed import end_rank, in_ranks, join_gloo, rank_result, save_result
 
 
 def model():
@@ -96,8 +93,7 @@ class AfterBackward(unittest.TestCase):
 
 
 def ddp_worker(rank, port, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    join_gloo(rank, port)
     net = model()  # the same weights on every rank
     ddp = torch.nn.parallel.DistributedDataParallel(net)
     norms = NormAfterBackward(ddp.parameters)
@@ -113,14 +109,13 @@ def ddp_worker(rank, port, out_dir):
             (loss_of(ddp, seed=10 * step + rank) * (1 + 2 * rank)).backward()
         result.append((ours, averaged, float(total_norm(net.parameters()))))
         net.zero_grad()
-    save_result(result, os.path.join(out_dir, f"norm{rank}.pt"))
+    save_result(result, rank_result(out_dir, rank))
     end_rank()
 
 
 class UnderDDP(unittest.TestCase):
     def test_the_norm_is_of_the_gradients_ddp_averaged(self):
-        out = tempfile.mkdtemp(prefix="mxscope-norm-ddp-")
-        for rank, steps in enumerate(run_ranks(ddp_worker, (free_port(), out), [os.path.join(out, f"norm{r}.pt") for r in range(WORLD)])):
+        for rank, steps in enumerate(in_ranks(ddp_worker, "mxscope-norm-ddp-")):
             for ours, averaged, local in steps:
                 self.assertAlmostEqual(ours, averaged, delta=1e-5 * averaged, msg=f"rank {rank}")
                 self.assertGreater(abs(local - averaged), 0.1 * averaged, "each rank's own gradient differs from the mean")

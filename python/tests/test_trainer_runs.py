@@ -2,25 +2,21 @@
 mean, as transformers' Trainer logs it (rank 0's own loss before), the tokens are every rank's, and
 a rank without a loss leaves the step's loss null instead of leaving the other rank waiting in the
 collective."""
-import os
-import tempfile
 import unittest
 
 import torch
-import torch.distributed as dist
 
 from mxscope_bridge import run_config
 from mxscope_bridge.trainer_runs import TrainerRuns
 from tests.helpers import TinyNet, read_log
-from tests.test_distributed import WORLD, end_rank, free_port, run_ranks, save_result
+from tests.test_distributed import end_rank, in_ranks, join_gloo, rank_result, save_result
 
 #: Each rank's loss at each step (None: the rank's hook saw none).
 LOSSES = [(2.0, 4.0), (1.0, 1.5), (2.0, None)]
 
 
 def worker(rank, port, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    join_gloo(rank, port)
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())
     runs = TrainerRuns("TestCallback", "accumulation", run_config(stats_every=100), dict(serve=False, out_dir=out_dir, handle_exit=False))
@@ -33,14 +29,13 @@ def worker(rank, port, out_dir):
     run_dir = runs.bridge.run_dir
     runs.end(len(LOSSES))
     runs.close()
-    save_result(run_dir, os.path.join(out_dir, f"runs{rank}.pt"))
+    save_result(run_dir, rank_result(out_dir, rank))
     end_rank()
 
 
 class UnderDDP(unittest.TestCase):
     def test_the_steps_loss_is_the_ranks_mean_and_its_tokens_every_ranks(self):
-        out = tempfile.mkdtemp(prefix="mxscope-trainer-runs-")
-        run_dir, _ = run_ranks(worker, (free_port(), out), [os.path.join(out, f"runs{r}.pt") for r in range(WORLD)])
+        run_dir, _ = in_ranks(worker, "mxscope-trainer-runs-")
         steps = [r for r in read_log(run_dir) if r["type"] == "step"]
         self.assertEqual([r["loss"] for r in steps], [3.0, 1.25, None])
         # Each rank counts its own batches and publishes count × world: rank 0's 10 tokens a step.
