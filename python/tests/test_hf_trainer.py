@@ -120,6 +120,15 @@ class TrainerCallback(unittest.TestCase):
         self.assertTrue(all(r["wgradError"]["relErr"] > 0 for r in wgrad))
         self.assertTrue(all(r["simulated"] for r in layer_stats), "observed: the GEMMs ran at the model's precision")
 
+    @unittest.skipIf(not torch.cuda.is_available(), "fp16 loss scaling needs a GPU")
+    def test_no_gradient_norm_under_fp16_loss_scaling(self):
+        # The gradients after backward are scaled: the Trainer unscales them only as it clips.
+        trainer = self.train(tiny_llama(), self.callback(), steps=3, fp16=True)
+        steps = [r for r in records(self.run_dirs()[-1]) if r["type"] == "step"]
+        self.assertEqual([r["gradNorm"] for r in steps], [None] * 3)
+        self.assertTrue(all(math.isfinite(r["loss"]) for r in steps))
+        self.assertEqual(len([e for e in trainer.state.log_history if "grad_norm" in e]), 3, "the Trainer logs its own")
+
     def test_a_second_train_takes_the_next_run_config(self):
         model = tiny_llama()
         callback = self.callback(serve=True, port=0, print_listening=False)

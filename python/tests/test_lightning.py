@@ -98,6 +98,25 @@ class LightningCallback(unittest.TestCase):
         self.assertTrue(all(r["wgradError"]["relErr"] > 0 for r in layer_stats if r["gemm"] == "wgrad"))
         self.assertEqual((log[-1]["type"], log[-1]["status"]), ("runEnded", "completed"))
 
+    @unittest.skipIf(not torch.cuda.is_available(), "16-mixed precision needs a GPU")
+    def test_the_gradient_norm_is_unscaled_under_fp16_mixed_precision(self):
+        # Lightning unscales the gradients before on_before_optimizer_step: the norm is the true one,
+        # not the loss scale (65536 at the start) times it.
+        out = tempfile.mkdtemp(prefix="mxscope-lightning-fp16-")
+        callback = MXScopeLightningCallback(run_config(stats_every=100), serve=False, out_dir=out, handle_exit=False)
+        self.addCleanup(callback.close)
+        model = TinyLM()
+        trainer = pl.Trainer(max_steps=3, callbacks=[callback], logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, accelerator="gpu", devices=1, precision="16-mixed", limit_val_batches=0)
+        trainer.fit(model, batches(BATCH * 3))
+        (run_dir,) = glob.glob(os.path.join(out, "*"))
+        with open(os.path.join(run_dir, "telemetry.ndjson")) as f:
+            norms = [r["gradNorm"] for r in map(json.loads, f) if r["type"] == "step"]
+        self.assertEqual(len(norms), 3)
+        for ours, theirs in zip(norms, model.norms):
+            self.assertTrue(math.isclose(ours, theirs, rel_tol=1e-5), f"{ours} vs the module's {theirs}")
+        self.assertTrue(all(norm < 100 for norm in norms), "unscaled")
+
 
 if __name__ == "__main__":
     unittest.main()
