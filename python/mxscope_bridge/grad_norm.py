@@ -44,12 +44,19 @@ class NormAfterBackward:
     pass, such as DDP's wait for its all-reduce; it queues the measurement again, which then runs
     after them, on the averaged gradients."""
 
-    def __init__(self, parameters: Callable[[], Iterable[torch.Tensor]]):
+    def __init__(self, parameters: Callable[[], Iterable[torch.Tensor]], log: Callable[[str], None]):
         self._parameters = parameters
+        self._log = log
         self._norm: Optional[torch.Tensor] = None
+        self._failed = False
+
+    @staticmethod
+    def usable() -> bool:
+        """Whether this torch lets a hook queue work for the end of the backward pass."""
+        return hasattr(torch.autograd.Variable._execution_engine, "queue_callback")
 
     def arm(self, loss: torch.Tensor) -> None:
-        if loss.requires_grad:
+        if loss.requires_grad and not self._failed:
             loss.register_hook(self._on_loss_grad)
 
     def take(self) -> Optional[torch.Tensor]:
@@ -62,5 +69,9 @@ class NormAfterBackward:
         engine.queue_callback(lambda: engine.queue_callback(self._measure))
 
     def _measure(self) -> None:
-        with torch.no_grad():
-            self._norm = total_norm(self._parameters())
+        try:
+            with torch.no_grad():
+                self._norm = total_norm(self._parameters())
+        except Exception as error:  # raised here, it would fail the trainer's backward
+            self._failed = True
+            self._log(f"the gradient norm could not be taken ({type(error).__name__}: {error}); the run's steps go without it from now on")

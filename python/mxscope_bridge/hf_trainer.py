@@ -65,7 +65,8 @@ class MXScopeCallback(TrainerCallback):
         if first:
             self._hooks = [model.register_forward_pre_hook(self._count_tokens, with_kwargs=True),
                            model.register_forward_hook(self._keep_loss)]
-        self._norms = NormAfterBackward(model.parameters) if whole_unscaled_gradients(args) else None
+        measurable = whole_unscaled_gradients(args) and NormAfterBackward.usable()
+        self._norms = NormAfterBackward(model.parameters, self.bridge.log) if measurable else None
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._losses = []

@@ -42,9 +42,28 @@ class TotalNorm(unittest.TestCase):
 
 
 class AfterBackward(unittest.TestCase):
+    def test_a_norm_that_cannot_be_taken_never_fails_the_backward(self):
+        net = model()
+        logged = []
+
+        def broken():
+            raise RuntimeError("no parameters today")
+        norms = NormAfterBackward(broken, logged.append)
+        loss = loss_of(net)
+        norms.arm(loss)
+        loss.backward()  # does not raise
+        self.assertIsNone(norms.take())
+        self.assertEqual(len(logged), 1)
+        self.assertIn("no parameters today", logged[0])
+        loss = loss_of(net)
+        norms.arm(loss)
+        loss.backward()
+        self.assertEqual(len(logged), 1, "not armed again after it failed")
+        self.assertTrue(NormAfterBackward.usable())
+
     def test_the_norm_before_the_clip_that_follows_backward(self):
         net = model()
-        norms = NormAfterBackward(net.parameters)
+        norms = NormAfterBackward(net.parameters, self.fail)
         loss = loss_of(net)
         norms.arm(loss)
         loss.backward()
@@ -56,7 +75,7 @@ class AfterBackward(unittest.TestCase):
 
     def test_accumulated_micro_batches_give_the_norm_of_their_sum(self):
         net = model()
-        norms = NormAfterBackward(net.parameters)
+        norms = NormAfterBackward(net.parameters, self.fail)
         for seed in (1, 2, 3):
             loss = loss_of(net, seed) / 3
             norms.arm(loss)
@@ -75,7 +94,7 @@ class AfterBackward(unittest.TestCase):
                     p.grad.mul_(0.25)
         queued = []
         net[3].bias.register_hook(lambda grad: queued.append(engine.queue_callback(average)))
-        norms = NormAfterBackward(net.parameters)
+        norms = NormAfterBackward(net.parameters, self.fail)
         loss = loss_of(net)
         norms.arm(loss)
         loss.backward()
@@ -84,7 +103,7 @@ class AfterBackward(unittest.TestCase):
 
     def test_a_loss_that_needs_no_gradient_arms_nothing(self):
         net = model()
-        norms = NormAfterBackward(net.parameters)
+        norms = NormAfterBackward(net.parameters, self.fail)
         with torch.no_grad():
             norms.arm(loss_of(net))
         loss = loss_of(net)
@@ -96,7 +115,7 @@ def ddp_worker(rank, port, out_dir):
     join_gloo(rank, port)
     net = model()  # the same weights on every rank
     ddp = torch.nn.parallel.DistributedDataParallel(net)
-    norms = NormAfterBackward(ddp.parameters)
+    norms = NormAfterBackward(ddp.parameters, print)
     result = []
     for step in range(2):
         loss = loss_of(ddp, seed=10 * step + rank) * (1 + 2 * rank)  # different data and scale per rank
