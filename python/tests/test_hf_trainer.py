@@ -189,8 +189,12 @@ class TrainerCallback(unittest.TestCase):
         keys = []
         for emulate in (False, True):
             model = peft.get_peft_model(tiny_llama(), peft.LoraConfig(r=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
-            self.train(model, self.callback(emulate=emulate), steps=2)
+            trainer = self.train(model, self.callback(emulate=emulate), steps=2)
             log = records(self.run_dirs()[-1])
+            norms = [entry["grad_norm"] for entry in trainer.state.log_history if "grad_norm" in entry]
+            ours = [r["gradNorm"] for r in log if r["type"] == "step"]
+            self.assertEqual(len(ours), len(norms))
+            self.assertTrue(all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(ours, norms)), f"the adapters' gradient norm {ours} vs {norms}")
             layer_stats = {(r["layer"], r["gemm"]) for r in log if r["type"] == "layerStats"}
             wgrad = {layer for layer, gemm in layer_stats if gemm == "wgrad"}
             self.assertTrue(wgrad, "the adapters train")
