@@ -68,10 +68,10 @@ export class LayerHeatmapView implements View {
     const columns = grid.steps.length;
     const info = layerMetric(gridMetric);
     this.note.textContent =
-      (columns === 0
+      columns === 0
         ? `${run.name}: no ${grid.gemm} layer stats yet.`
-        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.`) +
-      (columns > 0 ? withoutStatsNote(grid.gemm, grid.withoutStats) : '');
+        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.` +
+          withoutStatsNote(grid.gemm, grid.withoutStats);
     this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
     const { shade } = shades(grid, info.worse);
     const marker = this.ctx.state.step === null || columns === 0 ? null : stepIndex(grid.steps, this.ctx.state.step);
