@@ -41,7 +41,8 @@ from .link import TOKEN_ENV, RequestError, TrainerServer
 from .record_pump import RecordPump
 from .observe import ObserveState, declared_precisions, observer_hook, observer_pre_hook
 from .protocol import describe_gemm
-from .rotation import MISFITS, DeviceGenerators
+from .draws import RandomSource
+from .rotation import MISFITS
 from .remembered import remembered_token
 from .runloop import Run, serve_runs
 from .step_stats import StepStats
@@ -110,7 +111,7 @@ class Bridge:
         distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self.rank = torch.distributed.get_rank(process_group) if distributed else 0
         self.world = torch.distributed.get_world_size(process_group) if distributed else 1
-        self.generators = DeviceGenerators(self.config["seed"] + 7919 * self.rank)
+        self.random = RandomSource(self.config["seed"] + 7919 * self.rank)
         self.layers = observed_modules(model, include, exclude, adapters, modules)
         self._names = {name for name, _, _ in self.layers}
         self._checked_fits(self.config)  # refuse at attach time a recipe that cannot run, and what no layer can honour
@@ -331,7 +332,7 @@ class Bridge:
         is_stats, before_stats = step % every == 0, (step + 1) % every == 0
         # The pre-stats step keeps E for the layers its stats step will report (lag-1).
         observed = self._layer_group(step if is_stats else step + 1)
-        self.capture = StepCapture(is_stats, self.generators, self.misfit, observed, self._errors) if is_stats or before_stats else None
+        self.capture = StepCapture(is_stats, self.random, self.misfit, observed, self._errors) if is_stats or before_stats else None
         self.observing = ObserveState()
         if self.capture is not None:
             self._errors.begin(step, is_stats, keep=before_stats)

@@ -13,7 +13,8 @@ import torch
 from . import mx_ops, stats
 from .formats import finite_amax
 from .precision import BLOCK_PRECISIONS, quantize_in_format, quantize_operand as quantize_at_precision, uses_formats
-from .rotation import DeviceGenerators, make_rotation, rotate
+from .draws import SALT_A, SALT_B, RandomSource
+from .rotation import make_rotation, rotate
 from .wgrad_error import WgradErrors
 
 from .protocol import GEMM_OPERANDS
@@ -56,14 +57,15 @@ def in_backward() -> bool:
 
 
 class StepCapture:
-    def __init__(self, with_stats: bool, generators: DeviceGenerators, misfit: str = "pad", layers: Optional[Set[str]] = None,
+    def __init__(self, with_stats: bool, random: RandomSource, misfit: str = "pad", layers: Optional[Set[str]] = None,
                  errors: Optional[WgradErrors] = None):
         self.with_stats = with_stats
         #: where each layer's Wgrad error goes as its backward runs
         self.errors = errors if errors is not None else WgradErrors(0, lambda layer: [])
         #: the observed layer names (None: every layer)
         self.layers = layers
-        self.generators = generators
+        #: the run's seed, from which each drawing GEMM call's bits are keyed
+        self.random = random
         #: what a Hadamard block that does not divide the reduction dimension does (rotation.MISFITS)
         self.misfit = misfit
         #: (layer, gemm) -> (precision, {operand: sums})
@@ -105,7 +107,7 @@ class StepCapture:
                          sums: Tuple = (None, None), precision: Optional[str] = None) -> None:
         """Operand stats of one GEMM (2-D operands with the reduction dim last; None = seen elsewhere).
         Stats the GEMM already computed are reused; otherwise MXFP4 with the GEMM's rotation is
-        computed here (a random rotation then draws its own signs). `precision`: what the GEMM
+        computed here (a random rotation then draws its own signs, keyed to the first operand measured here). `precision`: what the GEMM
         really ran at, when it is not `gemm`'s (an observed GEMM: the stats are then simulated)."""
         if not self.with_stats:
             return
@@ -113,33 +115,37 @@ class StepCapture:
             self.simulated.add((layer, gemm_name))
         # A GEMM outside the block formats is measured as MXFP4 with its rotation, rounding and scale rule.
         measured = gemm if gemm["precision"] in BLOCK_PRECISIONS else dict(gemm, precision="mxfp4")
-        r = None
-        for name, x, s in zip(GEMM_OPERANDS[gemm_name], (a, b), sums):
+        r = draws = None
+        for name, x, s, salt in zip(GEMM_OPERANDS[gemm_name], (a, b), sums, (SALT_A, SALT_B)):
             if x is None:
                 continue
             if s is None:
-                generator = self.generators(x.device)
-                if r is None and gemm["rotation"] != "none":
-                    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator, self.misfit)
+                if draws is None:  # the bits emulating this GEMM would draw (keyed as gemm_operands keys them)
+                    first = a if a is not None else b
+                    draws = self.random.draws(measured, f"{layer} {gemm_name}", first, b if first is a else None)
+                    if gemm["rotation"] != "none":
+                        r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, draws, self.misfit)
                 what = f"{layer} {gemm_name} {name}"
                 if uses_formats(measured):
                     _, s = quantize_in_format(x, measured, name in GRADIENT_OPERANDS, r, what, is_weight=name == "w", with_stats=True)
                 else:
-                    _, s = mx_ops.quantize_operand(x, measured, r, generator, what, with_stats=True)
+                    _, s = mx_ops.quantize_operand(x, measured, r, draws.for_operand(salt), what, with_stats=True)
             self.add_operand(layer, gemm_name, precision or gemm["precision"], name, s)
 
-def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, generator: Optional[torch.Generator], what: str,
+def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, random: RandomSource, what: str,
                   out_dtype: torch.dtype, with_stats: bool, a_row_major: bool = False, misfit: str = "pad", b_is_weight: bool = False):
     """Both operands of a GEMM (2-D, reduction dim last) as the GEMM consumes them, in `out_dtype`,
-    and (mxfp4 with stats) their OperandSums. a_row_major: a's values come contiguous (else laid out like a)."""
+    and (mxfp4 with stats) their OperandSums. a_row_major: a's values come contiguous (else laid out like a).
+    The call's random bits are keyed to its operands (draws.py)."""
     if gemm["precision"] not in BLOCK_PRECISIONS:  # fp32, bf16, fp8: observe_operands measures them as MXFP4
-        aq, _ = quantize_at_precision(a, gemm, a_is_gradient, None, generator, what)
-        bq, _ = quantize_at_precision(b, gemm, False, None, generator, what)
+        aq, _ = quantize_at_precision(a, gemm, a_is_gradient, None, None, what)
+        bq, _ = quantize_at_precision(b, gemm, False, None, None, what)
         return aq.to(out_dtype), bq.to(out_dtype), (None, None)
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, generator, misfit)
+    draws = random.draws(gemm, what, a, b)
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, draws, misfit)
     if not uses_formats(gemm):
-        aq, sa = mx_ops.quantize_operand(a, gemm, r, generator, what, out_dtype, with_stats, out_row_major=a_row_major)
-        bq, sb = mx_ops.quantize_operand(b, gemm, r, generator, what, out_dtype, with_stats)
+        aq, sa = mx_ops.quantize_operand(a, gemm, r, draws, what, out_dtype, with_stats, out_row_major=a_row_major)
+        bq, sb = mx_ops.quantize_operand(b, gemm, r, draws.for_operand(SALT_B), what, out_dtype, with_stats)
         return aq, bq, (sa, sb)
     # NVFP4, MXFP8 and MXFP4 under rceil/even (formats.py), with stats in their own format.
     aq, sa = quantize_in_format(a, gemm, a_is_gradient, r, what, with_stats=with_stats)
@@ -155,14 +161,14 @@ def _exact_dtype(gemm: dict, source: torch.dtype) -> torch.dtype:
     return torch.bfloat16 if gemm["precision"] != "fp32" else source
 
 
-def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, generator: Optional[torch.Generator],
+def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, random: RandomSource,
                     capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
     """∇Ŵ = ∇Yᵀ·X at the GEMM's precision, float32 (dy: [tokens, out], x: [tokens, in], both in the
     compute dtype); with a capture, E against the exact ∇W goes to its WgradErrors."""
     a, b = dy.t(), x.t()
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     with_stats = capture is not None and capture.with_stats
-    aq, bq, sums = gemm_operands(gemm, a, b, True, generator, f"{layer} wgrad", operand_dtype, with_stats, a_row_major=True, misfit=misfit)
+    aq, bq, sums = gemm_operands(gemm, a, b, True, random, f"{layer} wgrad", operand_dtype, with_stats, a_row_major=True, misfit=misfit)
     dwq = mm_float32(aq, bq.t(), _exact_dtype(gemm, dy.dtype))
     if capture is not None:
         dw = mm_float32(a, b.t(), dy.dtype)
@@ -184,9 +190,10 @@ def deterministic(gemm: dict) -> bool:
 
 def operand_sums(capture: StepCapture, layer: str, gemm_name: str, gemm: dict, operand: str, x: torch.Tensor) -> stats.OperandSums:
     """One operand's stats under a deterministic `gemm` (its rotation is the one its partner would share)."""
-    generator = capture.generators(x.device)
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, generator, capture.misfit)
-    return mx_ops.quantize_operand(x, gemm, r, generator, f"{layer} {gemm_name} {operand}", with_stats=True)[1]
+    what = f"{layer} {gemm_name} {operand}"
+    draws = capture.random.draws(gemm, what, x)
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, draws, capture.misfit)
+    return mx_ops.quantize_operand(x, gemm, r, draws, what, with_stats=True)[1]
 
 
 def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, capture: StepCapture, precision: Optional[str] = None,
@@ -194,12 +201,11 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     """E = ∇Ŵ − ∇W of an observed layer (dy: [tokens, out], x: [tokens, in]) and, on stats steps, the
     Wgrad operand stats. ∇Ŵ and ∇W are made in row chunks of E, so that neither they nor the
     quantized ∇Yᵀ ever take more than a chunk's memory (∇Yᵀ in parts of a chunk where E's chunks
-    cannot follow the tokens: under torch.distributed, a layer whose calls are summed). A part's ∇Yᵀ draws its own stochastic
-    rounding uniforms (the values differ from one whole-tensor draw; the distribution does not).
+    cannot follow the tokens: under torch.distributed, a layer whose calls are summed). Stochastic rounding
+    gives a part of ∇Yᵀ the bits it gives those rows of the whole (draws.py: keyed to the whole ∇Yᵀ and Xᵀ).
     `shared`: a dict kept for the layers whose X is the same tensor (q, k and v of one attention):
     Xᵀ's MXFP4 values and stats are made by the first and reused (deterministic GEMMs only)."""
     tokens, out_features = dy.shape
-    generator = capture.generators(dy.device)
     exact_in = _exact_dtype(gemm, dy.dtype)
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     rows = capture.errors.rows_per_chunk(layer, out_features, x.shape[1], tokens)
@@ -207,7 +213,8 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     what = f"{layer} wgrad"
     block = gemm["precision"] in BLOCK_PRECISIONS
     in_format = block and uses_formats(gemm)
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, generator, capture.misfit) if block else None
+    draws = capture.random.draws(gemm, what, dy.t(), x.t()) if block else None
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], tokens, dy.device, draws, capture.misfit) if block else None
     dy_amax = None
     if in_format:
         bq, sx = quantize_in_format(x.t(), gemm, False, r, what, with_stats=capture.with_stats)
@@ -219,11 +226,11 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
         if reuse and "wgrad x" in shared:
             bq, sx = shared["wgrad x"]
         else:
-            bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, generator, what, operand_dtype, capture.with_stats)
+            bq, sx = mx_ops.quantize_operand(x.t(), gemm, r, draws.for_operand(SALT_B), what, operand_dtype, capture.with_stats)
             if reuse:
                 shared["wgrad x"] = (bq, sx)
     else:
-        bq, _ = quantize_at_precision(x.t(), gemm, False, None, generator, what)
+        bq, _ = quantize_at_precision(x.t(), gemm, False, None, None, what)
         bq, sx = bq.to(operand_dtype), None
     sdy = None
     # On CUDA the chunks of ∇Yᵀ add their stats into one row.
@@ -237,9 +244,9 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
                 aq, s = quantize_in_format(a, gemm, True, r, what, with_stats=capture.with_stats, tensor_amax=dy_amax)
                 aq = aq.to(operand_dtype)
             elif block:
-                aq, s, a = mx_ops.quantize_operand_and_copy(a, gemm, r, generator, what, operand_dtype, capture.with_stats, row)
+                aq, s, a = mx_ops.quantize_operand_and_copy(a, gemm, r, draws.from_row(part0), what, operand_dtype, capture.with_stats, row)
             else:
-                aq, s = quantize_at_precision(a, gemm, True, None, generator, what)
+                aq, s = quantize_at_precision(a, gemm, True, None, None, what)
                 aq = aq.to(operand_dtype)
             if s is not None:
                 if sdy is not None and row is not None and s.counts.data_ptr() == row.data_ptr():

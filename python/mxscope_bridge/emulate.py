@@ -15,18 +15,18 @@ from .config import default_gemms
 from .compile_stance import eager
 from .experts import ExpertSlice
 from .layers import clean_name, is_transposed_linear, own_weights
-from .rotation import DeviceGenerators
+from .draws import RandomSource
 
 
 class Emulation:
     """The GEMM configs every emulated layer reads at each call (switch them between runs), the
-    generator for random rotations and stochastic rounding, and the capture the bridge sets."""
+    seed of random rotations and stochastic rounding, and the capture the bridge sets."""
 
     def __init__(self, gemms: Optional[Dict[str, dict]] = None, seed: int = 0, misfit: str = "pad"):
         self.gemms = gemms or default_gemms()
         #: what a Hadamard block that does not divide a reduction dimension does (rotation.MISFITS)
         self.misfit = misfit
-        self.generator = DeviceGenerators(seed)
+        self.random = RandomSource(seed)
         self.capture: Optional[StepCapture] = None
         self.layers: Dict[str, torch.nn.Linear] = {}
         #: False runs the layers as plain nn.Linear (a benchmark's baseline steps in the same process)
@@ -34,11 +34,12 @@ class Emulation:
 
 
 def emulated_gemm(layer: str, name: str, gemm: dict, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype,
-                  generator: Optional[torch.Generator], capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
+                  random: RandomSource, capture: Optional[StepCapture], misfit: str = "pad") -> torch.Tensor:
     """a·bᵀ with both operands (2-D, reduction dim last) quantized per `gemm` (a padded rotation pads
-    both), multiplied in `dtype`."""
+    both), multiplied in `dtype`. Random bits are keyed to the operands (draws.py), so a checkpoint's
+    recompute of the forward pass gives the forward pass's bits."""
     with_stats = capture is not None and capture.with_stats
-    aq, bq, sums = gemm_operands(gemm, a, b, name == "dgrad", generator, f"{layer} {name}", dtype, with_stats, misfit=misfit, b_is_weight=True)
+    aq, bq, sums = gemm_operands(gemm, a, b, name == "dgrad", random, f"{layer} {name}", dtype, with_stats, misfit=misfit, b_is_weight=True)
     if capture is not None:
         capture.observe_operands(layer, name, gemm, a, b, sums)
     return aq @ bq.t()
@@ -56,11 +57,10 @@ class _EmulatedLinearFunction(torch.autograd.Function):
             capture = None
         if capture is not None and ctx.needs_input_grad[1] and not in_backward():
             capture.forward_call(layer)
-        generator = emulation.generator(x.device)
         x2 = x.reshape(-1, x.shape[-1])
         # A checkpoint's recompute (in backward) runs this forward again: its Fprop was measured once.
         fprop_capture = capture if not in_backward() else None
-        y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, generator, fprop_capture, emulation.misfit)
+        y = emulated_gemm(layer, "fprop", emulation.gemms["fprop"], x2, weight, dtype, emulation.random, fprop_capture, emulation.misfit)
         if bias is not None:
             y = y + bias.to(dtype)
         needs_dx, needs_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
@@ -74,15 +74,14 @@ class _EmulatedLinearFunction(torch.autograd.Function):
         layer, emulation, capture, dtype, x_shape, x_dtype, w_dtype = ctx.meta
         if capture is not None:
             capture.backward_begun = True
-        generator = emulation.generator(dy.device)
         dy2 = dy.reshape(-1, dy.shape[-1])
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = emulated_gemm(layer, "dgrad", emulation.gemms["dgrad"], dy2, weight.t(), dtype, generator, capture, emulation.misfit)
+            dx = emulated_gemm(layer, "dgrad", emulation.gemms["dgrad"], dy2, weight.t(), dtype, emulation.random, capture, emulation.misfit)
             dx = dx.reshape(x_shape).to(x_dtype)
         if ctx.needs_input_grad[1]:
             x2 = x.reshape(-1, x.shape[-1])
-            dw = quantized_wgrad(layer, emulation.gemms["wgrad"], dy2.to(dtype), x2.to(dtype), generator, capture, emulation.misfit).to(w_dtype)
+            dw = quantized_wgrad(layer, emulation.gemms["wgrad"], dy2.to(dtype), x2.to(dtype), emulation.random, capture, emulation.misfit).to(w_dtype)
         if ctx.needs_input_grad[2]:
             db = dy2.sum(0).to(w_dtype)
         return dx, dw, db, None, None

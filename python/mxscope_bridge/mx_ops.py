@@ -9,6 +9,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import mxfp4, mxfp4_triton, stats
+from .draws import Draws
 from .rotation import Rotation, pad_to_block, rotate
 
 
@@ -59,7 +60,7 @@ def sums_of_row(row: torch.Tensor, elements: int, padded: int) -> stats.OperandS
     return stats.OperandSums(elements, padded, row[:mxfp4_triton.STATS_COUNTS], row[mxfp4_triton.STATS_COUNTS:h], row[h:])
 
 
-def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generator: Optional[torch.Generator], what: str,
+def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], draws: Optional[Draws], what: str,
                      out_dtype: Optional[torch.dtype] = None, with_stats: bool = False, row: Optional[torch.Tensor] = None,
                      out_row_major: bool = False, copy: Optional[torch.Tensor] = None) -> Tuple[Optional[torch.Tensor], Optional[stats.OperandSums]]:
     """MXFP4 of the 2-D operand x [rows, K] (reduction dim last; a transposed view is fine) with the
@@ -73,15 +74,15 @@ def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generat
         if with_stats and row is None:
             row = stats_row(x.device)
         values = mxfp4_triton.quantize(x, r.signs if r is not None else None, r.h.shape[0] if r is not None else 1, stochastic, prescale,
-                                       generator, out_dtype, row if with_stats else None, out_row_major, copy)
+                                       draws, out_dtype, row if with_stats else None, out_row_major, copy)
         rows, k = x.shape
         return values, (sums_of_row(row, rows * k, rows * (-(-k // mxfp4.BLOCK) * mxfp4.BLOCK)) if with_stats else None)
-    q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], prescale, generator)
+    q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], prescale, draws)
     values = q.values.to(out_dtype) if out_dtype is not None else None
     return values, (stats.operand_sums(q) if with_stats else None)
 
 
-def quantize_operand_and_copy(x: torch.Tensor, gemm: dict, r: Optional[Rotation], generator: Optional[torch.Generator], what: str,
+def quantize_operand_and_copy(x: torch.Tensor, gemm: dict, r: Optional[Rotation], draws: Optional[Draws], what: str,
                               out_dtype: torch.dtype, with_stats: bool = False, row: Optional[torch.Tensor] = None
                               ) -> Tuple[torch.Tensor, Optional[stats.OperandSums], torch.Tensor]:
     """quantize_operand with contiguous values, and x's exact contiguous copy (what x.contiguous() gives),
@@ -89,7 +90,7 @@ def quantize_operand_and_copy(x: torch.Tensor, gemm: dict, r: Optional[Rotation]
     transposed x would otherwise be read a second time by a slow strided copy)."""
     if _triton_fits(x) and not _misfit(x, r):
         copy = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        values, sums = quantize_operand(x, gemm, r, generator, what, out_dtype, with_stats, row, out_row_major=True, copy=copy)
+        values, sums = quantize_operand(x, gemm, r, draws, what, out_dtype, with_stats, row, out_row_major=True, copy=copy)
         return values, sums, copy
-    values, sums = quantize_operand(x, gemm, r, generator, what, out_dtype, with_stats, row, out_row_major=True)
+    values, sums = quantize_operand(x, gemm, r, draws, what, out_dtype, with_stats, row, out_row_major=True)
     return values, sums, x.contiguous()

@@ -13,6 +13,8 @@ from typing import Optional
 
 import torch
 
+from .draws import Draws
+
 BLOCK = 32
 E2M1_MAX = 6.0
 SCALE_MIN_EXP = -127
@@ -47,10 +49,13 @@ def _round_nearest_even(a: torch.Tensor) -> torch.Tensor:
     return torch.where(a < 2, torch.round(a * 2) * 0.5, torch.where(a < 4, torch.round(a), torch.round(a * 0.5) * 2))
 
 
-def _round_stochastic(a: torch.Tensor, generator: Optional[torch.Generator]) -> torch.Tensor:
+def _round_stochastic(a: torch.Tensor, draws: Optional[Draws], k_pad: int) -> torch.Tensor:
+    # a: [blocks, 32], the operand's [rows, k_pad] layout in order, so element i's uniform is draws' i-th.
+    if draws is None:
+        raise ValueError("stochastic rounding needs the GEMM call's Draws (draws.RandomSource.draws), which key its uniforms to the operand")
     step = torch.where(a < 2, torch.full_like(a, 0.5), torch.where(a < 4, torch.ones_like(a), torch.full_like(a, 2.0)))
     low = torch.floor(a / step) * step
-    u = torch.rand(a.shape, generator=generator, device=a.device, dtype=a.dtype)
+    u = draws.uniforms(a.numel(), k_pad, a.device).reshape(a.shape)
     return low + step * (u < (a - low) / step).to(a.dtype)
 
 
@@ -73,8 +78,9 @@ class Quantized:
     grid: torch.Tensor
 
 
-def quantize(x: torch.Tensor, rounding: str = "nearest-even", sr_prescale: bool = False, generator: Optional[torch.Generator] = None) -> Quantized:
-    """Quantize along the last axis in 32-element blocks (a partial last block is zero-padded)."""
+def quantize(x: torch.Tensor, rounding: str = "nearest-even", sr_prescale: bool = False, draws: Optional[Draws] = None) -> Quantized:
+    """Quantize along the last axis in 32-element blocks (a partial last block is zero-padded).
+    Stochastic rounding takes its uniforms from `draws` (draws.py)."""
     if rounding not in ("nearest-even", "stochastic"):
         raise ValueError(f"rounding {rounding!r} is not one of nearest-even, stochastic")
     shape = x.shape
@@ -91,7 +97,7 @@ def quantize(x: torch.Tensor, rounding: str = "nearest-even", sr_prescale: bool 
     shared = shared_exponents(amax)
     scaled = blocks * exp2_int(-shared)[:, None]
     a = scaled.abs()
-    grid = _round_stochastic(a, generator) if rounding == "stochastic" else _round_nearest_even(a)
+    grid = _round_stochastic(a, draws, n + pad) if rounding == "stochastic" else _round_nearest_even(a)
     signed = torch.where(scaled < 0, -grid, grid).clamp(-E2M1_MAX, E2M1_MAX)
     out = signed * exp2_int(shared)[:, None]
     out = torch.where(nan_block[:, None], torch.full_like(out, float("nan")), out)

@@ -81,8 +81,17 @@ if gluon is not None:
         return gl.reshape(y, [TB, 32])
 
     @gluon.jit
-    def _mx_stats_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, u_ptr, stats_ptr,
-                         R, K, K_PAD, NBK, n_blocks, norm,
+    def _mix(x):
+        # draws.mix on uint32 (multiplications wrap, shifts are logical).
+        x = x ^ (x >> 16)
+        x = x * 0x21F0AAAD
+        x = x ^ (x >> 15)
+        x = x * 0x735A2D97
+        return x ^ (x >> 15)
+
+    @gluon.jit
+    def _mx_stats_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
+                         R, K, K_PAD, NBK, n_blocks, norm, salt, row0,
                          HB: gl.constexpr, HAS_SIGNS: gl.constexpr, STOCHASTIC: gl.constexpr, PRESCALE: gl.constexpr,
                          WRITE: gl.constexpr, COPY: gl.constexpr, LANES_ALONG_K: gl.constexpr, NUM_WARPS: gl.constexpr):
         # A tile is one block per thread. Along the last axis neighbouring threads take neighbouring
@@ -102,6 +111,9 @@ if gluon is not None:
         signal = gl.zeros([TB], gl.float64, BL)
         noise = gl.zeros([TB], gl.float64, BL)
         hist = gl.zeros([256], gl.int32, HL)
+        if STOCHASTIC:  # the key's words as uint32, the second with the operand's salt word (draws.element_bits)
+            k0 = (gl.load(key_ptr) & 0xFFFFFFFF).to(gl.uint32)
+            k1s = ((gl.load(key_ptr + 1) + salt) & 0xFFFFFFFF).to(gl.uint32)
         for tile in range(pid, gl.cdiv(n_blocks, TB), programs):
             b = tile * TB + lane
             real = b < n_blocks
@@ -152,7 +164,10 @@ if gluon is not None:
                 # rounded the same, without an IEEE division (0.31 -> 0.26 ms on an 8192 x 5632 operand).
                 inv = gl.where(a < 2, 2.0, gl.where(a < 4, 1.0, 0.5))
                 low = gl.floor(a * inv) * step
-                u = gl.load(u_ptr + r[:, None].to(gl.int64) * K_PAD + k, mask=real[:, None], other=0.0)
+                index = (row0 + r[:, None].to(gl.int64)) * K_PAD + k
+                h = _mix((index & 0xFFFFFFFF).to(gl.uint32) ^ k0)
+                h = _mix(h ^ (index >> 32).to(gl.uint32) ^ k1s)
+                u = (h >> 8).to(gl.float32) * (1.0 / 16777216.0)  # draws.Draws.uniforms
                 grid = low + gl.where(u < (a - low) * inv, step, 0.0)
             else:
                 # The E2M1 grid's step (0.5, 1, 2) by binade; scaling by a power of two is exact, so one
@@ -188,17 +203,17 @@ if gluon is not None:
     _launch_stats = Relauncher(_mx_stats_kernel)
 
 
-def launch(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, norm: float, prescale: bool, u: Optional[torch.Tensor],
-           out: Optional[torch.Tensor], stats: torch.Tensor, copy: Optional[torch.Tensor], sm_count: int) -> None:
+def launch(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, norm: float, prescale: bool, key: Optional[torch.Tensor],
+           salt: int, row0: int, out: Optional[torch.Tensor], stats: torch.Tensor, copy: Optional[torch.Tensor], sm_count: int) -> None:
     """mxfp4_triton.quantize's launch with stats, when `fits`: its arguments, already made (the values
-    `out` and `copy` allocated, stochastic rounding's uniforms `u` drawn, the rotation's `norm`)."""
+    `out` and `copy` allocated, stochastic rounding's `key`, salt word and first row, the rotation's `norm`)."""
     rows, k = x.shape
     nbk = -(-k // BLOCK)
     n_blocks = rows * nbk
     programs = max(1, min(-(-n_blocks // (32 * WARPS)), sm_count * PROGRAMS_PER_SM))
     _launch_stats(programs, (
         x, x.stride(0), x.stride(1), out if out is not None else x, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
-        copy if copy is not None else x, signs if signs is not None else x, u if u is not None else x, stats,
-        rows, k, nbk * BLOCK, nbk, n_blocks, norm),
-        dict(HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=u is not None, PRESCALE=prescale, WRITE=out is not None, COPY=copy is not None,
+        copy if copy is not None else x, signs if signs is not None else x, key if key is not None else x, stats,
+        rows, k, nbk * BLOCK, nbk, n_blocks, norm, salt, row0),
+        dict(HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=key is not None, PRESCALE=prescale, WRITE=out is not None, COPY=copy is not None,
              LANES_ALONG_K=x.stride(1) == 1 or k == 1, NUM_WARPS=WARPS), num_warps=WARPS, enable_fp_fusion=False)

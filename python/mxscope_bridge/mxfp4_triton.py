@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
 from . import mxfp4, mxfp4_gluon
+from .draws import SALT_SIGNS, SAMPLE, Draws, salt_word
 from .rotation import hadamard_norm
 from .triton_launch import Relauncher
 
@@ -61,8 +62,79 @@ if triton is not None:
         return tl.where(e >= -126, normal, subnormal).to(tl.float32, bitcast=True)
 
     @triton.jit
-    def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, u_ptr, stats_ptr,
-                   R, K, K_PAD, n_tiles, n_ktiles, norm,
+    def _mix(x):
+        # draws.mix on uint32 (multiplications wrap, shifts are logical).
+        x = x ^ (x >> 16)
+        x = x * 0x21F0AAAD
+        x = x ^ (x >> 15)
+        x = x * 0x735A2D97
+        return x ^ (x >> 15)
+
+    @triton.jit
+    def _uniform(index, k0, k1s):
+        # draws.element_bits then draws.Draws.uniforms: 24 random bits of element `index` (int64) as a float32 in [0, 1).
+        h = _mix((index & 0xFFFFFFFF).to(tl.uint32) ^ k0)
+        h = _mix(h ^ (index >> 32).to(tl.uint32) ^ k1s)
+        return (h >> 8).to(tl.float32) * (1.0 / 16777216.0)
+
+    @triton.jit
+    def _key_words(key_ptr, salt):
+        # The key's two words as uint32, the second with the operand's salt word added (draws.element_bits).
+        k0 = tl.load(key_ptr)
+        k1 = tl.load(key_ptr + 1)
+        return (k0 & 0xFFFFFFFF).to(tl.uint32), ((k1 + salt) & 0xFFFFFFFF).to(tl.uint32)
+
+    @triton.jit
+    def _mix64(x):
+        # draws.mix on int64 holding 32-bit values (the key's arithmetic, as the torch path does it).
+        x = x ^ (x >> 16)
+        x = (x * 0x21F0AAAD) & 0xFFFFFFFF
+        x = x ^ (x >> 15)
+        x = (x * 0x735A2D97) & 0xFFFFFFFF
+        return x ^ (x >> 15)
+
+    @triton.jit
+    def _sample_sum(ptr, stride_r, stride_c, R, C, NR, NC, first, WIDE: tl.constexpr, S: tl.constexpr):
+        # draws._sample_sum: NR x NC elements spread over the operand, their bits hashed with their position, summed.
+        i = tl.arange(0, S)
+        j = tl.arange(0, S)
+        rows = (i.to(tl.int64) * R) // NR
+        cols = (j.to(tl.int64) * C) // NC
+        m = (i < NR)[:, None] & (j < NC)[None, :]
+        v = tl.load(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c, mask=m, other=0.0)
+        if WIDE:
+            bits = v.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF
+        else:
+            bits = v.to(tl.int16, bitcast=True).to(tl.int64) & 0xFFFF
+        position = (((i[:, None] * NC + j[None, :]).to(tl.int64) + first) * 0x9E3779B9) & 0xFFFFFFFF
+        return tl.sum(tl.sum(tl.where(m, _mix64(bits ^ position), 0), axis=1), axis=0)
+
+    @triton.jit
+    def _key_kernel(a_ptr, a_stride_r, a_stride_c, a_rows, a_cols, a_nr, a_nc, b_ptr, b_stride_r, b_stride_c, b_rows, b_cols, b_nr, b_nc,
+                    s0, s1, key_ptr, WIDE_A: tl.constexpr, HAS_B: tl.constexpr, WIDE_B: tl.constexpr, S: tl.constexpr):
+        # draws.operand_key's content and key words.
+        content = _sample_sum(a_ptr, a_stride_r, a_stride_c, a_rows, a_cols, a_nr, a_nc, 0, WIDE_A, S)
+        if HAS_B:
+            content += _sample_sum(b_ptr, b_stride_r, b_stride_c, b_rows, b_cols, b_nr, b_nc, S * S, WIDE_B, S)
+        k0 = _mix64((content & 0xFFFFFFFF) ^ s0)
+        tl.store(key_ptr, k0)
+        tl.store(key_ptr + 1, _mix64(k0 ^ s1))
+
+    @triton.jit
+    def _signs_kernel(key_ptr, salt, out_ptr, n, BLOCK_N: tl.constexpr):
+        # draws.Draws.signs: the top bit of each element's random bits, as -1 or +1.
+        k0, k1s = _key_words(key_ptr, salt)
+        index = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        h = _mix((index & 0xFFFFFFFF).to(tl.uint32) ^ k0)
+        h = _mix(h ^ (index.to(tl.int64) >> 32).to(tl.uint32) ^ k1s)
+        tl.store(out_ptr + index, 1.0 - 2.0 * (h >> 31).to(tl.float32), mask=index < n)
+
+    _launch_key = Relauncher(_key_kernel)
+    _launch_signs = Relauncher(_signs_kernel)
+
+    @triton.jit
+    def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
+                   R, K, K_PAD, n_tiles, n_ktiles, norm, salt, row0,
                    HB: tl.constexpr, HAS_SIGNS: tl.constexpr, STOCHASTIC: tl.constexpr, PRESCALE: tl.constexpr,
                    WRITE: tl.constexpr, COPY: tl.constexpr, STATS: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
         pid = tl.program_id(0)
@@ -82,6 +154,8 @@ if triton is not None:
         outside_blocks = tl.sum(tl.zeros((2,), tl.int64), axis=0)
         signal_sum = tl.sum(tl.zeros((2,), tl.float64), axis=0)
         noise_sum = tl.sum(tl.zeros((2,), tl.float64), axis=0)
+        if STOCHASTIC:
+            k0, k1s = _key_words(key_ptr, salt)
         for tile in range(pid, n_tiles, programs):
             rt = tile // n_ktiles
             kt = tile % n_ktiles
@@ -134,8 +208,7 @@ if triton is not None:
                 # rounded the same, without an IEEE division (0.31 -> 0.26 ms on an 8192 x 5632 operand).
                 inv = tl.where(a < 2, 2.0, tl.where(a < 4, 1.0, 0.5))
                 low = libdevice.floor(a * inv) * step
-                u_index = r[:, None].to(tl.int64) * K_PAD + k[None, :]
-                u = tl.reshape(tl.load(u_ptr + u_index, mask=in_rows[:, None] & (k < K_PAD)[None, :], other=0.0), (BR, NB, 32))
+                u = tl.reshape(_uniform((row0 + r[:, None].to(tl.int64)) * K_PAD + k[None, :], k0, k1s), (BR, NB, 32))
                 grid = low + tl.where(u < (a - low) * inv, step, 0.0)
             else:
                 grid = tl.where(a < 2, libdevice.rint(a * 2) * 0.5, tl.where(a < 4, libdevice.rint(a), libdevice.rint(a * 0.5) * 2))
@@ -203,7 +276,7 @@ def _sms(device: torch.device) -> int:
 
 
 def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stochastic: bool, prescale: bool,
-             generator: Optional[torch.Generator], out_dtype: Optional[torch.dtype], stats: Optional[torch.Tensor],
+             draws: Optional[Draws], out_dtype: Optional[torch.dtype], stats: Optional[torch.Tensor],
              out_row_major: bool = False, copy: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
     """MXFP4 of a 2-D CUDA operand [rows, K] in blocks along K, read through its strides (a transposed
     view is read in place, with tiles whose contiguous axis is the rows).
@@ -212,12 +285,16 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     (None without out_dtype), and adds
     the operand's stats into `stats` (a [STATS_LEN] float64 row) when given. `copy` (x's shape and dtype,
     strided like the values): receives x itself in the same pass (a transposed operand's exact row-major copy). `signs` (float32, length K) and `hadamard` (1 = no rotation)
-    give the rotation; stochastic rounding draws its uniforms from `generator` exactly as the torch path does.
+    give the rotation; stochastic rounding hashes its uniforms from `draws` in place, the torch path's bits.
     """
     rows, k = x.shape
     along_last = x.stride(1) == 1 or k == 1
     k_pad = -(-k // BLOCK) * BLOCK
-    u = torch.rand((rows * k_pad // BLOCK, BLOCK), generator=generator, device=x.device, dtype=torch.float32) if stochastic else None
+    if stochastic and (draws is None or draws.key is None):
+        raise ValueError("stochastic rounding needs the GEMM call's Draws (draws.RandomSource.draws), which key its uniforms to the operand")
+    key = draws.key if stochastic else None
+    salt = salt_word(draws.salt) if stochastic else 0
+    row0 = draws.row0 if stochastic else 0
     out = None
     if out_dtype is not None:
         row_major = along_last or out_row_major
@@ -227,7 +304,7 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     # Launches with stats go to mxfp4_gluon's kernel where it fits (a block per thread: 1.8-2.3× faster on layer-sized operands).
     if stats is not None and mxfp4_gluon.fits(x, hadamard):
         try:  # a compile error leaves nothing written: the Triton kernel below then does the whole launch
-            mxfp4_gluon.launch(x, signs, hadamard, mxfp4_norm(hadamard), prescale, u, out, stats, copy, _sms(x.device))
+            mxfp4_gluon.launch(x, signs, hadamard, mxfp4_norm(hadamard), prescale, key, salt, row0, out, stats, copy, _sms(x.device))
             return out
         except Exception as error:  # noqa: BLE001 - whatever the platform's compiler raises
             mxfp4_gluon.gave_up(error)
@@ -242,11 +319,32 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     dummy = x
     _launch_mx(programs, (
         x, x.stride(0), x.stride(1), out if out is not None else dummy, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
-        copy if copy is not None else dummy, signs if signs is not None else dummy, u if u is not None else dummy,
+        copy if copy is not None else dummy, signs if signs is not None else dummy, key if key is not None else dummy,
         stats if stats is not None else dummy,
-        rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard)),
+        rows, k, k_pad, tiles, n_ktiles, mxfp4_norm(hadamard), salt, row0),
         dict(HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=stochastic, PRESCALE=prescale,
              WRITE=out is not None, COPY=copy is not None, STATS=stats is not None, BR=br, BK=bk), enable_fp_fusion=False, num_warps=warps)
+    return out
+
+
+def _sampled(x: torch.Tensor) -> tuple:
+    rows, cols = x.shape
+    return x, x.stride(0), x.stride(1), rows, cols, min(rows, SAMPLE), min(cols, SAMPLE)
+
+
+def operand_key(a: torch.Tensor, b: Optional[torch.Tensor], s0: int, s1: int) -> torch.Tensor:
+    """draws.operand_key's device part in one launch, for non-empty 2-D CUDA operands (bf16, fp16 or fp32)."""
+    key = torch.empty(2, dtype=torch.int64, device=a.device)
+    _launch_key(1, (*_sampled(a), *_sampled(b if b is not None else a), s0, s1, key),
+                dict(WIDE_A=a.element_size() == 4, HAS_B=b is not None, WIDE_B=b is not None and b.element_size() == 4, S=SAMPLE))
+    return key
+
+
+def signs(key: torch.Tensor, length: int) -> torch.Tensor:
+    """draws.Draws.signs in one launch."""
+    out = torch.empty(length, dtype=torch.float32, device=key.device)
+    block = 1024
+    _launch_signs(-(-length // block), (key, salt_word(SALT_SIGNS), out, length), dict(BLOCK_N=block))
     return out
 
 

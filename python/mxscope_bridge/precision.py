@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 
 from . import formats, mxfp4
+from .draws import Draws
 from .rotation import rotate
 
 from .protocol import PRECISIONS
@@ -43,7 +44,7 @@ def round_to_fp8(x: torch.Tensor, fmt: tuple) -> torch.Tensor:
     return round_to_float(x * mxfp4.exp2_int(shift), fmt) * mxfp4.exp2_int(-shift)
 
 
-def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional[torch.Tensor], generator: Optional[torch.Generator], what: str,
+def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional[torch.Tensor], draws: Optional[Draws], what: str,
                      is_weight: bool = False) -> tuple:
     """The operand as the GEMM consumes it (float32) and, for mxfp4 with the floor scale rule, its
     Quantized intermediates (quantize_in_format gives the other block formats' stats).
@@ -59,7 +60,7 @@ def quantize_operand(x: torch.Tensor, gemm: dict, is_gradient: bool, r: Optional
     if precision == "fp8":
         return round_to_fp8(x.to(torch.float32), E5M2 if is_gradient else E4M3), None
     if precision == "mxfp4" and gemm.get("scaleRule", "floor") == "floor":
-        q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], gemm["srPrescale"], generator)
+        q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], gemm["srPrescale"], draws)
         return q.values, q
     if precision in BLOCK_PRECISIONS:
         return quantize_in_format(x, gemm, is_gradient, r, what, is_weight)[0], None

@@ -4,7 +4,8 @@ Both operands of a GEMM are multiplied by the same orthogonal R = diag(signs)·b
 (A·R)(B·R)ᵀ = A·Bᵀ: the exact product is unchanged and only the quantization error moves.
 `hadamard` uses no signs (the same H every step); `fixed-sign-hadamard` uses ±1 signs fixed for the
 run (TransformerEngine's 16-entry vector for block 16, see formats.fixed_signs); `random-hadamard` draws fresh ±1 signs, one per
-element of the reduction dimension, every call (as src/mx/hadamard.ts does).
+element of the reduction dimension, every call (as src/mx/hadamard.ts does), keyed to the call's
+operand (draws.py: a checkpoint's recompute draws the same signs).
 
 A block that does not divide the reduction dimension n is handled by zero-padding both operands to
 the next multiple n' of the block before rotating (`MISFITS`: "pad", the default), which leaves the
@@ -19,6 +20,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from .draws import Draws
 from .formats import fixed_signs
 from .protocol import HADAMARD_BLOCKS, ROTATIONS
 
@@ -63,23 +65,6 @@ class Rotation(NamedTuple):
     signs: Optional[torch.Tensor]
 
 
-class DeviceGenerators:
-    """One seeded torch.Generator per device, so rotations and stochastic rounding neither read nor
-    disturb the training script's own random streams."""
-
-    def __init__(self, seed: int):
-        self.seed = seed
-        self._by_device = {}
-
-    def __call__(self, device: torch.device) -> torch.Generator:
-        device = torch.device(device)
-        if device not in self._by_device:
-            generator = torch.Generator(device=device)
-            generator.manual_seed(self.seed)
-            self._by_device[device] = generator
-        return self._by_device[device]
-
-
 # Cached per device: a host-to-device copy at every GEMM call would synchronize the stream.
 @lru_cache(maxsize=None)
 def hadamard_matrix(size: int, device: torch.device) -> torch.Tensor:
@@ -92,10 +77,11 @@ def hadamard_matrix(size: int, device: torch.device) -> torch.Tensor:
     return (h / math.sqrt(size)).to(device=device)
 
 
-def make_rotation(rotation: str, block: int, length: int, device: torch.device, generator: Optional[torch.Generator] = None,
+def make_rotation(rotation: str, block: int, length: int, device: torch.device, draws: Optional[Draws] = None,
                   misfit: str = "pad") -> Optional[Rotation]:
     """The rotation for one GEMM call over a reduction dimension of `length` (None for `none`, and
-    for a misfit under "skip"); share it between the GEMM's two operands. Never raises for a misfit
+    for a misfit under "skip"); share it between the GEMM's two operands. `draws`: the call's
+    (random signs are keyed to its operand; fixed signs come from its seed). Never raises for a misfit
     at run time: "error" was enforced at attach time, and a token count is padded."""
     if rotation == "none":
         return None
@@ -105,9 +91,11 @@ def make_rotation(rotation: str, block: int, length: int, device: torch.device, 
         return None
     signs = None
     if rotation == "random-hadamard":
-        signs = torch.randint(0, 2, (padded_length(length, block),), generator=generator, device=device).to(torch.float32) * 2 - 1
+        if draws is None or draws.key is None:
+            raise ValueError("a random Hadamard rotation needs the GEMM call's Draws (RandomSource.draws), which key its signs")
+        signs = draws.signs(padded_length(length, block), device)
     elif rotation == "fixed-sign-hadamard":
-        signs = fixed_signs(block, padded_length(length, block), generator.initial_seed() if generator is not None else 0, torch.device(device))
+        signs = fixed_signs(block, padded_length(length, block), draws.seed if draws is not None else 0, torch.device(device))
     return Rotation(hadamard_matrix(block, torch.device(device)), signs)
 
 

@@ -4,6 +4,7 @@ import unittest
 import torch
 
 from mxscope_bridge import default_gemms, emulate, gemm_config, mxfp4
+from mxscope_bridge.draws import Draws, operand_key
 from mxscope_bridge.precision import E4M3, E5M2, round_to_float
 from mxscope_bridge.rotation import make_rotation, rotate
 
@@ -12,13 +13,18 @@ def q(x, r=None):
     return mxfp4.quantize(rotate(x, r)).values
 
 
+
+def keyed(x: torch.Tensor) -> Draws:
+    """Draws keyed to x, as a GEMM call on x gets them."""
+    return Draws(0, operand_key(0, "test", x))
+
 class Rotation(unittest.TestCase):
     def test_rotating_both_operands_keeps_the_exact_product(self):
         torch.manual_seed(0)
         a, b = torch.randn(8, 128, dtype=torch.float64), torch.randn(5, 128, dtype=torch.float64)
         for mode in ("hadamard", "random-hadamard"):
             for block in (16, 32, 64, 128):
-                r = make_rotation(mode, block, 128, torch.device("cpu"), torch.Generator().manual_seed(1))
+                r = make_rotation(mode, block, 128, torch.device("cpu"), Draws(1, operand_key(1, "t", a, b)))
                 product = rotate(a, r) @ rotate(b, r).t()
                 torch.testing.assert_close(product.double(), a @ b.t(), rtol=1e-5, atol=1e-4)
 
@@ -26,7 +32,7 @@ class Rotation(unittest.TestCase):
         torch.manual_seed(0)
         a, b = torch.randn(8, 82, dtype=torch.float64), torch.randn(5, 82, dtype=torch.float64)
         for mode in ("hadamard", "random-hadamard"):
-            r = make_rotation(mode, 32, 82, torch.device("cpu"), torch.Generator().manual_seed(1))
+            r = make_rotation(mode, 32, 82, torch.device("cpu"), Draws(1, operand_key(1, "t", a, b)))
             ra, rb = rotate(a, r), rotate(b, r)
             self.assertEqual(ra.shape, (8, 96), "82 zero-padded to the next multiple of 32")
             torch.testing.assert_close((ra @ rb.t()).double(), a @ b.t(), rtol=1e-5, atol=1e-4)
@@ -42,14 +48,14 @@ class Formats(unittest.TestCase):
     def test_stochastic_rounding_is_unbiased_and_lands_on_neighbours(self):
         x = torch.full((20000, 32), 0.8)
         x[:, 0] = 4.0  # amax 4 → scale 2^0: 0.8 lies between grid points 0.5 and 1
-        out = mxfp4.quantize(x, "stochastic", generator=torch.Generator().manual_seed(0)).values[:, 1:]
+        out = mxfp4.quantize(x, "stochastic", draws=keyed(x)).values[:, 1:]
         self.assertEqual(set(out.unique().tolist()), {0.5, 1.0})
         self.assertAlmostEqual(out.mean().item(), 0.8, delta=0.01)
 
     def test_prescale_keeps_stochastic_rounding_from_saturating(self):
         x = torch.linspace(-7.9, 7.9, 32).repeat(1000, 1)
-        plain = mxfp4.quantize(x, "stochastic", generator=torch.Generator().manual_seed(0))
-        prescaled = mxfp4.quantize(x, "stochastic", sr_prescale=True, generator=torch.Generator().manual_seed(0))
+        plain = mxfp4.quantize(x, "stochastic", draws=keyed(x))
+        prescaled = mxfp4.quantize(x, "stochastic", sr_prescale=True, draws=keyed(x))
         self.assertGreater(int((plain.grid > 6).sum()), 0)
         self.assertEqual(int((prescaled.grid > 6).sum()), 0)
         self.assertAlmostEqual(prescaled.values.mean(0)[-1].item(), 7.9, delta=0.05)
@@ -95,15 +101,18 @@ class EmulatedLinear(unittest.TestCase):
                 self.assertGreater(rel, 0.01)  # it really quantized
                 self.assertLess(rel, 0.5)
 
-    def test_random_hadamard_changes_between_calls_but_keeps_the_product(self):
+    def test_random_hadamard_draws_signs_per_operand_and_keeps_the_product(self):
         torch.manual_seed(0)
         layer = torch.nn.Linear(64, 32, bias=False)
         emulate(layer, default_gemms(gemm_config("mxfp4", "random-hadamard", 32)))
         x = torch.randn(16, 64)
-        first, second = layer(x).detach(), layer(x).detach()
-        self.assertFalse(torch.equal(first, second))
-        exact = x @ layer.weight.detach().t()
-        for y in (first, second):
+        other = x.clone()
+        other[15, 60] += 1.0  # one element of the key's sample (rows 0, 1, ... 15; columns 0, 4, ... 60)
+        first, again, second = layer(x).detach(), layer(x).detach(), layer(other).detach()
+        self.assertTrue(torch.equal(first, again), "the same call on the same operands draws the same signs")
+        self.assertFalse(torch.equal(first[:15], second[:15]), "another operand draws other signs (rows 0-14 are the same input)")
+        for y, inputs in ((first, x), (second, other)):
+            exact = inputs @ layer.weight.detach().t()
             self.assertLess(((y - exact).norm() / exact.norm()).item(), 0.3)
 
 

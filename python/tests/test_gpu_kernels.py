@@ -11,6 +11,7 @@ from unittest import mock
 import torch
 
 from mxscope_bridge import mx_ops, mxfp4, mxfp4_gluon, mxfp4_triton, wgrad_error
+from mxscope_bridge.draws import SALT_B, Draws, operand_key
 from mxscope_bridge.rotation import make_rotation
 
 CUDA = torch.cuda.is_available() and mxfp4_triton.triton is not None
@@ -28,13 +29,13 @@ def bits(t):
     return torch.where(torch.isnan(t), torch.full_like(t, float("nan")), t).view(torch.int32)
 
 
-def torch_path(x, g, r, generator, with_stats=True):
+def torch_path(x, g, r, draws, with_stats=True):
     with mock.patch.object(mxfp4_triton, "available", lambda _: False):
-        return mx_ops.quantize_operand(x, g, r, generator, "test", torch.float32, with_stats)
+        return mx_ops.quantize_operand(x, g, r, draws, "test", torch.float32, with_stats)
 
 
-def triton_path(x, g, r, generator, with_stats=True):
-    return mx_ops.quantize_operand(x, g, r, generator, "test", torch.float32, with_stats)
+def triton_path(x, g, r, draws, with_stats=True):
+    return mx_ops.quantize_operand(x, g, r, draws, "test", torch.float32, with_stats)
 
 
 def hostile(shape, seed):
@@ -104,20 +105,40 @@ class TritonKernels(unittest.TestCase):
                         label = f"{shape} transposed={transposed} {dtype} {g}"
                         results = []
                         self.inputs = x
+                        draws = Draws(seed, operand_key(seed, "t", x))
                         for path in (torch_path, triton_path):
-                            generator = torch.Generator(device="cuda").manual_seed(seed)
-                            r = make_rotation(g["rotation"], g["hadamardBlock"], shape[1], x.device, generator)
-                            results.append(path(x, g, r, generator))
+                            r = make_rotation(g["rotation"], g["hadamardBlock"], shape[1], x.device, draws)
+                            results.append(path(x, g, r, draws))
                         self.assert_same(results[1], results[0], label)
                         checked += 1
         self.assertGreater(checked, 80)
 
+    def test_key_and_signs_kernels_equal_the_torch_path(self):
+        checked = 0
+        for seed, shape in enumerate(SHAPES + [(1, 1), (5000, 3)]):
+            base = hostile(shape, seed)
+            base[torch.isnan(base)] = 1.0  # NaN has many bit patterns; the key reads bits
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                a = base.to(dtype).cuda()
+                for x in (a, a.t(), a[::2] if shape[0] > 1 else a):
+                    for b in (None, hostile((7, x.shape[1]), seed + 1).nan_to_num(1.0).cuda()):
+                        got = operand_key(seed, "l fprop", x, b)
+                        with mock.patch.object(mxfp4_triton, "available", lambda _: False):
+                            want = operand_key(seed, "l fprop", x, b)
+                        self.assertTrue(torch.equal(got, want), f"{shape} {dtype} {tuple(x.stride())} b={b is not None}: {got} vs {want}")
+                        checked += 1
+                key, length = operand_key(seed, "l fprop", a), 32 * (seed + 1) + seed
+                got = Draws(seed, key).signs(length, "cuda")
+                with mock.patch.object(mxfp4_triton, "available", lambda _: False):
+                    want = Draws(seed, key).signs(length, "cuda")
+                self.assertTrue(torch.equal(got, want), f"signs {shape} {dtype}")
+        self.assertGreater(checked, 100)
+
     def test_bf16_output_equals_float32_output(self):
         x = torch.randn(512, 1024, device="cuda")
-        generator = torch.Generator(device="cuda").manual_seed(0)
-        r = make_rotation("hadamard", 32, 1024, x.device, generator)
-        f32, _ = mx_ops.quantize_operand(x, gemm("hadamard"), r, generator, "t", torch.float32)
-        b16, _ = mx_ops.quantize_operand(x, gemm("hadamard"), r, generator, "t", torch.bfloat16)
+        r = make_rotation("hadamard", 32, 1024, x.device)
+        f32, _ = mx_ops.quantize_operand(x, gemm("hadamard"), r, None, "t", torch.float32)
+        b16, _ = mx_ops.quantize_operand(x, gemm("hadamard"), r, None, "t", torch.bfloat16)
         self.assertTrue(torch.equal(f32, b16.float()), "MXFP4 values are exact in bf16")
 
     def test_the_copy_made_in_the_quantizing_pass_is_the_operand_itself(self):
@@ -130,15 +151,15 @@ class TritonKernels(unittest.TestCase):
                 a = dy[:, 8:].t()
                 results = []
                 for with_copy in (False, True):
-                    generator = torch.Generator(device="cuda").manual_seed(seed)
-                    r = make_rotation(g["rotation"], 32, tokens, a.device, generator)
+                    draws = Draws(seed, operand_key(seed, "t", dy)).from_row(8)
+                    r = make_rotation(g["rotation"], 32, tokens, a.device, draws)
                     row = mx_ops.stats_row(a.device)
                     if with_copy:
-                        values, sums, copy = mx_ops.quantize_operand_and_copy(a, g, r, generator, "t", torch.bfloat16, True, row)
+                        values, sums, copy = mx_ops.quantize_operand_and_copy(a, g, r, draws, "t", torch.bfloat16, True, row)
                         self.assertTrue(copy.is_contiguous())
                         self.assertTrue(torch.equal(bits(copy), bits(a.contiguous())), f"{g} copy")
                     else:
-                        values, sums = mx_ops.quantize_operand(a, g, r, generator, "t", torch.bfloat16, True, row, out_row_major=True)
+                        values, sums = mx_ops.quantize_operand(a, g, r, draws, "t", torch.bfloat16, True, row, out_row_major=True)
                     self.assertTrue(values.is_contiguous())
                     results.append((values, sums))
                 self.inputs = a
@@ -229,9 +250,10 @@ class DirectRelaunches(unittest.TestCase):
                         for repeat in range(2):
                             label = f"{dtype} {name} {rotation}{block} {rounding} #{repeat}"
                             self.inputs = x
-                            want = torch_path(x, g, r, torch.Generator(device="cuda").manual_seed(5))
-                            self.assert_same(triton_path(x, g, r, torch.Generator(device="cuda").manual_seed(5)), want, label)
-                            values, _ = triton_path(x, g, r, torch.Generator(device="cuda").manual_seed(5), with_stats=False)
+                            draws = Draws(5, operand_key(5, "t", x)).for_operand(SALT_B)
+                            want = torch_path(x, g, r, draws)
+                            self.assert_same(triton_path(x, g, r, draws), want, label)
+                            values, _ = triton_path(x, g, r, draws, with_stats=False)
                             self.assert_same((values, None), (want[0], None), label + " values only")
         after = (mxfp4_triton._launch_mx.direct_launches, mxfp4_gluon._launch_stats.direct_launches if mxfp4_gluon.gluon else 0)
         self.assertGreater(after[0], before[0], "values launches were relaunched")

@@ -8,6 +8,7 @@ import torch
 from mxscope_bridge import formats
 from mxscope_bridge import messages
 from mxscope_bridge.config import ConfigError, check_gemm
+from mxscope_bridge.draws import Draws, operand_key
 from mxscope_bridge.precision import quantize_operand
 from mxscope_bridge.rotation import make_rotation, rotate
 
@@ -44,15 +45,14 @@ class RecipesEmulation(unittest.TestCase):
 
     def test_fixed_sign_rotation_is_the_same_every_call_and_keeps_the_product(self):
         a, b = torch.randn(4, 64, dtype=torch.float64), torch.randn(3, 64, dtype=torch.float64)
-        generator = torch.Generator().manual_seed(3)
-        first = make_rotation("fixed-sign-hadamard", 16, 64, CPU, generator)
-        second = make_rotation("fixed-sign-hadamard", 16, 64, CPU, generator)
+        first = make_rotation("fixed-sign-hadamard", 16, 64, CPU, Draws(3))
+        second = make_rotation("fixed-sign-hadamard", 16, 64, CPU, Draws(3))
         self.assertTrue(torch.equal(first.signs, second.signs))
         self.assertEqual(first.signs[:16].tolist(), list(formats.TE_WGRAD_SIGNS_16))
         torch.testing.assert_close((rotate(a, first) @ rotate(b, first).t()).double(), a @ b.t(), rtol=1e-5, atol=1e-4)
-        random1 = make_rotation("random-hadamard", 16, 64, CPU, generator)
-        random2 = make_rotation("random-hadamard", 16, 64, CPU, generator)
-        self.assertFalse(torch.equal(random1.signs, random2.signs), "random-hadamard still draws fresh signs")
+        random1 = make_rotation("random-hadamard", 16, 64, CPU, Draws(3, operand_key(3, "l fprop", a)))
+        random2 = make_rotation("random-hadamard", 16, 64, CPU, Draws(3, operand_key(3, "l fprop", a * 2)))
+        self.assertFalse(torch.equal(random1.signs, random2.signs), "random-hadamard draws fresh signs for another operand")
 
     def test_config_accepts_the_new_fields_and_names_bad_values(self):
         check_gemm(gemm(precision="nvfp4", rotation="fixed-sign-hadamard", nvfp4Weight2d=True), "gemms.wgrad")

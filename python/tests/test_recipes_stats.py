@@ -11,7 +11,8 @@ import torch
 from mxscope_bridge import default_gemms, formats, gemm_config, messages, stats
 from mxscope_bridge.capture import StepCapture, observed_wgrad
 from mxscope_bridge.precision import quantize_in_format
-from mxscope_bridge.rotation import DeviceGenerators, make_rotation
+from mxscope_bridge.draws import RandomSource
+from mxscope_bridge.rotation import make_rotation
 
 from .helpers import TinyNet, run_and_read
 from .test_recipes_emulation import gemm
@@ -90,7 +91,7 @@ class RecipesStats(unittest.TestCase):
         dy[3, 40] = 25.0  # amax in the last chunk of ∇Yᵀ's rows
         for precision in ("nvfp4", "mxfp8"):
             g = gemm(precision=precision, rotation="hadamard")
-            capture = StepCapture(True, DeviceGenerators(0))
+            capture = StepCapture(True, RandomSource(0))
             capture.errors.rows_per_chunk = lambda *shape: 16  # ∇Yᵀ in three row chunks
             observed_wgrad("l", g, dy, x, capture, "bf16")
             _, sums = capture.operands[("l", "wgrad")]
