@@ -124,9 +124,9 @@ if triton is not None:
     def _signs_kernel(key_ptr, salt, out_ptr, n, BLOCK_N: tl.constexpr):
         # draws.Draws.signs: the top bit of each element's random bits, as -1 or +1.
         k0, k1s = _key_words(key_ptr, salt)
-        index = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        index = (tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
         h = _mix((index & 0xFFFFFFFF).to(tl.uint32) ^ k0)
-        h = _mix(h ^ (index.to(tl.int64) >> 32).to(tl.uint32) ^ k1s)
+        h = _mix(h ^ (index >> 32).to(tl.uint32) ^ k1s)
         tl.store(out_ptr + index, 1.0 - 2.0 * (h >> 31).to(tl.float32), mask=index < n)
 
     _launch_key = Relauncher(_key_kernel)
