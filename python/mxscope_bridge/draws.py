@@ -59,9 +59,14 @@ def mix(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 15)
 
 
+#: Host words (a salt's, the key's seed words) are 31-bit: a kernel then takes every one as an int32,
+#: one compiled variant for all (Triton types a larger integer argument int64, a second variant).
+HOST_MASK = 0x7FFFFFFF
+
+
 def salt_word(salt: int) -> int:
     """What a salt adds to the key's second word (the kernels take it as an argument)."""
-    return (salt * GOLDEN) & MASK
+    return (salt * GOLDEN) & HOST_MASK
 
 
 def element_bits(key: torch.Tensor, salt: int, index: torch.Tensor) -> torch.Tensor:
@@ -119,7 +124,7 @@ def _host_words(seed: int, what: str, shapes):
     s0 = mix_int((seed & MASK) ^ mix_int(zlib.crc32(what.encode())))
     for rows, cols in shapes:
         s0 = mix_int(s0 ^ mix_int(rows ^ mix_int(cols)))
-    return s0, mix_int(s0 ^ ((seed >> 32) & MASK) ^ GOLDEN)
+    return s0 & HOST_MASK, mix_int(s0 ^ ((seed >> 32) & MASK) ^ GOLDEN) & HOST_MASK
 
 
 def sample_positions(size: int):

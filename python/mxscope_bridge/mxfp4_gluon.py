@@ -89,7 +89,7 @@ if gluon is not None:
         x = x * 0x735A2D97
         return x ^ (x >> 15)
 
-    @gluon.jit
+    @gluon.jit(do_not_specialize=["salt", "row0"])  # they vary per operand and chunk (mxfp4_triton._mx_kernel)
     def _mx_stats_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
                          R, K, K_PAD, NBK, n_blocks, norm, salt, row0,
                          HB: gl.constexpr, HAS_SIGNS: gl.constexpr, STOCHASTIC: gl.constexpr, PRESCALE: gl.constexpr,

@@ -109,7 +109,9 @@ if triton is not None:
         position = (((i[:, None] * NC + j[None, :]).to(tl.int64) + first) * 0x9E3779B9) & 0xFFFFFFFF
         return tl.sum(tl.sum(tl.where(m, _mix64(bits ^ position), 0), axis=1), axis=0)
 
-    @triton.jit
+    # Every integer argument varies with the operand's shape and name: none is specialized on (one compile).
+    @triton.jit(do_not_specialize=["a_stride_r", "a_stride_c", "a_rows", "a_cols", "a_nr", "a_nc", "b_stride_r", "b_stride_c", "b_rows", "b_cols",
+                                   "b_nr", "b_nc", "s0", "s1"])
     def _key_kernel(a_ptr, a_stride_r, a_stride_c, a_rows, a_cols, a_nr, a_nc, b_ptr, b_stride_r, b_stride_c, b_rows, b_cols, b_nr, b_nc,
                     s0, s1, key_ptr, WIDE_A: tl.constexpr, HAS_B: tl.constexpr, WIDE_B: tl.constexpr, S: tl.constexpr):
         # draws.operand_key's content and key words.
@@ -120,7 +122,7 @@ if triton is not None:
         tl.store(key_ptr, k0)
         tl.store(key_ptr + 1, _mix64(k0 ^ s1))
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["salt", "n"])
     def _signs_kernel(key_ptr, salt, out_ptr, n, BLOCK_N: tl.constexpr):
         # draws.Draws.signs: the top bit of each element's random bits, as -1 or +1.
         k0, k1s = _key_words(key_ptr, salt)
@@ -132,7 +134,8 @@ if triton is not None:
     _launch_key = Relauncher(_key_kernel)
     _launch_signs = Relauncher(_signs_kernel)
 
-    @triton.jit
+    # A salt word and a chunk's first row vary per operand and chunk: not specialized on (no compile per chunk offset).
+    @triton.jit(do_not_specialize=["salt", "row0"])
     def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
                    R, K, K_PAD, n_tiles, n_ktiles, norm, salt, row0,
                    HB: tl.constexpr, HAS_SIGNS: tl.constexpr, STOCHASTIC: tl.constexpr, PRESCALE: tl.constexpr,
