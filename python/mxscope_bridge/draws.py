@@ -22,7 +22,8 @@ the Triton and Gluon kernels compute the same bits.
 from __future__ import annotations
 
 import zlib
-from typing import NamedTuple, Optional
+from functools import lru_cache
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -86,6 +87,8 @@ class Draws(NamedTuple):
     salt: int = SALT_A
     #: the operand's first row within the whole operand the key was made for (a row chunk's offset)
     row0: int = 0
+    #: the random Hadamard signs of the call, made with the key (one launch on CUDA)
+    made_signs: Optional[torch.Tensor] = None
 
     def for_operand(self, salt: int) -> "Draws":
         return self._replace(salt=salt)
@@ -103,16 +106,22 @@ class Draws(NamedTuple):
     def signs(self, length: int, device) -> torch.Tensor:
         """±1 (float32) per element of a reduction dimension of `length` (a random Hadamard rotation)."""
         self._need_key("a random Hadamard rotation")
+        if self.made_signs is not None and self.made_signs.shape[0] == length:
+            return self.made_signs
         if self.key.is_cuda:
             from . import mxfp4_triton  # imported here: mxfp4_triton imports rotation, which imports this module
             if mxfp4_triton.available(self.key):
                 return mxfp4_triton.signs(self.key, length)
-        bits = element_bits(self.key, SALT_SIGNS, torch.arange(length, dtype=torch.int64, device=device))
-        return 1.0 - 2.0 * (bits >> 31).to(torch.float32)
+        return _signs_of(self.key, length, device)
 
     def _need_key(self, what: str) -> None:
         if self.key is None:
             raise ValueError(f"{what} needs random bits: make this GEMM call's Draws with RandomSource.draws, which keys them to the operand")
+
+
+def _signs_of(key: torch.Tensor, length: int, device) -> torch.Tensor:
+    bits = element_bits(key, SALT_SIGNS, torch.arange(length, dtype=torch.int64, device=device))
+    return 1.0 - 2.0 * (bits >> 31).to(torch.float32)
 
 
 def draws_bits(gemm: dict) -> bool:
@@ -120,7 +129,8 @@ def draws_bits(gemm: dict) -> bool:
     return gemm.get("rounding") == "stochastic" or gemm.get("rotation") == "random-hadamard"
 
 
-def _host_words(seed: int, what: str, shapes):
+@lru_cache(maxsize=8192)  # a run asks for the same few hundred (layer, GEMM, shape) every step
+def _host_words(seed: int, what: str, shapes: Tuple[Tuple[int, int], ...]):
     s0 = mix_int((seed & MASK) ^ mix_int(zlib.crc32(what.encode())))
     for rows, cols in shapes:
         s0 = mix_int(s0 ^ mix_int(rows ^ mix_int(cols)))
@@ -171,18 +181,24 @@ def operand_key(seed: int, what: str, a: torch.Tensor, b: Optional[torch.Tensor]
     """A GEMM call's key (int64 [2] on a's device) from its seed, its name and its operands (`b`
     may be left out, as where one operand is quantized alone): the same call on the same operands
     gets the same key."""
+    return key_and_signs(seed, what, a, b, 0)[0]
+
+
+def key_and_signs(seed: int, what: str, a: torch.Tensor, b: Optional[torch.Tensor], signs: int) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """operand_key and, for `signs` > 0, that many of the key's random signs (Draws.signs), in one launch on CUDA."""
     a2 = _as_matrix(a)
     b2 = _as_matrix(b) if b is not None else None
-    s0, s1 = _host_words(seed, what, [m.shape for m in (a2, b2) if m is not None])
+    s0, s1 = _host_words(seed, what, tuple(tuple(m.shape) for m in (a2, b2) if m is not None))
     if _kernel_fits(a2) and (b2 is None or _kernel_fits(b2)):
         from . import mxfp4_triton  # imported here: mxfp4_triton imports rotation, which imports this module
         if mxfp4_triton.available(a2):
-            return mxfp4_triton.operand_key(a2, b2, s0, s1)
+            return mxfp4_triton.key_and_signs(a2, b2, s0, s1, signs)
     content = _sample_sum(a2, 0)
     if b2 is not None:
         content = content + _sample_sum(b2.to(a2.device), SAMPLE * SAMPLE)
     k0 = mix((content & MASK) ^ s0)
-    return torch.stack([k0, mix(k0 ^ s1)])
+    key = torch.stack([k0, mix(k0 ^ s1)])
+    return key, (_signs_of(key, signs, a2.device) if signs else None)
 
 
 class RandomSource:
@@ -192,5 +208,11 @@ class RandomSource:
         self.seed = seed
 
     def draws(self, gemm: dict, what: str, a: torch.Tensor, b: Optional[torch.Tensor] = None) -> Draws:
-        """The Draws of one call of `gemm` on `a` and `b` (a key only when the GEMM draws)."""
-        return Draws(self.seed, operand_key(self.seed, what, a, b) if draws_bits(gemm) else None)
+        """The Draws of one call of `gemm` on `a` and `b` (a key only when the GEMM draws; with a random
+        Hadamard rotation, its signs over the reduction dimension padded to the block too)."""
+        if not draws_bits(gemm):
+            return Draws(self.seed)
+        block = gemm.get("hadamardBlock") or 1
+        signs = -(-a.shape[-1] // block) * block if gemm.get("rotation") == "random-hadamard" else 0
+        key, made = key_and_signs(self.seed, what, a, b, signs)
+        return Draws(self.seed, key, made_signs=made)

@@ -111,25 +111,35 @@ if triton is not None:
 
     # Every integer argument varies with the operand's shape and name: none is specialized on (one compile).
     @triton.jit(do_not_specialize=["a_stride_r", "a_stride_c", "a_rows", "a_cols", "a_nr", "a_nc", "b_stride_r", "b_stride_c", "b_rows", "b_cols",
-                                   "b_nr", "b_nc", "s0", "s1"])
+                                   "b_nr", "b_nc", "s0", "s1", "n_signs", "signs_salt"])
     def _key_kernel(a_ptr, a_stride_r, a_stride_c, a_rows, a_cols, a_nr, a_nc, b_ptr, b_stride_r, b_stride_c, b_rows, b_cols, b_nr, b_nc,
-                    s0, s1, key_ptr, WIDE_A: tl.constexpr, HAS_B: tl.constexpr, WIDE_B: tl.constexpr, S: tl.constexpr):
-        # draws.operand_key's content and key words.
+                    s0, s1, key_ptr, signs_ptr, n_signs, signs_salt,
+                    WIDE_A: tl.constexpr, HAS_B: tl.constexpr, WIDE_B: tl.constexpr, S: tl.constexpr, SIGNS: tl.constexpr, BLOCK_N: tl.constexpr):
+        # draws.key_and_signs: the content, the key words and (SIGNS) the key's random signs.
         content = _sample_sum(a_ptr, a_stride_r, a_stride_c, a_rows, a_cols, a_nr, a_nc, 0, WIDE_A, S)
         if HAS_B:
             content += _sample_sum(b_ptr, b_stride_r, b_stride_c, b_rows, b_cols, b_nr, b_nc, S * S, WIDE_B, S)
         k0 = _mix64((content & 0xFFFFFFFF) ^ s0)
+        k1 = _mix64(k0 ^ s1)
         tl.store(key_ptr, k0)
-        tl.store(key_ptr + 1, _mix64(k0 ^ s1))
+        tl.store(key_ptr + 1, k1)
+        if SIGNS:
+            _store_signs(k0.to(tl.uint32), ((k1 + signs_salt) & 0xFFFFFFFF).to(tl.uint32), signs_ptr, 0, n_signs, n_signs, BLOCK_N)
+
+    @triton.jit
+    def _store_signs(k0, k1s, out_ptr, start, stop, n, BLOCK_N: tl.constexpr):
+        # draws.Draws.signs for elements start..stop: the top bit of each element's random bits, as -1 or +1.
+        for first in range(start, stop, BLOCK_N):
+            index = (first + tl.arange(0, BLOCK_N)).to(tl.int64)
+            h = _mix((index & 0xFFFFFFFF).to(tl.uint32) ^ k0)
+            h = _mix(h ^ (index >> 32).to(tl.uint32) ^ k1s)
+            tl.store(out_ptr + index, 1.0 - 2.0 * (h >> 31).to(tl.float32), mask=index < n)
 
     @triton.jit(do_not_specialize=["salt", "n"])
     def _signs_kernel(key_ptr, salt, out_ptr, n, BLOCK_N: tl.constexpr):
-        # draws.Draws.signs: the top bit of each element's random bits, as -1 or +1.
         k0, k1s = _key_words(key_ptr, salt)
-        index = (tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-        h = _mix((index & 0xFFFFFFFF).to(tl.uint32) ^ k0)
-        h = _mix(h ^ (index >> 32).to(tl.uint32) ^ k1s)
-        tl.store(out_ptr + index, 1.0 - 2.0 * (h >> 31).to(tl.float32), mask=index < n)
+        first = tl.program_id(0) * BLOCK_N
+        _store_signs(k0, k1s, out_ptr, first, first + BLOCK_N, n, BLOCK_N)
 
     _launch_key = Relauncher(_key_kernel)
     _launch_signs = Relauncher(_signs_kernel)
@@ -335,12 +345,15 @@ def _sampled(x: torch.Tensor) -> tuple:
     return x, x.stride(0), x.stride(1), rows, cols, min(rows, SAMPLE), min(cols, SAMPLE)
 
 
-def operand_key(a: torch.Tensor, b: Optional[torch.Tensor], s0: int, s1: int) -> torch.Tensor:
-    """draws.operand_key's device part in one launch, for non-empty 2-D CUDA operands (bf16, fp16 or fp32)."""
+def key_and_signs(a: torch.Tensor, b: Optional[torch.Tensor], s0: int, s1: int, n_signs: int) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """draws.key_and_signs's device part in one launch, for non-empty 2-D CUDA operands (bf16, fp16 or fp32)."""
     key = torch.empty(2, dtype=torch.int64, device=a.device)
-    _launch_key(1, (*_sampled(a), *_sampled(b if b is not None else a), s0, s1, key),
-                dict(WIDE_A=a.element_size() == 4, HAS_B=b is not None, WIDE_B=b is not None and b.element_size() == 4, S=SAMPLE))
-    return key
+    signs = torch.empty(n_signs, dtype=torch.float32, device=a.device) if n_signs else None
+    _launch_key(1, (*_sampled(a), *_sampled(b if b is not None else a), s0, s1, key, signs if signs is not None else key, n_signs,
+                    salt_word(SALT_SIGNS)),
+                dict(WIDE_A=a.element_size() == 4, HAS_B=b is not None, WIDE_B=b is not None and b.element_size() == 4, S=SAMPLE,
+                     SIGNS=signs is not None, BLOCK_N=1024))
+    return key, signs
 
 
 def signs(key: torch.Tensor, length: int) -> torch.Tensor:

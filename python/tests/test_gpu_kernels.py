@@ -11,7 +11,7 @@ from unittest import mock
 import torch
 
 from mxscope_bridge import mx_ops, mxfp4, mxfp4_gluon, mxfp4_triton, wgrad_error
-from mxscope_bridge.draws import SALT_B, Draws, operand_key
+from mxscope_bridge.draws import SALT_B, Draws, key_and_signs, operand_key
 from mxscope_bridge.rotation import make_rotation
 
 CUDA = torch.cuda.is_available() and mxfp4_triton.triton is not None
@@ -127,11 +127,14 @@ class TritonKernels(unittest.TestCase):
                             want = operand_key(seed, "l fprop", x, b)
                         self.assertTrue(torch.equal(got, want), f"{shape} {dtype} {tuple(x.stride())} b={b is not None}: {got} vs {want}")
                         checked += 1
-                key, length = operand_key(seed, "l fprop", a), 32 * (seed + 1) + seed
-                got = Draws(seed, key).signs(length, "cuda")
+                length = 32 * (seed + 1) + seed + (40000 if seed == 0 else 0)
+                key, made = key_and_signs(seed, "l fprop", a, None, length)  # one launch
                 with mock.patch.object(mxfp4_triton, "available", lambda _: False):
-                    want = Draws(seed, key).signs(length, "cuda")
-                self.assertTrue(torch.equal(got, want), f"signs {shape} {dtype}")
+                    want_key, want = key_and_signs(seed, "l fprop", a, None, length)
+                    self.assertTrue(torch.equal(Draws(seed, key).signs(length, "cuda"), want), f"signs of a key {shape} {dtype}")
+                self.assertTrue(torch.equal(key, want_key))
+                self.assertTrue(torch.equal(made, want), f"signs made with the key {shape} {dtype}")
+                self.assertTrue(torch.equal(Draws(seed, key).signs(length, "cuda"), want), f"signs kernel {shape} {dtype}")
         self.assertGreater(checked, 100)
 
     def test_bf16_output_equals_float32_output(self):
