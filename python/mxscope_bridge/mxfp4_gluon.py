@@ -25,6 +25,8 @@ from .triton_launch import Relauncher
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
+
+    from .hash_kernels import uniform
 except ImportError:  # pragma: no cover - Triton before Gluon (3.5), or no Triton
     gluon = None
 
@@ -79,15 +81,6 @@ if gluon is not None:
         a, b = gl.split(y)
         y = gl.permute(gl.join(a + b, a - b), [0, 1, 3, 2])
         return gl.reshape(y, [TB, 32])
-
-    @gluon.jit
-    def _mix(x):
-        # draws.mix on uint32 (multiplications wrap, shifts are logical).
-        x = x ^ (x >> 16)
-        x = x * 0x21F0AAAD
-        x = x ^ (x >> 15)
-        x = x * 0x735A2D97
-        return x ^ (x >> 15)
 
     @gluon.jit(do_not_specialize=["salt", "row0"])  # they vary per operand and chunk (mxfp4_triton._mx_kernel)
     def _mx_stats_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
@@ -165,9 +158,7 @@ if gluon is not None:
                 inv = gl.where(a < 2, 2.0, gl.where(a < 4, 1.0, 0.5))
                 low = gl.floor(a * inv) * step
                 index = (row0 + r[:, None].to(gl.int64)) * K_PAD + k
-                h = _mix((index & 0xFFFFFFFF).to(gl.uint32) ^ k0)
-                h = _mix(h ^ (index >> 32).to(gl.uint32) ^ k1s)
-                u = (h >> 8).to(gl.float32) * (1.0 / 16777216.0)  # draws.Draws.uniforms
+                u = uniform(index, k0, k1s)
                 grid = low + gl.where(u < (a - low) * inv, step, 0.0)
             else:
                 # The E2M1 grid's step (0.5, 1, 2) by binade; scaling by a power of two is exact, so one

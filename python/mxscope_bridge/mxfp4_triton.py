@@ -23,6 +23,8 @@ try:  # Triton ships with CUDA builds of PyTorch; without it the torch path runs
     import triton
     import triton.language as tl
     from triton.language.extra import libdevice
+
+    from .hash_kernels import element_bits, uniform
 except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
@@ -60,22 +62,6 @@ if triton is not None:
         normal = (tl.maximum(e + 127, 0) << 23)
         subnormal = tl.full(e.shape, 1, tl.int32) << tl.minimum(tl.maximum(e + 149, 0), 22)
         return tl.where(e >= -126, normal, subnormal).to(tl.float32, bitcast=True)
-
-    @triton.jit
-    def _mix(x):
-        # draws.mix on uint32 (multiplications wrap, shifts are logical).
-        x = x ^ (x >> 16)
-        x = x * 0x21F0AAAD
-        x = x ^ (x >> 15)
-        x = x * 0x735A2D97
-        return x ^ (x >> 15)
-
-    @triton.jit
-    def _uniform(index, k0, k1s):
-        # draws.element_bits then draws.Draws.uniforms: 24 random bits of element `index` (int64) as a float32 in [0, 1).
-        h = _mix((index & 0xFFFFFFFF).to(tl.uint32) ^ k0)
-        h = _mix(h ^ (index >> 32).to(tl.uint32) ^ k1s)
-        return (h >> 8).to(tl.float32) * (1.0 / 16777216.0)
 
     @triton.jit
     def _key_words(key_ptr, salt):
@@ -131,8 +117,7 @@ if triton is not None:
         # draws.Draws.signs for elements start..stop: the top bit of each element's random bits, as -1 or +1.
         for first in range(start, stop, BLOCK_N):
             index = (first + tl.arange(0, BLOCK_N)).to(tl.int64)
-            h = _mix((index & 0xFFFFFFFF).to(tl.uint32) ^ k0)
-            h = _mix(h ^ (index >> 32).to(tl.uint32) ^ k1s)
+            h = element_bits(index, k0, k1s)
             tl.store(out_ptr + index, 1.0 - 2.0 * (h >> 31).to(tl.float32), mask=index < n)
 
     @triton.jit(do_not_specialize=["salt", "n"])
@@ -221,7 +206,7 @@ if triton is not None:
                 # rounded the same, without an IEEE division (0.31 -> 0.26 ms on an 8192 x 5632 operand).
                 inv = tl.where(a < 2, 2.0, tl.where(a < 4, 1.0, 0.5))
                 low = libdevice.floor(a * inv) * step
-                u = tl.reshape(_uniform((row0 + r[:, None].to(tl.int64)) * K_PAD + k[None, :], k0, k1s), (BR, NB, 32))
+                u = tl.reshape(uniform((row0 + r[:, None].to(tl.int64)) * K_PAD + k[None, :], k0, k1s), (BR, NB, 32))
                 grid = low + tl.where(u < (a - low) * inv, step, 0.0)
             else:
                 grid = tl.where(a < 2, libdevice.rint(a * 2) * 0.5, tl.where(a < 4, libdevice.rint(a), libdevice.rint(a * 0.5) * 2))
