@@ -3,7 +3,7 @@
 Bit-identical to the torch path (`rotation.rotate` then `mxfp4.quantize`), which stays the CPU path
 and the reference: the same float32 operations in the same order (sign and 1/√b scale, butterflies
 with strides 1, 2, 4, …, the exponent from the amax's bits, ties-to-even or stochastic rounding with
-the uniforms the torch path would draw, the same clamp and signed zeros). Floating-point
+the torch path's uniforms, hashed in place (draws.py), the same clamp and signed zeros). Floating-point
 contraction is off so that no multiply and add fuse into an FMA.
 
 An operand is a logical [rows, K] matrix quantized in 32-element blocks along K, read through two
