@@ -99,13 +99,13 @@ class Draws(NamedTuple):
     def uniforms(self, elements: int, k_pad: int, device) -> torch.Tensor:
         """Uniforms in [0, 1) (float32, 24 bits, as torch.rand gives) for the first `elements` of an
         operand in its row-major [rows, k_pad] layout."""
-        self._need_key("stochastic rounding")
+        keyed(self, "stochastic rounding")
         index = torch.arange(elements, dtype=torch.int64, device=device) + self.row0 * k_pad
         return (element_bits(self.key, self.salt, index) >> 8).to(torch.float32) * (1.0 / 16777216.0)
 
     def signs(self, length: int, device) -> torch.Tensor:
         """±1 (float32) per element of a reduction dimension of `length` (a random Hadamard rotation)."""
-        self._need_key("a random Hadamard rotation")
+        keyed(self, "a random Hadamard rotation")
         if self.made_signs is not None and self.made_signs.shape[0] == length:
             return self.made_signs
         if self.key.is_cuda:
@@ -114,9 +114,13 @@ class Draws(NamedTuple):
                 return mxfp4_triton.signs(self.key, length)
         return _signs_of(self.key, length, device)
 
-    def _need_key(self, what: str) -> None:
-        if self.key is None:
-            raise ValueError(f"{what} needs random bits: make this GEMM call's Draws with RandomSource.draws, which keys them to the operand")
+
+
+def keyed(draws: Optional[Draws], what: str) -> Draws:
+    """`draws`, which `what` (stochastic rounding, a random Hadamard rotation) needs keyed."""
+    if draws is None or draws.key is None:
+        raise ValueError(f"{what} needs the GEMM call's Draws (draws.RandomSource.draws), which key its random bits to the operands")
+    return draws
 
 
 def _signs_of(key: torch.Tensor, length: int, device) -> torch.Tensor:

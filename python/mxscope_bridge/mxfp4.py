@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from .draws import Draws
+from .draws import Draws, keyed
 
 BLOCK = 32
 E2M1_MAX = 6.0
@@ -51,11 +51,9 @@ def _round_nearest_even(a: torch.Tensor) -> torch.Tensor:
 
 def _round_stochastic(a: torch.Tensor, draws: Optional[Draws], k_pad: int) -> torch.Tensor:
     # a: [blocks, 32], the operand's [rows, k_pad] layout in order, so element i's uniform is draws' i-th.
-    if draws is None:
-        raise ValueError("stochastic rounding needs the GEMM call's Draws (draws.RandomSource.draws), which key its uniforms to the operand")
     step = torch.where(a < 2, torch.full_like(a, 0.5), torch.where(a < 4, torch.ones_like(a), torch.full_like(a, 2.0)))
     low = torch.floor(a / step) * step
-    u = draws.uniforms(a.numel(), k_pad, a.device).reshape(a.shape)
+    u = keyed(draws, "stochastic rounding").uniforms(a.numel(), k_pad, a.device).reshape(a.shape)
     return low + step * (u < (a - low) / step).to(a.dtype)
 
 

@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
 from . import mxfp4, mxfp4_gluon
-from .draws import SALT_SIGNS, SAMPLE, Draws, salt_word
+from .draws import SALT_SIGNS, SAMPLE, Draws, keyed, salt_word
 from .rotation import hadamard_norm
 from .triton_launch import Relauncher
 
@@ -288,9 +288,7 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     rows, k = x.shape
     along_last = x.stride(1) == 1 or k == 1
     k_pad = -(-k // BLOCK) * BLOCK
-    if stochastic and (draws is None or draws.key is None):
-        raise ValueError("stochastic rounding needs the GEMM call's Draws (draws.RandomSource.draws), which key its uniforms to the operand")
-    key = draws.key if stochastic else None
+    key = keyed(draws, "stochastic rounding").key if stochastic else None
     salt = salt_word(draws.salt) if stochastic else 0
     row0 = draws.row0 if stochastic else 0
     out = None

@@ -20,7 +20,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .draws import Draws
+from .draws import Draws, keyed
 from .formats import fixed_signs
 from .protocol import HADAMARD_BLOCKS, ROTATIONS
 
@@ -91,9 +91,7 @@ def make_rotation(rotation: str, block: int, length: int, device: torch.device, 
         return None
     signs = None
     if rotation == "random-hadamard":
-        if draws is None or draws.key is None:
-            raise ValueError("a random Hadamard rotation needs the GEMM call's Draws (RandomSource.draws), which key its signs")
-        signs = draws.signs(padded_length(length, block), device)
+        signs = keyed(draws, "a random Hadamard rotation").signs(padded_length(length, block), device)
     elif rotation == "fixed-sign-hadamard":
         signs = fixed_signs(block, padded_length(length, block), draws.seed if draws is not None else 0, torch.device(device))
     return Rotation(hadamard_matrix(block, torch.device(device)), signs)
