@@ -107,11 +107,7 @@ class Draws(NamedTuple):
         """±1 (float32) per element of a reduction dimension of `length` (a random Hadamard rotation)."""
         keyed(self, "a random Hadamard rotation")
         if self.made_signs is not None and self.made_signs.shape[0] == length:
-            return self.made_signs
-        if self.key.is_cuda:
-            from . import mxfp4_triton  # imported here: mxfp4_triton imports rotation, which imports this module
-            if mxfp4_triton.available(self.key):
-                return mxfp4_triton.signs(self.key, length)
+            return self.made_signs  # RandomSource.draws makes them with the key (one launch on CUDA)
         return _signs_of(self.key, length, device)
 
 

@@ -109,25 +109,13 @@ if triton is not None:
         k1 = _mix64(k0 ^ s1)
         tl.store(key_ptr, k0)
         tl.store(key_ptr + 1, k1)
-        if SIGNS:
-            _store_signs(k0.to(tl.uint32), ((k1 + signs_salt) & 0xFFFFFFFF).to(tl.uint32), signs_ptr, 0, n_signs, n_signs, BLOCK_N)
-
-    @triton.jit
-    def _store_signs(k0, k1s, out_ptr, start, stop, n, BLOCK_N: tl.constexpr):
-        # draws.Draws.signs for elements start..stop: the top bit of each element's random bits, as -1 or +1.
-        for first in range(start, stop, BLOCK_N):
-            index = (first + tl.arange(0, BLOCK_N)).to(tl.int64)
-            h = element_bits(index, k0, k1s)
-            tl.store(out_ptr + index, 1.0 - 2.0 * (h >> 31).to(tl.float32), mask=index < n)
-
-    @triton.jit(do_not_specialize=["salt", "n"])
-    def _signs_kernel(key_ptr, salt, out_ptr, n, BLOCK_N: tl.constexpr):
-        k0, k1s = _key_words(key_ptr, salt)
-        first = tl.program_id(0) * BLOCK_N
-        _store_signs(k0, k1s, out_ptr, first, first + BLOCK_N, n, BLOCK_N)
+        if SIGNS:  # draws.Draws.signs: the top bit of each element's random bits, as -1 or +1
+            s0u, s1u = k0.to(tl.uint32), ((k1 + signs_salt) & 0xFFFFFFFF).to(tl.uint32)
+            for first in range(0, n_signs, BLOCK_N):
+                index = (first + tl.arange(0, BLOCK_N)).to(tl.int64)
+                tl.store(signs_ptr + index, 1.0 - 2.0 * (element_bits(index, s0u, s1u) >> 31).to(tl.float32), mask=index < n_signs)
 
     _launch_key = Relauncher(_key_kernel)
-    _launch_signs = Relauncher(_signs_kernel)
 
     # A salt word and a chunk's first row vary per operand and chunk: not specialized on (no compile per chunk offset).
     @triton.jit(do_not_specialize=["salt", "row0"])
@@ -337,14 +325,6 @@ def key_and_signs(a: torch.Tensor, b: Optional[torch.Tensor], s0: int, s1: int, 
                 dict(WIDE_A=a.element_size() == 4, HAS_B=b is not None, WIDE_B=b is not None and b.element_size() == 4, S=SAMPLE,
                      SIGNS=signs is not None, BLOCK_N=1024))
     return key, signs
-
-
-def signs(key: torch.Tensor, length: int) -> torch.Tensor:
-    """draws.Draws.signs in one launch."""
-    out = torch.empty(length, dtype=torch.float32, device=key.device)
-    block = 1024
-    _launch_signs(-(-length // block), (key, salt_word(SALT_SIGNS), out, length), dict(BLOCK_N=block))
-    return out
 
 
 def mxfp4_norm(hadamard: int) -> float:

@@ -131,10 +131,8 @@ class TritonKernels(unittest.TestCase):
                 key, made = key_and_signs(seed, "l fprop", a, None, length)  # one launch
                 with mock.patch.object(mxfp4_triton, "available", lambda _: False):
                     want_key, want = key_and_signs(seed, "l fprop", a, None, length)
-                    self.assertTrue(torch.equal(Draws(seed, key).signs(length, "cuda"), want), f"signs of a key {shape} {dtype}")
                 self.assertTrue(torch.equal(key, want_key))
                 self.assertTrue(torch.equal(made, want), f"signs made with the key {shape} {dtype}")
-                self.assertTrue(torch.equal(Draws(seed, key).signs(length, "cuda"), want), f"signs kernel {shape} {dtype}")
         self.assertGreater(checked, 100)
 
     def test_bf16_output_equals_float32_output(self):
