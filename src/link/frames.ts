@@ -31,9 +31,14 @@ function frameText(buffer: Buffer): string | undefined {
   return isUtf8(buffer) ? buffer.toString('utf8') : undefined;
 }
 
+/** Why a frame of `size` bytes was dropped. */
+export function frameTooLarge(size: number, maxBytes: number): string {
+  return `frame of ${size} bytes is over the ${maxBytes}-byte limit; dropped`;
+}
+
 export function readFrame<T>(data: RawData, isBinary: boolean, schema: Schema<T>, knownTypes: readonly string[], maxBytes: number): InboundFrame<T> {
   const size = byteLength(data);
-  if (size > maxBytes) return { kind: 'error', code: 'frame-too-large', message: `frame of ${size} bytes is over the ${maxBytes}-byte limit; dropped` };
+  if (size > maxBytes) return { kind: 'error', code: 'frame-too-large', message: frameTooLarge(size, maxBytes) };
   if (isBinary) return { kind: 'error', code: 'invalid-message', message: 'binary frame dropped: protocol v1 frames are JSON text' };
   const text = frameText(bytes(data));
   if (text === undefined) return { kind: 'error', code: 'bad-json', message: 'frame is not valid UTF-8 (protocol v1 frames are UTF-8 JSON text); dropped' };

@@ -1,7 +1,6 @@
 // The host side of protocol v1: connects to a trainer, checks the hello, subscribes from the last
 // seq it has, reconnects with backoff when the trainer goes away, and turns requests into promises
 // that resolve on the matching ack or reject with the server's error message.
-import WebSocket from 'ws';
 import {
   isCompatible,
   PROTOCOL_VERSION,
@@ -16,7 +15,8 @@ import {
   type ServerTelemetry,
 } from '../protocol/index.js';
 import { splitTokenUrl } from './auth.js';
-import { readFrame } from './frames.js';
+import { frameTooLarge, readFrame } from './frames.js';
+import { WsClient } from './ws-client.js';
 
 export type ConnectionState = 'connecting' | 'connected' | 'reconnecting' | 'closed';
 
@@ -52,7 +52,7 @@ export interface TrainerClientOptions {
 export const MAX_SERVER_FRAME_BYTES = 4 * MAX_FRAME_BYTES;
 
 export class TrainerClient {
-  private socket: WebSocket | undefined;
+  private socket: WsClient | undefined;
   private currentState: ConnectionState = 'connecting';
   private session: string | undefined;
   private seq = 0;
@@ -126,42 +126,42 @@ export class TrainerClient {
     // No Origin header: servers refuse upgrades that carry one (that is how they keep browsers out).
     const headers = this.token ? { Authorization: `Bearer ${this.token}` } : undefined;
     this.connectionSeq = 0;
-    // skipUTF8Validation: readFrame checks every text frame's UTF-8 as it decodes it (one pass for
-    // ASCII frames instead of two) and drops a bad frame with an error saying so, where ws would
-    // close the connection, and the reconnect would replay the same frame.
-    const socket = new WebSocket(this.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES, perMessageDeflate: false, skipUTF8Validation: true });
+    // readFrame checks every text frame's UTF-8 as it decodes it and drops a bad frame with an
+    // error saying so; the connection lives (a reconnect would replay the same frame).
+    const socket: WsClient = new WsClient(this.url, { headers, maxPayload: MAX_SERVER_FRAME_BYTES }, {
+      open: () => {
+        const client = this.options.client ?? { name: 'mxscope-client', version: '0.1.0' };
+        socket.send(JSON.stringify({ type: 'hello', id: `h${this.nextId++}`, protocol: PROTOCOL_VERSION, client }));
+      },
+      message: (data, isBinary) => {
+        const frame = readFrame(data, isBinary, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_SERVER_FRAME_BYTES);
+        if (frame.kind === 'unknown') return this.log(`ignored a server message of unknown type "${frame.type}" (newer trainer?)`);
+        if (frame.kind === 'error') return this.log(`dropped a server frame: ${frame.message}`);
+        this.receive(socket, frame.message);
+      },
+      tooLarge: (bytes) => this.log(`dropped a server frame: ${frameTooLarge(bytes, MAX_SERVER_FRAME_BYTES)}`),
+      refused: (status) => {
+        const refused = status === 401 || status === 403;
+        const why = status === 401 ? 'refused the token (HTTP 401): check the token' : 'refused this client (HTTP 403: a request with an Origin header, as browsers send)';
+        const reason = refused ? `the trainer at ${this.url} ${why}` : `unexpected HTTP ${status} from ${this.url}`;
+        this.log(reason);
+        if (refused) this.close(reason);
+      },
+      error: (error) => {
+        this.lastError = error.message;
+        this.log(`connection to ${this.url}: ${error.message}`);
+      },
+      close: (code, reason) => {
+        if (this.socket !== socket) return;
+        this.failPending(`connection closed (${code}${reason.length ? ` ${reason}` : ''})`);
+        if (this.currentState === 'closed') return;
+        this.scheduleReconnect();
+      },
+    });
     this.socket = socket;
-    socket.on('open', () => {
-      const client = this.options.client ?? { name: 'mxscope-client', version: '0.1.0' };
-      socket.send(JSON.stringify({ type: 'hello', id: `h${this.nextId++}`, protocol: PROTOCOL_VERSION, client }));
-    });
-    socket.on('message', (data, isBinary) => {
-      const frame = readFrame(data, isBinary, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_SERVER_FRAME_BYTES);
-      if (frame.kind === 'unknown') return this.log(`ignored a server message of unknown type "${frame.type}" (newer trainer?)`);
-      if (frame.kind === 'error') return this.log(`dropped a server frame: ${frame.message}`);
-      this.receive(socket, frame.message);
-    });
-    socket.on('unexpected-response', (_request, response) => {
-      const refused = response.statusCode === 401 || response.statusCode === 403;
-      const why = response.statusCode === 401 ? 'refused the token (HTTP 401): check the token' : 'refused this client (HTTP 403: a request with an Origin header, as browsers send)';
-      const reason = refused ? `the trainer at ${this.url} ${why}` : `unexpected HTTP ${response.statusCode} from ${this.url}`;
-      this.log(reason);
-      socket.terminate();
-      if (refused) this.close(reason);
-    });
-    socket.on('error', (error) => {
-      this.lastError = error.message;
-      this.log(`connection to ${this.url}: ${error.message}`);
-    });
-    socket.on('close', (code, reason) => {
-      if (this.socket !== socket) return;
-      this.failPending(`connection closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
-      if (this.currentState === 'closed') return;
-      this.scheduleReconnect();
-    });
   }
 
-  private receive(socket: WebSocket, message: ServerMessage): void {
+  private receive(socket: WsClient, message: ServerMessage): void {
     switch (message.type) {
       case 'hello':
         return this.onHello(socket, message);
@@ -190,7 +190,7 @@ export class TrainerClient {
     }
   }
 
-  private onHello(socket: WebSocket, hello: ServerHello): void {
+  private onHello(socket: WsClient, hello: ServerHello): void {
     if (!isCompatible(hello.protocol)) {
       const reason = `the trainer speaks protocol ${hello.protocol.major}.${hello.protocol.minor}; this client speaks ${PROTOCOL_VERSION.major}.${PROTOCOL_VERSION.minor}: update the one that is older`;
       this.log(reason);
