@@ -342,7 +342,7 @@ test('a refused connection reports the socket error and a 1006 close', async () 
 });
 
 test('wss:// reads through TLS the same way (a self-signed test certificate)', async () => {
-  const fixtures = join(import.meta.dirname, '..', 'fixtures', 'tls');
+  const fixtures = join(__dirname, '..', 'fixtures', 'tls');
   const wss = new WebSocketServer({ noServer: true });
   const httpsServer = createHttpsServer({ key: readFileSync(join(fixtures, 'localhost.key')), cert: readFileSync(join(fixtures, 'localhost.crt')) });
   httpsServer.on('upgrade', (request, socket, head) => wss.handleUpgrade(request, socket, head, (ws) => {
