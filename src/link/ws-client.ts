@@ -19,6 +19,8 @@ const KEPT_ASSEMBLY_BYTES = 1024 * 1024;
 const MAX_CONTROL_PAYLOAD = 125;
 /** How long a close we started waits for the server's close before the socket is dropped. */
 const CLOSE_TIMEOUT_MS = 5000;
+/** How long the connection and upgrade may take: a port that accepts and never answers is not left connecting. */
+const HANDSHAKE_TIMEOUT_MS = 10_000;
 
 const OP_CONTINUATION = 0x0;
 const OP_TEXT = 0x1;
@@ -47,6 +49,8 @@ export interface WsClientOptions {
   headers?: Readonly<Record<string, string>>;
   /** Largest message kept, in bytes; a longer one is skipped and reported to `tooLarge`. */
   maxPayload: number;
+  /** Connecting and the upgrade together, in ms (default 10 s); past it the connection is dropped with an error. */
+  handshakeTimeoutMs?: number;
 }
 
 /** A frame the server must not send: the connection fails with `code` (1002, 1007, 1009). */
@@ -104,6 +108,7 @@ export class WsClient {
   private closeReason = '';
   private closeSent = false;
   private closeTimer: NodeJS.Timeout | undefined;
+  private readonly handshakeTimer: NodeJS.Timeout;
 
   // The frame being read. `headLength` > 0: its header is still arriving, in `head`.
   private readonly head = Buffer.alloc(14);
@@ -139,6 +144,11 @@ export class WsClient {
     // tls.connect takes `onread` since Node 15 (nodejs/node#35753); @types/node does not list it there.
     this.socket = secure ? connectTls({ host, port, servername, onread } as ConnectionOptions, connected) : connectTcp({ host, port, onread }, connected);
     this.socket.setNoDelay(true);
+    const handshakeMs = options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS;
+    this.handshakeTimer = setTimeout(() => {
+      this.handlers.error(new Error(`no websocket upgrade from ${target.host} within ${handshakeMs} ms`));
+      this.terminate();
+    }, handshakeMs);
     this.socket.on('error', (error) => this.handlers.error(error));
     this.socket.on('close', () => this.onSocketClosed());
   }
@@ -207,6 +217,7 @@ export class WsClient {
       return -1;
     }
     this.responseHead = undefined;
+    clearTimeout(this.handshakeTimer);
     const [statusLine = '', ...headerLines] = joined.toString('latin1', 0, end).split('\r\n');
     const status = /^HTTP\/1\.1 (\d{3})(?: |$)/.exec(statusLine);
     if (!status) return this.refuseUpgrade(`it answered ${JSON.stringify(statusLine.slice(0, 80))}, not HTTP/1.1`);
@@ -412,6 +423,7 @@ export class WsClient {
   private onSocketClosed(): void {
     if (this.phase === 'closed') return;
     this.phase = 'closed';
+    clearTimeout(this.handshakeTimer);
     clearTimeout(this.closeTimer);
     this.handlers.close(this.closeCode, this.closeReason);
   }

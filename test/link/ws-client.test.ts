@@ -341,6 +341,43 @@ test('a refused connection reports the socket error and a 1006 close', async () 
   assert.deepEqual(got.closed, { code: 1006, reason: '' });
 });
 
+test('a server that accepts the connection and never answers the upgrade is dropped after the handshake timeout, named', async () => {
+  const { server, url } = await rawServer(() => {});
+  const got = { events: [] as string[], closed: undefined as number | undefined };
+  const started = Date.now();
+  const client = new WsClient(url, { maxPayload: 1000, handshakeTimeoutMs: 300 }, {
+    open: () => got.events.push('open'),
+    message: () => got.events.push('message'),
+    tooLarge: () => got.events.push('tooLarge'),
+    refused: () => got.events.push('refused'),
+    error: (error) => got.events.push(error.message),
+    close: (code) => (got.closed = code),
+  });
+  opened.push({ close: () => client.terminate() });
+  await until(() => got.closed !== undefined, 'the close');
+  assert.ok(Date.now() - started >= 290, 'not before the timeout');
+  assert.deepEqual(got.events, [`no websocket upgrade from ${new URL(url).host} within 300 ms`]);
+  assert.equal(got.closed, 1006);
+  server.close();
+  // An upgrade that was answered is not dropped when the timeout would have passed.
+  const { url: wsUrl, peer } = await wsServer();
+  const answered = new WsClient(wsUrl, { maxPayload: 1000, handshakeTimeoutMs: 300 }, {
+    open: () => {},
+    message: (data) => got.events.push(`later: ${data.toString()}`),
+    tooLarge: () => {},
+    refused: () => {},
+    error: (error) => got.events.push(error.message),
+    close: () => got.events.push('closed'),
+  });
+  opened.push({ close: () => answered.terminate() });
+  const serverSide = await peer();
+  await pause(500);
+  serverSide.send('still open');
+  await until(() => got.events.includes('later: still open'), 'the message after the timeout');
+  assert.equal(answered.isOpen, true);
+  assert.equal(got.events.includes('closed'), false);
+});
+
 test('wss:// reads through TLS the same way (a self-signed test certificate)', async () => {
   const fixtures = join(__dirname, '..', 'fixtures', 'tls');
   const wss = new WebSocketServer({ noServer: true });
