@@ -107,6 +107,8 @@ export class WsClient {
   private closeCode = 1006;
   private closeReason = '';
   private closeSent = false;
+  /** False once the connection failed: where the next frame starts is no longer known. */
+  private framesTrusted = true;
   private closeTimer: NodeJS.Timeout | undefined;
   private readonly handshakeTimer: NodeJS.Timeout;
 
@@ -191,17 +193,19 @@ export class WsClient {
 
   /** The socket's read callback: true keeps it reading. */
   private onRead(buffer: Buffer, n: number): boolean {
-    if (this.phase === 'closed') return true;
-    let at = 0;
-    if (this.responseHead) {
-      at = this.readResponseHead(buffer, n);
-      if (at < 0) return true;
-    }
+    if (this.phase === 'closed' || !this.framesTrusted) return true;
     try {
+      let at = 0;
+      if (this.responseHead) {
+        at = this.readResponseHead(buffer, n);
+        if (at < 0) return true;
+      }
       this.readFrames(buffer, at, n);
     } catch (error) {
-      if (!(error instanceof ProtocolViolation)) throw error;
-      this.fail(error.code, error.message);
+      if (error instanceof ProtocolViolation) this.fail(error.code, error.message, `the server broke the websocket protocol: ${error.message}`);
+      // A handler that throws leaves the rest of this read unread: the frames after it cannot be
+      // found again, so the connection closes (a reconnect resubscribes from the last seq it has).
+      else this.fail(1011, 'client error', `a message handler threw (${(error as Error).message ?? String(error)}); the connection closes, the rest of this read is lost`);
     }
     return true;
   }
@@ -368,10 +372,11 @@ export class WsClient {
     const opcode = this.messageOpcode;
     const bytes = this.messageBytes;
     this.messageOpcode = -1;
-    if (bytes > this.options.maxPayload) this.handlers.tooLarge(bytes);
-    else this.handlers.message(this.assembly.subarray(0, this.assembled), opcode === OP_BINARY);
+    const message = this.assembly.subarray(0, this.assembled);
     this.assembled = 0;
     if (this.assembly.length > KEPT_ASSEMBLY_BYTES) this.assembly = Buffer.alloc(0);
+    if (bytes > this.options.maxPayload) this.handlers.tooLarge(bytes);
+    else this.handlers.message(message, opcode === OP_BINARY);
   }
 
   private onControl(opcode: number, payload: Buffer): void {
@@ -407,9 +412,10 @@ export class WsClient {
     this.closeTimer.unref();
   }
 
-  /** The server broke RFC 6455: say so, close with `code`, and drop the connection. */
-  private fail(code: number, reason: string): void {
-    this.handlers.error(new Error(`the server broke the websocket protocol: ${reason}`));
+  /** Says why (`message`), closes with `code` and `reason`, and drops the connection. */
+  private fail(code: number, reason: string, message: string): void {
+    this.framesTrusted = false;
+    this.handlers.error(new Error(message));
     this.closeCode = code;
     this.closeReason = reason;
     if (!this.closeSent && this.phase === 'open') this.socket.write(maskedFrame(OP_CLOSE, closePayload(code, reason)));

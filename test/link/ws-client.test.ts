@@ -81,9 +81,9 @@ function upgradeResponse(key: string, extra = ''): string {
 }
 
 /** A TCP server that reads one upgrade request and hands the socket, the request and its key to `serve`. */
-async function rawServer(serve: (socket: Socket, key: string, request: string) => void | Promise<void>): Promise<{ server: Server; url: string; received: Buffer[] }> {
+async function rawServer(serve: (socket: Socket, key: string, request: string) => void | Promise<void>, allowHalfOpen = false): Promise<{ server: Server; url: string; received: Buffer[] }> {
   const received: Buffer[] = [];
-  const server = createServer((socket) => {
+  const server = createServer({ allowHalfOpen }, (socket) => {
     let head = '';
     let upgraded = false;
     socket.on('data', (data) => {
@@ -330,6 +330,35 @@ test('a message over maxPayload is skipped as it arrives and reported; the conne
   assert.equal(got.closed, undefined);
   got.client.terminate();
   server.close();
+});
+
+test('a message handler that throws closes the connection with 1011 and says so; nothing after it is read', async () => {
+  const { url, received } = await rawServer(async (socket, key) => {
+    socket.write(Buffer.concat([Buffer.from(upgradeResponse(key)), frame(0x1, 'fine'), frame(0x1, 'boom'), frame(0x1, 'same read')]));
+    // Half open: the client's FIN does not end this side, so it can still write what the client must not read.
+    await pause(50);
+    socket.end(frame(0x1, 'next read'));
+  }, true);
+  const events: string[] = [];
+  let closed: number | undefined;
+  const client = new WsClient(url, { maxPayload: 1 << 20 }, {
+    open: () => {},
+    message: (data) => {
+      events.push(data.toString());
+      if (data.toString() === 'boom') throw new Error('store refused it');
+    },
+    tooLarge: () => {},
+    refused: () => {},
+    error: (error) => events.push(error.message),
+    close: (code) => (closed = code),
+  });
+  opened.push({ close: () => client.terminate() });
+  await until(() => closed !== undefined, 'the close');
+  assert.deepEqual(events, ['fine', 'boom', 'a message handler threw (store refused it); the connection closes, the rest of this read is lost']);
+  assert.equal(closed, 1011);
+  const sent = Buffer.concat(received);
+  assert.equal(sent[0], 0x88);
+  assert.equal(((sent[6]! ^ sent[2]!) << 8) | (sent[7]! ^ sent[3]!), 1011);
 });
 
 test('a refused connection reports the socket error and a 1006 close', async () => {
