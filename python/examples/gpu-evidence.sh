@@ -4,7 +4,8 @@
 # ranks under torchrun (DistributedDataParallel, or FSDP2 fully_shard) and check the reduction; `tp`
 # observes a column- then row-parallel Linear pair on two ranks and unsharded on one GPU (tp_pair.py).
 # Figures land in $OUT (or /tmp/mxscope-evidence). STEPS and BUDGET (seconds per mode) scale each run;
-# LAYER_GROUPS (default 1) passes --stats-layer-groups to the llama runs.
+# LAYER_GROUPS (default 1) passes --stats-layer-groups to the llama runs; BATCH and SEQ (default 4 and
+# 512) are each rank's sequences per step and their length.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -12,6 +13,7 @@ out=${OUT:-/tmp/mxscope-evidence}
 budget=${BUDGET:-170}
 steps=${STEPS:-300}
 groups=${LAYER_GROUPS:-1}
+shape=(--batch "${BATCH:-4}" --seq "${SEQ:-512}")
 mkdir -p "$out"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count(), torch.cuda.get_device_name(0))'
 for mode in "$@"; do
@@ -21,13 +23,13 @@ for mode in "$@"; do
   case $mode in
     ddp | fsdp | ddp-observe | fsdp-observe | ddp-observe-thread | fsdp-observe-thread)  # -observe: bf16 with hooks only, against plain bf16; -thread: Bridge(backward_thread=True)
       parallel=${mode%%-*}
-      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe $thread --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" \
+      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe $thread --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" "${shape[@]}" \
         --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
     tp)
       CUDA_VISIBLE_DEVICES=0 python3 examples/tp_pair.py --out "$out/tp-single.ndjson" >"$out/tp-single.log" 2>&1
       torchrun --nproc_per_node=2 examples/tp_pair.py --out "$out/tp-sharded.ndjson" >"$out/tp-sharded.log" 2>&1 ;;
     *)
-      CUDA_VISIBLE_DEVICES=0 python3 examples/llama_mxfp4.py --rotation "$mode" --steps "$steps" --time-budget "$budget" \
+      CUDA_VISIBLE_DEVICES=0 python3 examples/llama_mxfp4.py --rotation "$mode" --steps "$steps" "${shape[@]}" --time-budget "$budget" \
         --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
   esac
   echo "exit $?"

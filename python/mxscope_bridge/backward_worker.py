@@ -11,7 +11,9 @@ Under torch.distributed the work all-reduces. Collectives issued from this threa
 own group could interleave with the trainer's (DDP's buckets) in a different order on each rank, so
 there it is opt-in (`Bridge(backward_thread=True)`) and its collectives go over a process group of
 the bridge's own (`private_group`), where the worker's order — the backward order — is the same on
-every rank; collectives from the autograd thread (emulated layers) keep the trainer's group.
+every rank; collectives from the autograd thread (emulated layers) keep the trainer's group. Those
+all-reduces run on a stream of their own (wgrad_error.WgradErrors._reduce), so that the trainer's
+stream never waits for them.
 """
 from __future__ import annotations
 

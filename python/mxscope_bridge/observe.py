@@ -230,9 +230,11 @@ def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: Optio
     x, dy = _whole_local(x, dy, module_weight)
     x, weight, dy = _whole(x), _whole(weight), _whole(dy)
     worker = bridge.backward_worker
-    if worker is not None and module_weight.requires_grad and _memory_of(weight) == _memory_of(module_weight):
+    if worker is not None and module_weight.requires_grad and (hasattr(module_weight, "placements") or _memory_of(weight) == _memory_of(module_weight)):
         # The worker may read W after backward has returned and an optimizer step has updated the
-        # parameter in place (fp32 or bf16 weights without autocast, whose GEMM saved W itself).
+        # parameter in place (fp32 or bf16 weights without autocast, whose GEMM saved W itself), or
+        # after FSDP2 has freed the unsharded weight autograd saved (a DTensor parameter's W is
+        # FSDP's or tensor parallelism's to free or gather again, not the hook's to keep).
         weight = weight.clone()
     args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held, gemms)
     if worker is None:

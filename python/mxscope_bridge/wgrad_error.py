@@ -256,6 +256,8 @@ class WgradErrors:
         #: forward passes of this step (more than one: gradient accumulation)
         self._passes = 1
         self._slices: Dict[Tuple[str, int, int], tuple] = {}
+        #: per device, where the backward worker's all-reduces and their readers run (_reduce)
+        self._side_streams: Dict[torch.device, "torch.cuda.Stream"] = {}
 
     def begin(self, step: int, with_stats: bool, keep: bool) -> None:
         """A capturing step: with stats (sums and sketches) and/or keeping E for the next step's lag-1."""
@@ -328,6 +330,30 @@ class WgradErrors:
         self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
 
     def _reduce(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
+        if self.world > 1 and dwq.is_cuda and on_worker_thread():
+            # The backward worker's kernels run on the trainer's stream. Its all-reduce, and what
+            # reads the reduced chunk, go on a stream of their own: on the trainer's stream each
+            # all-reduce would make the trainer's later kernels wait for it, and a rank whose worker
+            # lagged behind the end of backward queues its all-reduce behind the wait for DDP's or
+            # FSDP's last reduction, which the other rank's reduction cannot finish while its
+            # stream waits on the worker's all-reduce: both ranks hang (FSDP2 on 2 × H100 at its
+            # second step). Here nothing of the trainer's waits for it before records_vector.
+            side = self._side_stream(dwq.device)
+            side.wait_stream(torch.cuda.current_stream(dwq.device))
+            for tensor in (dwq, dw):
+                tensor.record_stream(side)  # made on the trainer's stream, let go before the side stream reads them
+            with torch.cuda.stream(side):
+                self._reduce_here(layer, dwq, dw, row0, row1, shape)
+            return
+        self._reduce_here(layer, dwq, dw, row0, row1, shape)
+
+    def _side_stream(self, device: torch.device) -> "torch.cuda.Stream":
+        stream = self._side_streams.get(device)
+        if stream is None:
+            stream = self._side_streams[device] = torch.cuda.Stream(device=device)
+        return stream
+
+    def _reduce_here(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
         if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's gradient
             if not self.with_stats:
                 dwq = dwq - dw  # the step before a stats step needs E alone
@@ -371,6 +397,8 @@ class WgradErrors:
         present = [layer for layer in layers if layer in self.vectors and layer not in self._incomplete]
         if not present:
             return [], None
+        for device, side in self._side_streams.items():
+            torch.cuda.current_stream(device).wait_stream(side)
         return present, torch.cat([self.vectors[layer] for layer in present])
 
 
