@@ -388,7 +388,16 @@ class WgradErrors:
         indices = self.sketch_index(layer)
         lo = bisect.bisect_left(indices, row0 * cols)
         hi = bisect.bisect_left(indices, row1 * cols)
-        local = torch.tensor([i - row0 * cols for i in indices[lo:hi]], dtype=torch.long).to(device) if lo < hi else None
+        local = None
+        if lo < hi:
+            local = torch.tensor([i - row0 * cols for i in indices[lo:hi]], dtype=torch.long)
+            if torch.device(device).type == "cuda":
+                # From pinned memory, without waiting: a copy from pageable memory waits for the
+                # stream, which on the backward worker under torch.distributed holds an all-reduce
+                # that waits for the other rank (the hung run's worker stood here).
+                local = local.pin_memory().to(device, non_blocking=True)
+            else:
+                local = local.to(device)
         self._slices[key] = (local, (lo, hi))
         return self._slices[key]
 
