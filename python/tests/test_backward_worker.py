@@ -125,6 +125,46 @@ class BackwardWorkerTest(unittest.TestCase):
         model(torch.randn(2, 16, 64)).pow(2).mean().backward()
         bridge.end_step(loss=0.0)
 
+    def test_a_sharded_layers_weight_is_copied_for_the_worker(self):
+        # FSDP2 frees the unsharded W that autograd saved once the layer's backward is done, before
+        # the worker may read it: a layer whose weight is a DTensor (it has `placements`) hands the
+        # worker a copy. Under bf16 autocast the saved W is autograd's cast, not the parameter's
+        # memory, so only that rule copies it.
+        def handed(sharded: bool):
+            torch.manual_seed(0)
+            model = TinyNet()
+            if sharded:
+                model.lm_head.weight.placements = ()  # the attribute DTensors have; no shard to gather
+            bridge = bridge_for(model, tempfile.mkdtemp())
+            self.addCleanup(bridge.close)
+            given, observed = {}, {}
+            dispatch, inner = observe._dispatch, observe._observe
+
+            def noting_dispatch(bridge_, name, module, adapter, x, weight, *rest, **kwargs):
+                if name == "lm_head" and weight is not None:
+                    given["ptr"] = weight.data_ptr()
+                return dispatch(bridge_, name, module, adapter, x, weight, *rest, **kwargs)
+
+            def noting_observe(config, capture, state, name, x, weight, *rest):
+                if name == "lm_head":
+                    observed["ptr"] = weight.data_ptr()
+                return inner(config, capture, state, name, x, weight, *rest)
+            with mock.patch.object(observe, "_dispatch", noting_dispatch), mock.patch.object(observe, "_observe", noting_observe):
+                bridge.start_run()
+                bridge.begin_step(0)
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = model(torch.randn(2, 8, 64).requires_grad_()).float().pow(2).mean()
+                loss.backward()
+                bridge.end_step(loss=loss.item())
+                bridge.end_run()
+            self.assertIsNotNone(bridge.backward_worker)
+            self.assertIn("ptr", given, "lm_head's backward handed the hook autograd's saved W")
+            return given["ptr"], observed["ptr"]
+        saved, seen = handed(sharded=True)
+        self.assertNotEqual(saved, seen, "the worker got autograd's saved W itself, which FSDP2 frees after the layer's backward")
+        saved, seen = handed(sharded=False)
+        self.assertEqual(saved, seen, "an unsharded layer's saved W (autocast's own copy) is handed over as it is")
+
 
 if __name__ == "__main__":
     unittest.main()
