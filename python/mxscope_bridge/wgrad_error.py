@@ -286,6 +286,7 @@ class WgradErrors:
             self._reduce(layer, dwq, dw, 0, dwq.shape[0], tuple(dwq.shape))
 
     def finish(self) -> None:
+        self._join_side_streams()  # the step's last all-reduces are done before anything after the step runs
         self.store.end_step(self.keep)
         self.prev_step = self.step if self.keep else None
 
@@ -337,7 +338,7 @@ class WgradErrors:
             # lagged behind the end of backward queues its all-reduce behind the wait for DDP's or
             # FSDP's last reduction, which the other rank's reduction cannot finish while its
             # stream waits on the worker's all-reduce: both ranks hang (FSDP2 on 2 × H100 at its
-            # second step). Here nothing of the trainer's waits for it before records_vector.
+            # second step). Here nothing of the trainer's waits for it before end_step.
             side = self._side_stream(dwq.device)
             side.wait_stream(torch.cuda.current_stream(dwq.device))
             for tensor in (dwq, dw):
@@ -346,6 +347,11 @@ class WgradErrors:
                 self._reduce_here(layer, dwq, dw, row0, row1, shape)
             return
         self._reduce_here(layer, dwq, dw, row0, row1, shape)
+
+    def _join_side_streams(self) -> None:
+        """The caller's stream waits for what the side streams hold (once backward is over: no cycle)."""
+        for device, side in self._side_streams.items():
+            torch.cuda.current_stream(device).wait_stream(side)
 
     def _side_stream(self, device: torch.device) -> "torch.cuda.Stream":
         stream = self._side_streams.get(device)
@@ -406,8 +412,7 @@ class WgradErrors:
         present = [layer for layer in layers if layer in self.vectors and layer not in self._incomplete]
         if not present:
             return [], None
-        for device, side in self._side_streams.items():
-            torch.cuda.current_stream(device).wait_stream(side)
+        self._join_side_streams()
         return present, torch.cat([self.vectors[layer] for layer in present])
 
 
