@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -181,6 +182,7 @@ def main():
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
     times = {True: [], False: []}
+    by_kind = {}
     loop_started = time.perf_counter()
     steps_run = 0
     for step in range(args.steps):
@@ -213,6 +215,7 @@ def main():
         steps_run = step + 1
         if step >= args.warmup:
             times[with_bridge].append(elapsed)
+            by_kind.setdefault(_step_kind(step, args.stats_every) if with_bridge else "plain", []).append(elapsed)
         if rank == 0 and step % 10 == 0:
             print(f"step {step} loss {loss_value:.4f} {elapsed * 1000:.0f} ms {'bridge' if with_bridge else 'plain'}", flush=True)
     bridge.end_run()
@@ -240,6 +243,13 @@ def main():
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,
     }
+    median = {kind: statistics.median(values) * 1000 for kind, values in by_kind.items()}
+    results["perKindMedianMs"] = median
+    if all(kind in median for kind in ("plain", "stats", "pre", "off")):
+        # One stats step, the step before it and the rest idle in every statsEvery steps: the scatter
+        # of a few slow steps does not move the medians as it moves the means.
+        s = args.stats_every
+        results["overheadByPerKindMedians"] = (median["stats"] + median["pre"] + (s - 2) * median["off"]) / s / median["plain"] - 1
     print("RESULTS " + json.dumps(results), flush=True)
     if args.results:
         with open(args.results, "w") as f:
@@ -272,6 +282,11 @@ class _no_context:
 
     def __exit__(self, *exc):
         return False
+
+
+def _step_kind(step: int, stats_every: int) -> str:
+    """What the bridge does at `step`: stats, the step before stats (E for lag-1), or nothing."""
+    return "stats" if step % stats_every == 0 else "pre" if (step + 1) % stats_every == 0 else "off"
 
 
 def _with_bridge(step: int, block: int) -> bool:
