@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config  # noqa: E402
-from llama_mxfp4 import SHAPES, build_model, logits_of  # noqa: E402
+from llama_mxfp4 import SHAPES, bridge_step_ms, build_model, logits_of, step_kind  # noqa: E402
 
 EMULATED = {
     "mxfp4 H32 nearest-even": dict(rotation="hadamard", rounding="nearest-even"),
@@ -209,7 +209,7 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
     def bridge_block(timed, steps=stats_every):
         nonlocal k
         for _ in range(steps):
-            kind = "stats" if k % stats_every == 0 else "pre" if (k + 1) % stats_every == 0 else "off"
+            kind = step_kind(k, stats_every)
             if timed:
                 run_step(trainer, samples, kind, bridge=bridge, bridge_step=k)
             else:
@@ -292,12 +292,12 @@ def main():
             per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}
             rows.append((tokens, args.stats_every, f"{mode}, measured", "plain bf16", plain, on, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             for n in (int(v) for v in args.derive.split(",") if v):
-                derived = (per_kind["stats"] + per_kind["pre"] + (n - 2) * per_kind["off"]) / n
+                derived = bridge_step_ms(per_kind, n)
                 rows.append((tokens, n, f"{mode}, derived", "plain bf16", plain, derived, samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             # Medians per step kind: one garbage collection or stray stall moves a mean of five.
             median = {k: statistics.median(samples.ms[k]) if samples.ms.get(k) else float("nan") for k in ("plain", "off", "pre", "stats")}
             for n in [args.stats_every] + [int(v) for v in args.derive.split(",") if v]:
-                derived = (median["stats"] + median["pre"] + (n - 2) * median["off"]) / n
+                derived = bridge_step_ms(median, n)
                 rows.append((tokens, n, f"{mode}, per-kind medians", "plain bf16 median", median["plain"], derived,
                              samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every, "statsLayerGroups": groups,

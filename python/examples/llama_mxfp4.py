@@ -215,7 +215,7 @@ def main():
         steps_run = step + 1
         if step >= args.warmup:
             times[with_bridge].append(elapsed)
-            by_kind.setdefault(_step_kind(step, args.stats_every) if with_bridge else "plain", []).append(elapsed)
+            by_kind.setdefault(step_kind(step, args.stats_every) if with_bridge else "plain", []).append(elapsed)
         if rank == 0 and step % 10 == 0:
             print(f"step {step} loss {loss_value:.4f} {elapsed * 1000:.0f} ms {'bridge' if with_bridge else 'plain'}", flush=True)
     bridge.end_run()
@@ -246,10 +246,8 @@ def main():
     median = {kind: statistics.median(values) * 1000 for kind, values in by_kind.items()}
     results["perKindMedianMs"] = median
     if all(kind in median for kind in ("plain", "stats", "pre", "off")):
-        # One stats step, the step before it and the rest idle in every statsEvery steps: the scatter
-        # of a few slow steps does not move the medians as it moves the means.
-        s = args.stats_every
-        results["overheadByPerKindMedians"] = (median["stats"] + median["pre"] + (s - 2) * median["off"]) / s / median["plain"] - 1
+        # The scatter of a few slow steps does not move the medians as it moves the means.
+        results["overheadByPerKindMedians"] = bridge_step_ms(median, args.stats_every) / median["plain"] - 1
     print("RESULTS " + json.dumps(results), flush=True)
     if args.results:
         with open(args.results, "w") as f:
@@ -284,9 +282,15 @@ class _no_context:
         return False
 
 
-def _step_kind(step: int, stats_every: int) -> str:
+def step_kind(step: int, stats_every: int) -> str:
     """What the bridge does at `step`: stats, the step before stats (E for lag-1), or nothing."""
     return "stats" if step % stats_every == 0 else "pre" if (step + 1) % stats_every == 0 else "off"
+
+
+def bridge_step_ms(per_kind: dict, stats_every: int) -> float:
+    """A bridge step's mean time at statsEvery `stats_every`, from each step kind's time: one stats
+    step, the step before it and the rest with nothing to do."""
+    return (per_kind["stats"] + per_kind["pre"] + (stats_every - 2) * per_kind["off"]) / stats_every
 
 
 def _with_bridge(step: int, block: int) -> bool:
