@@ -143,11 +143,15 @@ def main():
     parser.add_argument("--fsdp", action="store_true", help="shard every decoder layer and the root with FSDP2 fully_shard (run under torchrun)")
     parser.add_argument("--observe", action="store_true", help="no emulation: plain bf16 steps against bf16 steps with the bridge observing")
     parser.add_argument("--backward-thread", action="store_true", help="under torchrun: the bridge's observing work on its worker thread (Bridge(backward_thread=True))")
+    parser.add_argument("--reduce-aside", action="store_true", help="experiment: the hooks' Wgrad error reductions on a side stream (wgrad_error.REDUCE_ASIDE_IN_HOOKS)")
     parser.add_argument("--check-reduction", action="store_true", help="verify published histograms = sum of the ranks' own")
     args = parser.parse_args()
 
     rank, world = 0, 1
     distributed = args.ddp or args.fsdp
+    if args.reduce_aside:
+        from mxscope_bridge import wgrad_error
+        wgrad_error.REDUCE_ASIDE_IN_HOOKS = True
     if distributed:
         torch.distributed.init_process_group("nccl" if args.device == "cuda" else "gloo")
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -182,6 +186,7 @@ def main():
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
     times = {True: [], False: []}
+    peak = {True: 0.0, False: 0.0}  # GiB, max_memory_allocated over each kind of block
     by_kind = {}
     loop_started = time.perf_counter()
     steps_run = 0
@@ -213,6 +218,9 @@ def main():
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
             print(f"PROFILE step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n" + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
         steps_run = step + 1
+        if device.type == "cuda":
+            peak[with_bridge] = max(peak[with_bridge], torch.cuda.max_memory_allocated(device) / 2**30)
+            torch.cuda.reset_peak_memory_stats(device)
         if step >= args.warmup:
             times[with_bridge].append(elapsed)
             by_kind.setdefault(step_kind(step, args.stats_every) if with_bridge else "plain", []).append(elapsed)
@@ -238,10 +246,11 @@ def main():
         "model": model_kind, "params": params, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": steps_run,
         "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
-        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated", "backwardThread": args.backward_thread, "statsLayerGroups": args.stats_layer_groups,
+        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated", "backwardThread": args.backward_thread, "reduceAside": args.reduce_aside, "statsLayerGroups": args.stats_layer_groups,
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,
+        "peakGiBWithBridge": peak[True], "peakGiBWithout": peak[False],
     }
     median = {kind: statistics.median(values) * 1000 for kind, values in by_kind.items()}
     results["perKindMedianMs"] = median

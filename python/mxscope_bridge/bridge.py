@@ -586,16 +586,26 @@ class Bridge:
         operand_part = stats.operand_vectors(sums)
         if self._on_local_stats is not None:
             self._on_local_stats(step, rows, operand_part.to("cpu", copy=True))
+        wgrad_layers, wgrad_vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
         if self.world > 1:
-            torch.distributed.all_reduce(operand_part, group=self.group)
+            operand_part, wgrad_vector = self._sum_over_ranks(operand_part, wgrad_vector)
         if self.rank != 0:
             return None
-        wgrad_layers, wgrad_vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
         precisions = {(layer, gemm): capture.operands[(layer, gemm)][0] if (layer, gemm) in capture.operands else self._declared.get(gemm) or "mxfp4"
                       for layer, gemm in keys}
         return StepStats(self.run_id, step, keys, precisions, set(capture.simulated), set(capture.kernel), operand_part,
                          [(s.format, s.block_size) for s in sums], wgrad_layers, wgrad_vector, self._errors.sketch_size, self._errors.has_prev,
                          self._errors.without_prev)
+
+    def _sum_over_ranks(self, operand_part: torch.Tensor, wgrad_vector: Optional[torch.Tensor]):
+        """One all-reduce a stats step: the ranks' operand sums, and their parts of the Wgrad error
+        sums and sketches (each rank summed its part of every chunk: WgradErrors)."""
+        if wgrad_vector is None:
+            torch.distributed.all_reduce(operand_part, group=self.group)
+            return operand_part, None
+        both = torch.cat([operand_part.reshape(-1).to(wgrad_vector.device), wgrad_vector])
+        torch.distributed.all_reduce(both, group=self.group)
+        return both[:operand_part.numel()].view(operand_part.shape), both[operand_part.numel():]
 
     # ------------------------------------------------------------------ publishing
 

@@ -6,6 +6,10 @@ layer's Wgrad: on a stats step each layer's sums (‖∇W‖², ‖E‖², ⟨E,
 full for ⟨E,E_{t−1}⟩, waits in pinned host memory from the step before; on the stats step it comes
 back a few layers ahead of use, in the order the step before stored it, on a side stream.
 
+Under torch.distributed each rank ends up with one part (1/world) of every chunk, summed over the
+ranks (a reduce-scatter, not an all-reduce: half the bytes on the wire at two ranks), and keeps the
+sums, sketch entries and E_{t−1} of its part alone; end_step adds the ranks' vectors up.
+
 Several micro-batches per step (gradient accumulation) need E and ∇W summed before any norm:
 `Bridge(micro_batches=N)` keeps them on the device until end_step (weight-sized memory).
 """
@@ -30,6 +34,8 @@ except ImportError:  # pragma: no cover - depends on the install
 CHUNK_BYTES = 64 << 20
 #: E_{t−1} chunks fetched ahead of the one in use on a stats step.
 LOOKAHEAD = 3
+#: Under torch.distributed, the hooks' reductions (not only the backward worker's) on the side stream.
+REDUCE_ASIDE_IN_HOOKS = False
 
 
 if triton is not None:
@@ -120,6 +126,32 @@ def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, pr
     return err if write_e else None
 
 
+def mean_parts(chunks, world: int, group) -> Tuple[tuple, Tuple[int, int]]:
+    """This rank's part of each chunk, flattened, as the mean over the ranks, and where the part
+    lies in the flattened chunk: [start, end). A chunk of n elements is cut in `world` parts of
+    ⌈n / world⌉ (the last one ends in zeros). NCCL reduce-scatters; other backends (gloo) all-reduce
+    the whole chunk and keep the part."""
+    import torch.distributed as dist
+    rank = dist.get_rank(group)
+    scatter = dist.get_backend(group) == "nccl"
+    parts = []
+    for chunk in chunks:
+        flat = chunk.reshape(-1)
+        n = flat.numel()
+        size = -(-n // world)
+        if size * world != n:
+            flat = torch.nn.functional.pad(flat, (0, size * world - n))
+        if scatter:
+            part = flat.new_empty(size)
+            dist.reduce_scatter_tensor(part, flat, group=group)
+        else:
+            dist.all_reduce(flat, group=group)
+            part = flat[rank * size:(rank + 1) * size]
+        parts.append(part.div_(world))
+    size = parts[0].numel()
+    return tuple(parts), (rank * size, (rank + 1) * size)
+
+
 class HostErrorStore:
     """E_{t−1} per layer in pinned host memory (plain host memory without CUDA), row chunk by row chunk.
 
@@ -146,8 +178,9 @@ class HostErrorStore:
         self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
         self.position = {key: i for i, key in enumerate(self.order)}
 
-    def put(self, layer: str, shape: Tuple[int, int], row0: int, chunk: torch.Tensor) -> None:
-        key = (layer, row0, row0 + chunk.shape[0])
+    def put(self, layer: str, row0: int, row1: int, chunk: torch.Tensor) -> None:
+        """E of rows [row0, row1) (under torch.distributed: this rank's part of them, flattened)."""
+        key = (layer, row0, row1)
         target = self.host.get(key)
         if target is None or target.shape != chunk.shape:
             target = torch.empty(chunk.shape, dtype=torch.float32, pin_memory=chunk.is_cuda)
@@ -166,12 +199,13 @@ class HostErrorStore:
         """Forget what this step stored of `layer` (it is not the whole E)."""
         self.writing = [key for key in self.writing if key[0] != layer]
 
-    def get(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
-        """Rows [row0, row1) of the layer's E_{t−1}, or None when the step before did not store them all."""
+    def get(self, layer: str, row0: int, row1: int, device: torch.device, assemble: bool = True) -> Optional[torch.Tensor]:
+        """Rows [row0, row1) of the layer's E_{t−1}, or None when the step before did not store them all
+        (from chunks cut otherwise, only with `assemble`: a rank's parts of other chunks do not add up)."""
         key = (layer, row0, row1)
         position = self.position.get(key)
         if key not in self.host or position is None:
-            return self._assembled(layer, row0, row1, device)
+            return self._assembled(layer, row0, row1, device) if assemble else None
         if torch.device(device).type == "cuda":
             current = torch.cuda.current_stream(device)
             for ahead in self.order[position:position + 1 + LOOKAHEAD]:
@@ -331,7 +365,7 @@ class WgradErrors:
         self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
 
     def _reduce(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
-        if self.world > 1 and dwq.is_cuda and on_worker_thread():
+        if self.world > 1 and dwq.is_cuda and (on_worker_thread() or REDUCE_ASIDE_IN_HOOKS):
             # The backward worker's kernels run on the trainer's stream. Its all-reduce, and what
             # reads the reduced chunk, go on a stream of their own: on the trainer's stream each
             # all-reduce would make the trainer's later kernels wait for it, and a rank whose worker
@@ -360,24 +394,24 @@ class WgradErrors:
         return stream
 
     def _reduce_here(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
+        part = None
         if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's gradient
-            if not self.with_stats:
-                dwq = dwq - dw  # the step before a stats step needs E alone
-                dw = torch.zeros_like(dwq)
             group = self.worker_group if on_worker_thread() else self.group
-            for tensor in (dwq, dw) if self.with_stats else (dwq,):
-                torch.distributed.all_reduce(tensor, group=group)
-                tensor.div_(self.world)
+            if self.with_stats:
+                (dwq, dw), part = mean_parts((dwq, dw), self.world, group)
+            else:  # the step before a stats step needs E alone
+                (dwq,), part = mean_parts((dwq - dw,), self.world, group)
+                dw = None
         err = None
         if self.with_stats:
-            index, (lo, hi) = self._sketch_slice(layer, row0, row1, shape[1], dwq.device)
-            prev = self.store.get(layer, row0, row1, dwq.device) if self.has_prev else None
+            index, (lo, hi) = self._sketch_slice(layer, row0, row1, shape[1], dwq.device, part)
+            prev = self.store.get(layer, row0, row1, dwq.device, assemble=part is None) if self.has_prev else None
             if self.has_prev and prev is None:
                 self.without_prev.add(layer)
             vector = self._vector(layer, dwq.device)
             err = add_error_sums(vector, dwq, dw, prev, index, 5 + lo, 5 + self.sketch_size + lo, write_e=self.keep)
         if self.keep:  # after the sums: the chunk's E_{t−1} has been read from the buffer it overwrites
-            self.store.put(layer, shape, row0, err if err is not None else dwq - dw)
+            self.store.put(layer, row0, row1, err if err is not None else dwq if dw is None else dwq - dw)
 
     def _vector(self, layer: str, device) -> torch.Tensor:
         vector = self.vectors.get(layer)
@@ -386,17 +420,20 @@ class WgradErrors:
             self.vectors[layer] = vector
         return vector
 
-    def _sketch_slice(self, layer: str, row0: int, row1: int, cols: int, device) -> Tuple[Optional[torch.Tensor], Tuple[int, int]]:
-        """The sketch indices that fall in rows [row0, row1), relative to the chunk, and their positions."""
+    def _sketch_slice(self, layer: str, row0: int, row1: int, cols: int, device,
+                      part: Optional[Tuple[int, int]] = None) -> Tuple[Optional[torch.Tensor], Tuple[int, int]]:
+        """The sketch indices that fall in rows [row0, row1) (and within them in this rank's `part`,
+        the flat range [start, end) of the chunk), relative to the chunk (the part), and their positions."""
         key = (layer, row0, row1)
         if key in self._slices:
             return self._slices[key]
+        start, end = part if part is not None else (0, (row1 - row0) * cols)
         indices = self.sketch_index(layer)
-        lo = bisect.bisect_left(indices, row0 * cols)
-        hi = bisect.bisect_left(indices, row1 * cols)
+        lo = bisect.bisect_left(indices, row0 * cols + start)
+        hi = bisect.bisect_left(indices, min(row0 * cols + end, row1 * cols))
         local = None
         if lo < hi:
-            local = torch.tensor([i - row0 * cols for i in indices[lo:hi]], dtype=torch.long)
+            local = torch.tensor([i - row0 * cols - start for i in indices[lo:hi]], dtype=torch.long)
             if torch.device(device).type == "cuda":
                 # From pinned memory, without waiting: a copy from pageable memory waits for the
                 # stream, which on the backward worker under torch.distributed holds an all-reduce

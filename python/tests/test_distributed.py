@@ -161,6 +161,50 @@ def worker(rank, port, out_dir, backward_thread=None, seqs=(16, 16), chunk_bytes
     end_rank()
 
 
+def one_process_over_both_ranks(out_dir, seqs=(16, 16)):
+    """The run of `worker` in one process, on both ranks' tokens at once: its loss is the mean of the
+    ranks' losses, so its gradient is their mean gradient. Each rank's tokens fill whole 32-token
+    blocks, so its ∇Ŵ is the ranks' mean ∇Ŵ as well, and so is its Wgrad error."""
+    torch.manual_seed(0)
+    model = TinyNet()
+    bridge = bridge_for(model, out_dir)
+    bridge.start_run()
+    generators = [torch.Generator().manual_seed(100 + rank) for rank in range(WORLD)]
+    for step in range(STEPS):
+        bridge.begin_step(step)
+        parts = [torch.randn(4, seq, 64, generator=g).reshape(1, -1, 64) for g, seq in zip(generators, seqs)]
+        y = model(torch.cat(parts, dim=1).requires_grad_())
+        bounds = [0, parts[0].shape[1], parts[0].shape[1] + parts[1].shape[1]]
+        loss = sum(y[:, a:b].pow(2).mean() for a, b in zip(bounds, bounds[1:])) / WORLD
+        loss.backward()
+        bridge.end_step(loss=loss.item())
+        model.zero_grad()
+    run_dir = bridge.run_dir
+    bridge.end_run()
+    bridge.close()
+    return read_log(run_dir)
+
+
+def assert_same_wgrad_errors(test, records, reference):
+    """Every Wgrad error record of `records` (stats steps 0 and 5, every layer) against `reference`'s."""
+    def errors(rs):
+        return {(r["step"], r["layer"]): r["wgradError"] for r in rs if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
+    got, want = errors(records), errors(reference)
+    test.assertEqual(sorted(got), sorted(want))
+    test.assertEqual(len(got), 2 * 5)
+    for key, error in want.items():
+        test.assertIsNotNone(error["lag1Cos"] if key[0] == 5 else 0.0, key)
+        for field, value in error.items():
+            if isinstance(value, float):
+                test.assertAlmostEqual(got[key][field], value, delta=1e-5 * max(1.0, abs(value)), msg=f"{key} {field}")
+            elif isinstance(value, list):
+                scale = max(abs(v) for v in value)
+                for a, b in zip(got[key][field], value):
+                    test.assertAlmostEqual(a, b, delta=1e-5 * scale, msg=f"{key} {field}")
+            else:
+                test.assertEqual(got[key][field], value, f"{key} {field}")
+
+
 def press_start_twice_then_stop(url):
     """The extension on rank 0: a run with rotation none, then a Hadamard run stopped at step 3."""
     client = Client(url)
@@ -267,6 +311,11 @@ class DataParallel(unittest.TestCase):
             self.assertAlmostEqual(record["wgradError"]["gradNorm"], mean_grad.norm().item(), places=5)
         self.assertIsNotNone(record["wgradError"]["lag1Cos"])
 
+    def test_wgrad_error_is_one_process_over_both_ranks_tokens(self):
+        # Each rank sums its part of every chunk of E (and keeps that part's E_{t−1}): the parts add up.
+        reference = one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"))
+        assert_same_wgrad_errors(self, self.records, reference)
+
 
 
 class DataParallelOtherTokens(unittest.TestCase):
@@ -282,6 +331,7 @@ class DataParallelOtherTokens(unittest.TestCase):
         mean_grad = (ranks[0]["grads"][5] + ranks[1]["grads"][5]) / WORLD
         self.assertAlmostEqual(record["wgradError"]["gradNorm"], mean_grad.norm().item(), places=5)
         self.assertIsNotNone(record["wgradError"]["lag1Cos"])
+        assert_same_wgrad_errors(self, records, one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), (16, 40)))
 
 
 class DataParallelBackwardThread(DataParallel):
