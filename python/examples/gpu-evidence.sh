@@ -19,11 +19,10 @@ python3 -c 'import torch, transformers; print("torch", torch.__version__, "trans
 for mode in "$@"; do
   echo "=== $mode"
   observe=""; [[ $mode == *-observe* ]] && observe=--observe
-  thread=""; [[ $mode == *-thread ]] && thread=--backward-thread
   case $mode in
-    ddp | fsdp | ddp-observe | fsdp-observe | ddp-observe-thread | fsdp-observe-thread)  # -observe: bf16 with hooks only, against plain bf16; -thread: Bridge(backward_thread=True)
+    ddp | fsdp | ddp-observe | fsdp-observe)  # -observe: bf16 with hooks only, against plain bf16
       parallel=${mode%%-*}
-      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe $thread --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" "${shape[@]}" \
+      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" "${shape[@]}" \
         --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
     tp)
       CUDA_VISIBLE_DEVICES=0 python3 examples/tp_pair.py --out "$out/tp-single.ndjson" >"$out/tp-single.log" 2>&1

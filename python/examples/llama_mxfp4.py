@@ -129,6 +129,7 @@ def main():
     parser.add_argument("--block", type=int, default=20, help="steps per on/off block of the overhead measurement")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--profile-steps", default="", help="comma-separated steps to run under torch.profiler (prints the top ops)")
+    parser.add_argument("--trace-dir", default=None, help="with --profile-steps: write each profiled step's timeline here (trace-rank{R}-step{N}.json, for trace_gaps.py)")
     parser.add_argument("--time-budget", type=float, default=0, help="stop at the next block boundary after this many seconds (0 = none)")
     parser.add_argument("--stats-every", type=int, default=10)
     parser.add_argument("--stats-layer-groups", type=int, default=1, help="opt-in: each stats step reports one of N layer groups in turn")
@@ -142,16 +143,11 @@ def main():
     parser.add_argument("--ddp", action="store_true", help="wrap in DistributedDataParallel (run under torchrun)")
     parser.add_argument("--fsdp", action="store_true", help="shard every decoder layer and the root with FSDP2 fully_shard (run under torchrun)")
     parser.add_argument("--observe", action="store_true", help="no emulation: plain bf16 steps against bf16 steps with the bridge observing")
-    parser.add_argument("--backward-thread", action="store_true", help="under torchrun: the bridge's observing work on its worker thread (Bridge(backward_thread=True))")
-    parser.add_argument("--reduce-aside", action="store_true", help="experiment: the hooks' Wgrad error reductions on a side stream (wgrad_error.REDUCE_ASIDE_IN_HOOKS)")
     parser.add_argument("--check-reduction", action="store_true", help="verify published histograms = sum of the ranks' own")
     args = parser.parse_args()
 
     rank, world = 0, 1
     distributed = args.ddp or args.fsdp
-    if args.reduce_aside:
-        from mxscope_bridge import wgrad_error
-        wgrad_error.REDUCE_ASIDE_IN_HOOKS = True
     if distributed:
         torch.distributed.init_process_group("nccl" if args.device == "cuda" else "gloo")
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -180,8 +176,7 @@ def main():
                         stats_every=args.stats_every, stats_layer_groups=args.stats_layer_groups, sketch_size=64, data="synthetic-uniform", gemms=gemms,
                         model={**shape, "seqLen": args.seq, "batch": args.batch, "params": params, "impl": model_kind, "world": world},
                         optimizer={"name": "adamw", "lr": args.lr})
-    bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None,
-                    backward_thread=True if args.backward_thread else None)
+    bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None)
     bridge.start_run(name=f"{model_kind} · {params / 1e9:.2f}B · {'observing' if args.observe else 'mxfp4'} {args.rotation}")
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
@@ -217,11 +212,14 @@ def main():
         if profiling.close() is None and str(step) in args.profile_steps.split(","):
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
             print(f"PROFILE step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n" + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
+            if args.trace_dir:
+                os.makedirs(args.trace_dir, exist_ok=True)
+                profiler.export_chrome_trace(os.path.join(args.trace_dir, f"trace-rank{rank}-step{step}.json"))
         steps_run = step + 1
         if device.type == "cuda":
             peak[with_bridge] = max(peak[with_bridge], torch.cuda.max_memory_allocated(device) / 2**30)
             torch.cuda.reset_peak_memory_stats(device)
-        if step >= args.warmup:
+        if step >= args.warmup and str(step) not in args.profile_steps.split(","):
             times[with_bridge].append(elapsed)
             by_kind.setdefault(step_kind(step, args.stats_every) if with_bridge else "plain", []).append(elapsed)
         if rank == 0 and step % 10 == 0:
@@ -246,7 +244,7 @@ def main():
         "model": model_kind, "params": params, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": steps_run,
         "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
-        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated", "backwardThread": args.backward_thread, "reduceAside": args.reduce_aside, "statsLayerGroups": args.stats_layer_groups,
+        "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated", "statsLayerGroups": args.stats_layer_groups,
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,
@@ -254,6 +252,7 @@ def main():
     }
     median = {kind: statistics.median(values) * 1000 for kind, values in by_kind.items()}
     results["perKindMedianMs"] = median
+    results["stepMsByKind"] = {kind: [round(v * 1000, 1) for v in values] for kind, values in by_kind.items()}
     if all(kind in median for kind in ("plain", "stats", "pre", "off")):
         # The scatter of a few slow steps does not move the medians as it moves the means.
         results["overheadByPerKindMedians"] = bridge_step_ms(median, args.stats_every) / median["plain"] - 1

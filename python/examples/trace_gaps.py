@@ -1,6 +1,6 @@
 """Where a profiled step left the GPU idle: reads a torch.profiler chrome trace (bench_bridge.py
 --profile-dir writes them) and prints the step's GPU-busy time (the union of kernels on every stream;
-copies apart), the idle gaps between kernels, and the largest gaps with the kernel that ended each
+copies apart), kernel time by stream and by kernel name, the idle gaps between kernels, and the largest gaps with the kernel that ended each
 and the thread whose launch of the next one came late.
 
     python3 examples/trace_gaps.py results/.../trace-8x1024-stats.json [--top 15] [--min-us 20]
@@ -35,9 +35,10 @@ def summarize(events):
     start = min(e["ts"] for e in kernels)
     end = max(e["ts"] + e["dur"] for e in kernels)
     busy, merged = union((e["ts"], e["ts"] + e["dur"]) for e in kernels)
-    by_stream = defaultdict(float)
+    by_stream, by_name = defaultdict(float), defaultdict(float)
     for e in kernels:
         by_stream[e["tid"]] += e["dur"]
+        by_name[e["name"][:60]] += e["dur"]
     # A merged interval starts where one of its kernels does: that kernel came after the gap.
     starting_at = {}
     for e in kernels:
@@ -49,7 +50,7 @@ def summarize(events):
         who = (threads.get(launch["tid"]) or f"thread {launch['tid']}") if launch else "unknown"
         gaps.append((b_start - a_end, a_end - start, nxt["name"], who))
     return {"span_us": end - start, "busy_us": busy, "copies_us": union((e["ts"], e["ts"] + e["dur"]) for e in copies)[0],
-            "by_stream_us": dict(by_stream), "gaps": sorted(gaps, key=lambda g: -g[0])}
+            "by_stream_us": dict(by_stream), "by_name_us": dict(by_name), "gaps": sorted(gaps, key=lambda g: -g[0])}
 
 
 def main():
@@ -63,6 +64,7 @@ def main():
     print(f"{args.trace}: first kernel to last {s['span_us'] / 1000:.1f} ms; kernels busy {s['busy_us'] / 1000:.1f} ms "
           f"(idle {(s['span_us'] - s['busy_us']) / 1000:.1f} ms); copies {s['copies_us'] / 1000:.1f} ms on their engines")
     print("kernel ms by stream: " + ", ".join(f"{tid}: {us / 1000:.1f}" for tid, us in sorted(s["by_stream_us"].items(), key=lambda kv: -kv[1])))
+    print("kernel ms by name: " + ", ".join(f"{name}: {us / 1000:.1f}" for name, us in sorted(s["by_name_us"].items(), key=lambda kv: -kv[1])[:args.top]))
     listed = [g for g in s["gaps"] if g[0] >= args.min_us]
     print(f"{len(s['gaps'])} gaps, {sum(g[0] for g in s['gaps']) / 1000:.1f} ms; {len(listed)} of ≥ {args.min_us:g} µs: {sum(g[0] for g in listed) / 1000:.1f} ms")
     by_thread = defaultdict(float)

@@ -7,13 +7,11 @@ runs the items in the order they came, on the stream and device the hook saw, so
 their results are those of running them in the hook. The queue is short (DEPTH items): a hook waits
 while it is full, which bounds the activations and gradients held beyond autograd's own use.
 
-Under torch.distributed the work all-reduces. Collectives issued from this thread on the trainer's
-own group could interleave with the trainer's (DDP's buckets) in a different order on each rank, so
-there it is opt-in (`Bridge(backward_thread=True)`) and its collectives go over a process group of
-the bridge's own (`private_group`), where the worker's order — the backward order — is the same on
-every rank; collectives from the autograd thread (emulated layers) keep the trainer's group. Those
-all-reduces run on a stream of their own (wgrad_error.WgradErrors._reduce), so that the trainer's
-stream never waits for them.
+One process only: under torch.distributed the work all-reduces, and collectives issued from this
+thread beside the trainer's, even over a process group of the bridge's own on a stream of its own,
+hung DDP and FSDP2 runs on 2 × H100 (docs/bridge.md, Distributed). There the work stays in the
+hooks, on the autograd thread that issues the trainer's own collectives, in the same order on every
+rank.
 """
 from __future__ import annotations
 
@@ -25,26 +23,6 @@ import torch
 
 #: Layers whose work may wait in the queue (each holds its X, W and ∇Y).
 DEPTH = 2
-
-_where = threading.local()
-
-
-def on_worker_thread() -> bool:
-    """Whether the caller runs on a backward worker (and so must use the bridge's own process group)."""
-    return getattr(_where, "worker", False)
-
-
-def private_group(group):
-    """A process group of the same ranks as `group` (None: the default group) for the worker's
-    collectives; None where it cannot be made without every rank of the world taking part."""
-    import torch.distributed as dist
-    if group is None or dist.get_world_size(group) == dist.get_world_size():
-        return dist.new_group()  # every rank of the world constructs the bridge: all take part
-    try:  # a subgroup (e.g. the data-parallel group beside tensor parallelism): its members alone
-        return dist.new_group(dist.get_process_group_ranks(group), use_local_synchronization=True)
-    except (TypeError, AttributeError):  # torch before 2.1
-        return None
-
 
 class BackwardWorker:
     def __init__(self, depth: int = DEPTH):
@@ -74,7 +52,6 @@ class BackwardWorker:
             raise error
 
     def _run(self) -> None:
-        _where.worker = True
         while True:
             device, stream, work, args = self._queue.get()
             try:

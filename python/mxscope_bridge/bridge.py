@@ -31,7 +31,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 import torch
 
 from . import __version__, compile_stance, emulate as emulation_module, gc_freeze, stats
-from .backward_worker import BackwardWorker, private_group
+from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, check_layer_groups, run_config
 from .kernel import from_mx_tensor, kernel_quantized
@@ -145,17 +145,13 @@ class Bridge:
         self._stance = None
         #: observed layers already named for running no GEMM on a stats step
         self._named_silent: Set[str] = set()
-        #: where the hooks' backward-time work runs (None: in the hooks). Under torch.distributed only
-        #: with backward_thread=True, its all-reduces then going over a group of the bridge's own.
+        #: where the hooks' backward-time work runs (None: in the hooks, as under torch.distributed)
         self.backward_worker: Optional[BackwardWorker] = None
-        self._worker_group = None
         if backward_thread is None:
             backward_thread = self.world == 1
         if backward_thread and self.world > 1:
-            self._worker_group = private_group(process_group)
-            if self._worker_group is None:
-                raise ValueError("backward_thread=True with a process subgroup needs torch 2.1 or later (new_group(use_local_synchronization=True)); "
-                                 "leave backward_thread unset")
+            raise ValueError("backward_thread=True under torch.distributed: a worker thread's collectives beside the trainer's hung DDP "
+                             "and FSDP2 runs on 2 × H100 (docs/bridge.md, Distributed); leave backward_thread unset")
         if backward_thread:
             self.backward_worker = BackwardWorker()
         self.server: Optional[TrainerServer] = None
@@ -308,7 +304,7 @@ class Bridge:
         self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
-        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches, self._worker_group)
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:

@@ -21,7 +21,6 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 import torch
 
 from . import stats
-from .backward_worker import on_worker_thread
 from .triton_launch import Relauncher
 
 try:
@@ -34,8 +33,6 @@ except ImportError:  # pragma: no cover - depends on the install
 CHUNK_BYTES = 64 << 20
 #: E_{t−1} chunks fetched ahead of the one in use on a stats step.
 LOOKAHEAD = 3
-#: Under torch.distributed, the hooks' reductions (not only the backward worker's) on the side stream.
-REDUCE_ASIDE_IN_HOOKS = False
 
 
 if triton is not None:
@@ -129,8 +126,8 @@ def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, pr
 def mean_parts(chunks, world: int, group) -> Tuple[tuple, Tuple[int, int]]:
     """This rank's part of each chunk, flattened, as the mean over the ranks, and where the part
     lies in the flattened chunk: [start, end). A chunk of n elements is cut in `world` parts of
-    ⌈n / world⌉ (the last one ends in zeros). NCCL reduce-scatters; other backends (gloo) all-reduce
-    the whole chunk and keep the part."""
+    ⌈n / world⌉ (the last one ends in zeros). NCCL reduce-scatters; other backends (gloo)
+    all-reduce the whole chunk in place and keep the part."""
     import torch.distributed as dist
     rank = dist.get_rank(group)
     scatter = dist.get_backend(group) == "nccl"
@@ -263,12 +260,10 @@ class WgradErrors:
     """The Wgrad error sums of one run: per-layer vectors of the current stats step, E_{t−1} of the step before."""
 
     def __init__(self, sketch_size: int, sketch_index: Callable[[str], List[int]], world: int = 1, group=None,
-                 micro_batches: int = 1, worker_group=None):
+                 micro_batches: int = 1):
         self.sketch_size = sketch_size
         self.sketch_index = sketch_index
         self.world, self.group = world, group
-        #: the group for reductions issued from the backward worker thread (backward_worker.private_group)
-        self.worker_group = worker_group
         self.micro_batches = micro_batches
         self.store = HostErrorStore()
         self.prev_step: Optional[int] = None
@@ -290,8 +285,6 @@ class WgradErrors:
         #: forward passes of this step (more than one: gradient accumulation)
         self._passes = 1
         self._slices: Dict[Tuple[str, int, int], tuple] = {}
-        #: per device, where the backward worker's all-reduces and their readers run (_reduce)
-        self._side_streams: Dict[torch.device, "torch.cuda.Stream"] = {}
 
     def begin(self, step: int, with_stats: bool, keep: bool) -> None:
         """A capturing step: with stats (sums and sketches) and/or keeping E for the next step's lag-1."""
@@ -320,7 +313,6 @@ class WgradErrors:
             self._reduce(layer, dwq, dw, 0, dwq.shape[0], tuple(dwq.shape))
 
     def finish(self) -> None:
-        self._join_side_streams()  # the step's last all-reduces are done before anything after the step runs
         self.store.end_step(self.keep)
         self.prev_step = self.step if self.keep else None
 
@@ -365,42 +357,12 @@ class WgradErrors:
         self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
 
     def _reduce(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
-        if self.world > 1 and dwq.is_cuda and (on_worker_thread() or REDUCE_ASIDE_IN_HOOKS):
-            # The backward worker's kernels run on the trainer's stream. Its all-reduce, and what
-            # reads the reduced chunk, go on a stream of their own: on the trainer's stream each
-            # all-reduce would make the trainer's later kernels wait for it, and a rank whose worker
-            # lagged behind the end of backward queues its all-reduce behind the wait for DDP's or
-            # FSDP's last reduction, which the other rank's reduction cannot finish while its
-            # stream waits on the worker's all-reduce: both ranks hang (FSDP2 on 2 × H100 at its
-            # second step). Here nothing of the trainer's waits for it before end_step.
-            side = self._side_stream(dwq.device)
-            side.wait_stream(torch.cuda.current_stream(dwq.device))
-            for tensor in (dwq, dw):
-                tensor.record_stream(side)  # made on the trainer's stream, let go before the side stream reads them
-            with torch.cuda.stream(side):
-                self._reduce_here(layer, dwq, dw, row0, row1, shape)
-            return
-        self._reduce_here(layer, dwq, dw, row0, row1, shape)
-
-    def _join_side_streams(self) -> None:
-        """The caller's stream waits for what the side streams hold (once backward is over: no cycle)."""
-        for device, side in self._side_streams.items():
-            torch.cuda.current_stream(device).wait_stream(side)
-
-    def _side_stream(self, device: torch.device) -> "torch.cuda.Stream":
-        stream = self._side_streams.get(device)
-        if stream is None:
-            stream = self._side_streams[device] = torch.cuda.Stream(device=device)
-        return stream
-
-    def _reduce_here(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
         part = None
         if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's gradient
-            group = self.worker_group if on_worker_thread() else self.group
             if self.with_stats:
-                (dwq, dw), part = mean_parts((dwq, dw), self.world, group)
+                (dwq, dw), part = mean_parts((dwq, dw), self.world, self.group)
             else:  # the step before a stats step needs E alone
-                (dwq,), part = mean_parts((dwq - dw,), self.world, group)
+                (dwq,), part = mean_parts((dwq - dw,), self.world, self.group)
                 dw = None
         err = None
         if self.with_stats:
@@ -435,9 +397,7 @@ class WgradErrors:
         if lo < hi:
             local = torch.tensor([i - row0 * cols - start for i in indices[lo:hi]], dtype=torch.long)
             if torch.device(device).type == "cuda":
-                # From pinned memory, without waiting: a copy from pageable memory waits for the
-                # stream, which on the backward worker under torch.distributed holds an all-reduce
-                # that waits for the other rank (the hung run's worker stood here).
+                # From pinned memory, without waiting: a copy from pageable memory waits for the stream.
                 local = local.pin_memory().to(device, non_blocking=True)
             else:
                 local = local.to(device)
@@ -449,7 +409,6 @@ class WgradErrors:
         present = [layer for layer in layers if layer in self.vectors and layer not in self._incomplete]
         if not present:
             return [], None
-        self._join_side_streams()
         return present, torch.cat([self.vectors[layer] for layer in present])
 
 

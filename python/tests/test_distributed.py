@@ -132,7 +132,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, port, out_dir, backward_thread=None, seqs=(16, 16), chunk_bytes=None):
+def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None):
     """`seqs`: each rank's sequence length; `chunk_bytes`: wgrad_error.CHUNK_BYTES (row chunks of E)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if chunk_bytes is not None:
@@ -141,8 +141,7 @@ def worker(rank, port, out_dir, backward_thread=None, seqs=(16, 16), chunk_bytes
     torch.manual_seed(0)  # the same weights on every rank
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
     local = {}
-    bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)),
-                        backward_thread=backward_thread)
+    bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)))
     threads = {"worker": bridge.backward_worker is not None}
     bridge.start_run()
     generator = torch.Generator().manual_seed(100 + rank)  # different data per rank
@@ -269,17 +268,16 @@ class RunLoopOnTwoRanks(unittest.TestCase):
 
 
 class DataParallel(unittest.TestCase):
-    """The observing work in the hooks (the default under torch.distributed)."""
-    backward_thread = None
+    """The observing work in the hooks (always, under torch.distributed)."""
 
     @classmethod
     def setUpClass(cls):
         cls.out = tempfile.mkdtemp(prefix="mxscope-dist-")
-        cls.ranks = run_ranks(worker, (free_port(), cls.out, cls.backward_thread), [os.path.join(cls.out, f"rank{r}.pt") for r in range(WORLD)])
+        cls.ranks = run_ranks(worker, (free_port(), cls.out), [os.path.join(cls.out, f"rank{r}.pt") for r in range(WORLD)])
         cls.records = read_log(cls.ranks[0]["run_dir"])
 
     def test_where_the_observing_work_runs(self):
-        self.assertEqual([rank["worker"] for rank in self.ranks], [bool(self.backward_thread)] * WORLD)
+        self.assertEqual([rank["worker"] for rank in self.ranks], [False] * WORLD)
 
     def test_only_rank_0_publishes_with_layer_names_free_of_the_ddp_wrapper(self):
         self.assertIsNone(self.ranks[1]["run_dir"])
@@ -325,7 +323,7 @@ class DataParallelOtherTokens(unittest.TestCase):
     def test_ranks_cut_the_same_chunks(self):
         out = tempfile.mkdtemp(prefix="mxscope-dist-tokens-")
         # A row of E is 64 × 4 = 256 bytes: 6 rows a chunk; rank 1's ∇Yᵀ (160 tokens) takes 320 bytes a row.
-        ranks = run_ranks(worker, (free_port(), out, None, (16, 40), 6 * 256), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
+        ranks = run_ranks(worker, (free_port(), out, (16, 40), 6 * 256), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
         records = read_log(ranks[0]["run_dir"])
         record = next(r for r in records if r["type"] == "layerStats" and r["step"] == 5 and r["layer"] == "lm_head" and r["gemm"] == "wgrad")
         mean_grad = (ranks[0]["grads"][5] + ranks[1]["grads"][5]) / WORLD
@@ -334,10 +332,25 @@ class DataParallelOtherTokens(unittest.TestCase):
         assert_same_wgrad_errors(self, records, one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), (16, 40)))
 
 
-class DataParallelBackwardThread(DataParallel):
-    """backward_thread=True: the work on the bridge's worker thread, its all-reduces over a group of
-    the bridge's own while DDP all-reduces its buckets from the autograd thread; the same records."""
-    backward_thread = True
+def refuse_backward_thread(rank, port, out_dir):
+    join_gloo(rank, port)
+    model = torch.nn.parallel.DistributedDataParallel(TinyNet())
+    try:
+        bridge_for(model, out_dir, backward_thread=True)
+        refused = None
+    except ValueError as error:
+        refused = str(error)
+    save_result(refused, rank_result(out_dir, rank))
+    end_rank()
+
+
+class BackwardThreadRefused(unittest.TestCase):
+    def test_a_worker_thread_is_refused_under_torch_distributed(self):
+        # Its collectives beside the trainer's hung DDP and FSDP2 on two GPUs.
+        for refused in in_ranks(refuse_backward_thread, "mxscope-dist-thread-"):
+            self.assertIsNotNone(refused, "Bridge(backward_thread=True) was accepted")
+            self.assertIn("backward_thread=True under torch.distributed", refused)
+            self.assertIn("leave backward_thread unset", refused)
 
 
 if __name__ == "__main__":
