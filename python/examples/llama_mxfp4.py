@@ -211,7 +211,7 @@ def main():
         elapsed = time.perf_counter() - started
         if profiling.close() is None and str(step) in args.profile_steps.split(","):
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-            print(f"PROFILE step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n" + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
+            print(f"PROFILE rank {rank} step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n" + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
             if args.trace_dir:
                 os.makedirs(args.trace_dir, exist_ok=True)
                 profiler.export_chrome_trace(os.path.join(args.trace_dir, f"trace-rank{rank}-step{step}.json"))
