@@ -126,11 +126,11 @@ def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, pr
 def mean_parts(chunks, world: int, group) -> Tuple[tuple, Tuple[int, int]]:
     """This rank's part of each chunk, flattened, as the mean over the ranks, and where the part
     lies in the flattened chunk: [start, end). A chunk of n elements is cut in `world` parts of
-    ⌈n / world⌉ (the last one ends in zeros). NCCL reduce-scatters; other backends (gloo)
-    all-reduce the whole chunk in place and keep the part."""
+    ⌈n / world⌉ (the last one ends in zeros). NCCL reduce-scatters; other backends (gloo), and
+    torch before 2.0 (no reduce_scatter_tensor), all-reduce the whole chunk in place and keep the part."""
     import torch.distributed as dist
     rank = dist.get_rank(group)
-    scatter = dist.get_backend(group) == "nccl"
+    scatter = dist.get_backend(group) == "nccl" and hasattr(dist, "reduce_scatter_tensor")
     parts = []
     for chunk in chunks:
         flat = chunk.reshape(-1)
