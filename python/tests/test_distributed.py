@@ -332,6 +332,31 @@ class DataParallelOtherTokens(unittest.TestCase):
         assert_same_wgrad_errors(self, records, one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), (16, 40)))
 
 
+def parts_of_chunks(rank, port, out_dir):
+    """wgrad_error.mean_parts on two chunks of 7 elements (as ∇Ŵ and ∇W) and one of 2 × 3, each
+    rank's values its own."""
+    join_gloo(rank, port)
+    seven = torch.arange(7, dtype=torch.float32) * (rank + 1)
+    odd, odd_where = wgrad_error.mean_parts((seven, seven + 1), WORLD, None)
+    (even,), even_where = wgrad_error.mean_parts((torch.full((2, 3), float(rank + 1)),), WORLD, None)
+    save_result({"odd": [p.clone() for p in odd], "odd_where": odd_where, "even": even.clone(), "even_where": even_where},
+                rank_result(out_dir, rank))
+    end_rank()
+
+
+class MeanParts(unittest.TestCase):
+    def test_each_rank_gets_its_part_of_the_mean_the_last_one_padded_with_zeros(self):
+        first, second = in_ranks(parts_of_chunks, "mxscope-dist-parts-")
+        self.assertEqual((first["odd_where"], second["odd_where"]), ((0, 4), (4, 8)))  # ⌈7 / 2⌉ = 4
+        mean = torch.arange(7, dtype=torch.float32) * 1.5  # (1 + 2) / 2
+        for shift, (a, b) in enumerate(zip(first["odd"], second["odd"])):
+            self.assertTrue(torch.equal(a, mean[:4] + shift))
+            self.assertTrue(torch.equal(b, torch.cat([mean[4:] + shift, torch.zeros(1)])), "the padding is zeros, not the mean of ones")
+        self.assertEqual((first["even_where"], second["even_where"]), ((0, 3), (3, 6)))
+        for rank in (first, second):
+            self.assertTrue(torch.equal(rank["even"], torch.full((3,), 1.5)))
+
+
 def refuse_backward_thread(rank, port, out_dir):
     join_gloo(rank, port)
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())
