@@ -132,8 +132,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None):
-    """`seqs`: each rank's sequence length; `chunk_bytes`: wgrad_error.CHUNK_BYTES (row chunks of E)."""
+def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1):
+    """`seqs`: each rank's sequence length; `chunk_bytes`: wgrad_error.CHUNK_BYTES (row chunks of E);
+    `micro_batches`: backward passes per step (gradient accumulation)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if chunk_bytes is not None:
         wgrad_error.CHUNK_BYTES = chunk_bytes
@@ -141,15 +142,17 @@ def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None):
     torch.manual_seed(0)  # the same weights on every rank
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
     local = {}
-    bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)))
+    bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)),
+                        micro_batches=micro_batches)
     threads = {"worker": bridge.backward_worker is not None}
     bridge.start_run()
     generator = torch.Generator().manual_seed(100 + rank)  # different data per rank
     grads = {}
     for step in range(STEPS):
         bridge.begin_step(step)
-        loss = model(torch.randn(4, seqs[rank], 64, generator=generator).requires_grad_()).pow(2).mean()
-        loss.backward()
+        for _ in range(micro_batches):
+            loss = model(torch.randn(4, seqs[rank], 64, generator=generator).requires_grad_()).pow(2).mean() / micro_batches
+            loss.backward()
         bridge.end_step(loss=loss.item())
         grads[step] = model.module.lm_head.weight.grad.clone()
         model.zero_grad()
@@ -160,22 +163,23 @@ def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None):
     end_rank()
 
 
-def one_process_over_both_ranks(out_dir, seqs=(16, 16)):
+def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1):
     """The run of `worker` in one process, on both ranks' tokens at once: its loss is the mean of the
     ranks' losses, so its gradient is their mean gradient. Each rank's tokens fill whole 32-token
     blocks, so its ∇Ŵ is the ranks' mean ∇Ŵ as well, and so is its Wgrad error."""
     torch.manual_seed(0)
     model = TinyNet()
-    bridge = bridge_for(model, out_dir)
+    bridge = bridge_for(model, out_dir, micro_batches=micro_batches)
     bridge.start_run()
     generators = [torch.Generator().manual_seed(100 + rank) for rank in range(WORLD)]
     for step in range(STEPS):
         bridge.begin_step(step)
-        parts = [torch.randn(4, seq, 64, generator=g).reshape(1, -1, 64) for g, seq in zip(generators, seqs)]
-        y = model(torch.cat(parts, dim=1).requires_grad_())
-        bounds = [0, parts[0].shape[1], parts[0].shape[1] + parts[1].shape[1]]
-        loss = sum(y[:, a:b].pow(2).mean() for a, b in zip(bounds, bounds[1:])) / WORLD
-        loss.backward()
+        for _ in range(micro_batches):
+            parts = [torch.randn(4, seq, 64, generator=g).reshape(1, -1, 64) for g, seq in zip(generators, seqs)]
+            y = model(torch.cat(parts, dim=1).requires_grad_())
+            bounds = [0, parts[0].shape[1], parts[0].shape[1] + parts[1].shape[1]]
+            loss = sum(y[:, a:b].pow(2).mean() for a, b in zip(bounds, bounds[1:])) / WORLD / micro_batches
+            loss.backward()
         bridge.end_step(loss=loss.item())
         model.zero_grad()
     run_dir = bridge.run_dir
@@ -330,6 +334,17 @@ class DataParallelOtherTokens(unittest.TestCase):
         self.assertAlmostEqual(record["wgradError"]["gradNorm"], mean_grad.norm().item(), places=5)
         self.assertIsNotNone(record["wgradError"]["lag1Cos"])
         assert_same_wgrad_errors(self, records, one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), (16, 40)))
+
+
+class DataParallelMicroBatches(unittest.TestCase):
+    """micro_batches=2: each layer's ∇Ŵ and ∇W summed over the step's two backward passes, then
+    reduced whole at end_step, each rank keeping its part."""
+
+    def test_wgrad_error_is_one_process_over_both_ranks_micro_batches(self):
+        out = tempfile.mkdtemp(prefix="mxscope-dist-micro-")
+        ranks = run_ranks(worker, (free_port(), out, (16, 16), None, 2), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
+        reference = one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), micro_batches=2)
+        assert_same_wgrad_errors(self, read_log(ranks[0]["run_dir"]), reference)
 
 
 def parts_of_chunks(rank, port, out_dir):
