@@ -132,9 +132,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1):
+def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1, layer_groups=1):
     """`seqs`: each rank's sequence length; `chunk_bytes`: wgrad_error.CHUNK_BYTES (row chunks of E);
-    `micro_batches`: backward passes per step (gradient accumulation)."""
+    `micro_batches`: backward passes per step (gradient accumulation); `layer_groups`: stats_layer_groups."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if chunk_bytes is not None:
         wgrad_error.CHUNK_BYTES = chunk_bytes
@@ -143,7 +143,7 @@ def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
     local = {}
     bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)),
-                        micro_batches=micro_batches)
+                        micro_batches=micro_batches, stats_layer_groups=layer_groups)
     threads = {"worker": bridge.backward_worker is not None}
     bridge.start_run()
     generator = torch.Generator().manual_seed(100 + rank)  # different data per rank
@@ -163,13 +163,13 @@ def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1
     end_rank()
 
 
-def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1):
+def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1, layer_groups=1):
     """The run of `worker` in one process, on both ranks' tokens at once: its loss is the mean of the
     ranks' losses, so its gradient is their mean gradient. Each rank's tokens fill whole 32-token
     blocks, so its ∇Ŵ is the ranks' mean ∇Ŵ as well, and so is its Wgrad error."""
     torch.manual_seed(0)
     model = TinyNet()
-    bridge = bridge_for(model, out_dir, micro_batches=micro_batches)
+    bridge = bridge_for(model, out_dir, micro_batches=micro_batches, stats_layer_groups=layer_groups)
     bridge.start_run()
     generators = [torch.Generator().manual_seed(100 + rank) for rank in range(WORLD)]
     for step in range(STEPS):
@@ -188,13 +188,13 @@ def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1):
     return read_log(run_dir)
 
 
-def assert_same_wgrad_errors(test, records, reference):
-    """Every Wgrad error record of `records` (stats steps 0 and 5, every layer) against `reference`'s."""
+def assert_same_wgrad_errors(test, records, reference, expected=2 * 5):
+    """Every Wgrad error record of `records` (stats steps 0 and 5: `expected` layers in all) against `reference`'s."""
     def errors(rs):
         return {(r["step"], r["layer"]): r["wgradError"] for r in rs if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
     got, want = errors(records), errors(reference)
     test.assertEqual(sorted(got), sorted(want))
-    test.assertEqual(len(got), 2 * 5)
+    test.assertEqual(len(got), expected)
     for key, error in want.items():
         test.assertIsNotNone(error["lag1Cos"] if key[0] == 5 else 0.0, key)
         for field, value in error.items():
@@ -345,6 +345,20 @@ class DataParallelMicroBatches(unittest.TestCase):
         ranks = run_ranks(worker, (free_port(), out, (16, 16), None, 2), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
         reference = one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), micro_batches=2)
         assert_same_wgrad_errors(self, read_log(ranks[0]["run_dir"]), reference)
+
+
+class DataParallelLayerGroups(unittest.TestCase):
+    """stats_layer_groups=2: each stats step reduces its group's layers; the step before keeps that
+    group's part of E on each rank."""
+
+    def test_wgrad_error_is_one_process_over_both_ranks_layer_groups(self):
+        out = tempfile.mkdtemp(prefix="mxscope-dist-groups-")
+        ranks = run_ranks(worker, (free_port(), out, (16, 16), None, 1, 2), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
+        records = read_log(ranks[0]["run_dir"])
+        reference = one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), layer_groups=2)
+        groups = [{r["layer"] for r in records if r["type"] == "layerStats" and r["step"] == step} for step in (0, 5)]
+        self.assertTrue(groups[0] and groups[1] and not groups[0] & groups[1], f"two disjoint groups, got {groups}")
+        assert_same_wgrad_errors(self, records, reference, expected=5)
 
 
 def parts_of_chunks(rank, port, out_dir):
