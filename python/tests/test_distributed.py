@@ -343,7 +343,8 @@ class DataParallelMicroBatches(unittest.TestCase):
 
     def test_wgrad_error_is_one_process_over_both_ranks_micro_batches(self):
         out = tempfile.mkdtemp(prefix="mxscope-dist-micro-")
-        ranks = run_ranks(worker, (free_port(), out, (16, 16), None, 2), [  # seqs, chunk_bytes, micro_batchesos.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
+        options = ((16, 16), None, 2)  # seqs, chunk_bytes, micro_batches
+        ranks = run_ranks(worker, (free_port(), out, *options), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
         reference = one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), micro_batches=2)
         assert_same_wgrad_errors(self, read_log(ranks[0]["run_dir"]), reference)
 
@@ -354,7 +355,8 @@ class DataParallelLayerGroups(unittest.TestCase):
 
     def test_wgrad_error_is_one_process_over_both_ranks_layer_groups(self):
         out = tempfile.mkdtemp(prefix="mxscope-dist-groups-")
-        ranks = run_ranks(worker, (free_port(), out, (16, 16), None, 1, 2), [  # seqs, chunk_bytes, micro_batches, layer_groupsos.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
+        options = ((16, 16), None, 1, 2)  # seqs, chunk_bytes, micro_batches, layer_groups
+        ranks = run_ranks(worker, (free_port(), out, *options), [os.path.join(out, f"rank{r}.pt") for r in range(WORLD)])
         records = read_log(ranks[0]["run_dir"])
         reference = one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"), layer_groups=2)
         groups = [{r["layer"] for r in records if r["type"] == "layerStats" and r["step"] == step} for step in (0, 5)]
