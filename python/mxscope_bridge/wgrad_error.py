@@ -357,14 +357,12 @@ class WgradErrors:
         self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
 
     def _reduce(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
-        part = None
+        part, err = None, None
         if self.world > 1:  # E and ∇W of the whole data-parallel batch: the mean over ranks, like DDP's gradient
             if self.with_stats:
                 (dwq, dw), part = mean_parts((dwq, dw), self.world, self.group)
             else:  # the step before a stats step needs E alone
-                (dwq,), part = mean_parts((dwq - dw,), self.world, self.group)
-                dw = None
-        err = None
+                (err,), part = mean_parts((dwq - dw,), self.world, self.group)
         if self.with_stats:
             index, (lo, hi) = self._sketch_slice(layer, row0, row1, shape[1], dwq.device, part)
             prev = self.store.get(layer, row0, row1, dwq.device, assemble=part is None) if self.has_prev else None
@@ -373,7 +371,7 @@ class WgradErrors:
             vector = self._vector(layer, dwq.device)
             err = add_error_sums(vector, dwq, dw, prev, index, 5 + lo, 5 + self.sketch_size + lo, write_e=self.keep)
         if self.keep:  # after the sums: the chunk's E_{t−1} has been read from the buffer it overwrites
-            self.store.put(layer, row0, row1, err if err is not None else dwq if dw is None else dwq - dw)
+            self.store.put(layer, row0, row1, err if err is not None else dwq - dw)
 
     def _vector(self, layer: str, device) -> torch.Tensor:
         vector = self.vectors.get(layer)
