@@ -181,6 +181,7 @@ def main():
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     generator = torch.Generator(device="cpu").manual_seed(1000 + rank)
     times = {True: [], False: []}
+    profile_steps = set(args.profile_steps.split(","))
     peak = {True: 0.0, False: 0.0}  # GiB, max_memory_allocated over each kind of block
     by_kind = {}
     loop_started = time.perf_counter()
@@ -193,7 +194,7 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize()
         profiling = contextlib.ExitStack()
-        if str(step) in args.profile_steps.split(","):
+        if str(step) in profile_steps:
             profiler = profiling.enter_context(torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]))
         started = time.perf_counter()
         if with_bridge:
@@ -209,7 +210,7 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         loss_value = loss.item()
         elapsed = time.perf_counter() - started
-        if profiling.close() is None and str(step) in args.profile_steps.split(","):
+        if profiling.close() is None and str(step) in profile_steps:
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
             print(f"PROFILE rank {rank} step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n" + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
             if args.trace_dir:
@@ -219,7 +220,7 @@ def main():
         if device.type == "cuda":
             peak[with_bridge] = max(peak[with_bridge], torch.cuda.max_memory_allocated(device) / 2**30)
             torch.cuda.reset_peak_memory_stats(device)
-        if step >= args.warmup and str(step) not in args.profile_steps.split(","):
+        if step >= args.warmup and str(step) not in profile_steps:
             times[with_bridge].append(elapsed)
             by_kind.setdefault(step_kind(step, args.stats_every) if with_bridge else "plain", []).append(elapsed)
         if rank == 0 and step % 10 == 0:
