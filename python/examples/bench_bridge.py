@@ -202,7 +202,7 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
     config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms,
                         stats_layer_groups=groups)
     bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
-                    log=lambda line: None, handle_exit=False)
+                    log=lambda line: None, handle_exit=False, backward_thread=not args.no_backward_thread)
     bridge.start_run(name="bench observe")
     k = 0
 
@@ -261,10 +261,14 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
     parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables and timelines (trace-*.json, for trace_gaps.py) of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
+    parser.add_argument("--no-backward-thread", action="store_true",
+                        help="the bridge's backward work in the hooks, on autograd's thread (what torch.distributed runs), not on its worker thread")
     parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats steps here")
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir
+    if PROFILE_DIR:
+        os.makedirs(PROFILE_DIR, exist_ok=True)
     _time_hooks()
     write_host_profile = _profile_hooks(args.host_profile) if args.host_profile else None
     import gc
@@ -286,7 +290,7 @@ def main():
         for groups in ([] if args.skip_observe else [int(v) for v in args.layer_groups.split(",") if v]):
             samples = Samples()
             dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups)
-            mode = "observe (hooks)" if groups == 1 else f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery)"
+            mode = ("observe (hooks, no worker thread)" if args.no_backward_thread else "observe (hooks)") if groups == 1 else f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery)"
             plain = samples.mean("plain")
             on = samples.mean("stats", "pre", "off")
             per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}
@@ -308,7 +312,7 @@ def main():
             print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
             GC_MS.clear()
             hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
-            print("  host ms of the bridge's backward work per step (its worker thread) " + json.dumps(hook_ms), flush=True)
+            print(f"  host ms of the bridge's backward work per step ({'autograd' if args.no_backward_thread else 'its worker'} thread) " + json.dumps(hook_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)

@@ -105,7 +105,9 @@ def main():
     chunk = x[:, :2048].t()  # a ∇Yᵀ chunk of an observed Wgrad: the quantized values and the exact product's row-major copy
     apart = timed(lambda: (mx_ops.quantize_operand(chunk, gemm, rt, draws, "b", torch.bfloat16, out_row_major=True), chunk.contiguous()))
     fused = timed(lambda: mx_ops.quantize_operand_and_copy(chunk, gemm, rt, draws, "b", torch.bfloat16))
-    print(f"∇Yᵀ chunk {tuple(chunk.shape)}: values then .contiguous() {apart:.3f} ms, values and copy in one pass {fused:.3f} ms")
+    with_stats = timed(lambda: mx_ops.quantize_operand_and_copy(chunk, gemm, rt, draws, "b", torch.bfloat16, True))
+    print(f"∇Yᵀ chunk {tuple(chunk.shape)}: values then .contiguous() {apart:.3f} ms, values and copy in one pass {fused:.3f} ms, "
+          f"with stats (a stats step's) {with_stats:.3f} ms")
     xs = x[:, :2048]
     ms_view = timed(lambda: torch.mm(chunk, xs, out_dtype=torch.float32))
     ms_copy = timed(lambda: torch.mm(chunk.contiguous(), xs, out_dtype=torch.float32))
