@@ -179,35 +179,63 @@ function benchFrames(): string[] {
   return frames;
 }
 
-/** µs of CPU (this process) per frame that `work` takes, over three rounds of `frames`. */
-function cpuPerFrame(frames: readonly string[], work: (frame: string) => unknown): number {
-  const begin = process.cpuUsage();
-  for (let round = 0; round < 3; round++) for (const frame of frames) work(frame);
-  const cpu = process.cpuUsage(begin);
-  return (cpu.user + cpu.system) / (3 * frames.length);
-}
+/** µs of CPU per frame that each kind of work took in its passes over the frames. */
+type PassTimes<K extends string> = Record<K, number[]>;
 
 /**
- * µs of CPU per frame of JSON.parse alone, after a full GC where the process allows one
- * (--expose-gc, as `npm run bench` runs it): the floor, without collecting what ran before it.
+ * µs of CPU (this process) per frame of each kind of `work`, one pass over `frames` each, in turns,
+ * `passes` times, each pass after a full GC where the process allows one (--expose-gc, as `npm run
+ * bench` runs it), so no pass collects what ran before it. On this shared VM one pass of JSON.parse
+ * alone read anywhere from 5.9 to 9.7 µs a frame within one process and minute, and a single pass of
+ * parse + validation could read below one of parse alone: a baseline is a median of passes taken
+ * in turns, never one pass.
  */
-function parseFloor(frames: readonly string[]): number {
-  (globalThis as { gc?: () => void }).gc?.();
-  return cpuPerFrame(frames, (frame) => JSON.parse(frame));
+function passTimes<K extends string>(frames: readonly string[], work: Record<K, (frame: string) => unknown>, passes: number): PassTimes<K> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const kinds = Object.keys(work) as K[];
+  const times = Object.fromEntries(kinds.map((kind) => [kind, [] as number[]])) as PassTimes<K>;
+  for (let pass = 0; pass < passes; pass++) {
+    for (const kind of kinds) {
+      gc?.();
+      const begin = process.cpuUsage();
+      for (const frame of frames) work[kind](frame);
+      const cpu = process.cpuUsage(begin);
+      times[kind].push((cpu.user + cpu.system) / frames.length);
+    }
+  }
+  return times;
 }
 
-/** Per-record CPU time (µs, this process) of the same frames: JSON.parse alone, with validation, and into a store and alerts (no ws). */
-function baselines(frames: readonly string[]): { parse: number; parseAndCheck: number; noWs: number } {
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** "median µs (min–max of N passes)". */
+function spread(values: readonly number[]): string {
+  return `${median(values).toFixed(1)} µs CPU/record (median of ${values.length} passes, ${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
+}
+
+const FLOOR_PASSES = 7;
+
+/** JSON.parse alone of the frames, FLOOR_PASSES passes: the floor's samples. */
+function parseFloor(frames: readonly string[], passes = FLOOR_PASSES): number[] {
+  return passTimes(frames, { parse: (frame) => JSON.parse(frame) }, passes).parse;
+}
+
+/** Per-record CPU time (µs, this process) of the same frames, in turns: JSON.parse alone, with validation, and into a store and alerts (no ws). */
+function baselines(frames: readonly string[]): PassTimes<'parse' | 'parseAndCheck' | 'noWs'> {
   const layers = syntheticLayers();
-  const rate = (work: (frame: string) => unknown) => cpuPerFrame(frames, work);
-  rate((frame) => JSON.parse(frame)); // warm-up
   const store = hostStore();
   store.ingest({ ...syntheticRunStarted('bench', 300, 10), layers }); // its layers are declared: the store keeps their stats
-  return {
-    parse: rate((frame) => JSON.parse(frame)),
-    parseAndCheck: rate((frame) => check(serverMessageSchema, JSON.parse(frame))),
-    noWs: rate((frame) => store.ingest(check(serverMessageSchema, JSON.parse(frame)) as TelemetryRecord)),
+  const work = {
+    parse: (frame: string) => JSON.parse(frame),
+    parseAndCheck: (frame: string) => check(serverMessageSchema, JSON.parse(frame)),
+    noWs: (frame: string) => store.ingest(check(serverMessageSchema, JSON.parse(frame)) as TelemetryRecord),
   };
+  passTimes(frames, work, 1); // warm-up
+  return passTimes(frames, work, FLOOR_PASSES);
 }
 
 function retainedMiB(steps: number): number {
@@ -236,9 +264,9 @@ async function main(): Promise<void> {
   const frames = benchFrames();
   const base = baselines(frames);
   console.log('(CPU figures are CPU time of this process per layer-stat record; they hold under contention, wall-clock rates do not)');
-  console.log(`baseline JSON.parse alone:               ${base.parse.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parse)} records per CPU-second`);
-  console.log(`baseline JSON.parse + validation:        ${base.parseAndCheck.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.parseAndCheck)} records per CPU-second`);
-  console.log(`parse + validation + store + alerts, no ws: ${base.noWs.toFixed(1)} µs CPU/record → ${fmt(1e6 / base.noWs)} records per CPU-second`);
+  console.log(`baseline JSON.parse alone:               ${spread(base.parse)} → ${fmt(1e6 / median(base.parse))} records per CPU-second`);
+  console.log(`baseline JSON.parse + validation:        ${spread(base.parseAndCheck)} → ${fmt(1e6 / median(base.parseAndCheck))} records per CPU-second`);
+  console.log(`parse + validation + store + alerts, no ws: ${spread(base.noWs)} → ${fmt(1e6 / median(base.noWs))} records per CPU-second`);
   // --paced alone: the paced run and its floors, for a CPU profile of the steady path (`node --cpu-prof`).
   const pacedOnly = process.argv.includes('--paced');
   const flat = pacedOnly ? undefined : await ingestThroughWs(150, 0);
@@ -247,10 +275,10 @@ async function main(): Promise<void> {
   // and disagreed with the paced measurement by 10-25%).
   const paced = await ingestThroughWs(150, 20_000);
   // The floor again, right after: on a shared machine the load changes within the minute the ws
-  // runs take, and JSON.parse slows with it. The ratios are to the mean of both.
+  // runs take, and JSON.parse slows with it. The ratios are to the median of the passes before and after.
   const parseAfter = parseFloor(frames);
-  const floor = (base.parse + parseAfter) / 2;
-  console.log(`JSON.parse alone again, after the ws runs: ${parseAfter.toFixed(1)} µs CPU/record; the floor below is the mean, ${floor.toFixed(1)} µs`);
+  const floor = median([...base.parse, ...parseAfter]);
+  console.log(`JSON.parse alone again, after the ws runs: ${spread(parseAfter)}; the floor below is the median of all ${base.parse.length + parseAfter.length} passes, ${floor.toFixed(1)} µs`);
   const ratio = (stretch: Stretch) => `${stretch.perRecordUs.toFixed(1)} µs CPU/record = ${(stretch.perRecordUs / floor).toFixed(2)}× the JSON.parse floor`;
   const kernel = (stretch: Stretch) => `(system ${(stretch.systemShare * 100).toFixed(0)}%, ${fmt(stretch.pageFaults)} page faults)`;
   if (flat) console.log(`ws → client → store + alerts, flat out:   ${fmt(flat.records / flat.seconds)} records/s wall, host CPU ${(flat.cpuFraction * 100).toFixed(0)}% of a core, ${ratio(flat)}`);
@@ -278,9 +306,9 @@ async function main(): Promise<void> {
 async function compareWith(dir: string, frames: readonly string[]): Promise<void> {
   const other = await codeAt(dir);
   for (const [label, code] of [['this checkout', THIS_CODE], [dir, other], [dir, other], ['this checkout', THIS_CODE], ['this checkout', THIS_CODE], [dir, other]] as const) {
-    const before = parseFloor(frames);
+    const before = parseFloor(frames, 5);
     const run = await ingestThroughWs(150, 20_000, code);
-    const floor = (before + parseFloor(frames)) / 2;
+    const floor = median([...before, ...parseFloor(frames, 5)]);
     const x = (stretch: Stretch) => `${(stretch.perRecordUs / floor).toFixed(2)}×`;
     console.log(`paced at 20,000/s, ${label}: ${run.perRecordUs.toFixed(1)} µs CPU/record = ${x(run)} its JSON.parse floor of ${floor.toFixed(1)} µs; filling ${x(run.filling)} (${run.filling.pageFaults.toLocaleString('en-US')} page faults), full ${run.full.perRecordUs.toFixed(1)} µs = ${x(run.full)} (system ${(run.full.systemShare * 100).toFixed(0)}%); host CPU ${(run.cpuFraction * 100).toFixed(0)}%`);
   }
