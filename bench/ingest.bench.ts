@@ -212,7 +212,7 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
-/** "median µs (min–max of N passes)". */
+/** "M µs CPU/record (median of N passes, min–max)". */
 function spread(values: readonly number[]): string {
   return `${median(values).toFixed(1)} µs CPU/record (median of ${values.length} passes, ${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
 }

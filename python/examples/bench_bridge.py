@@ -157,7 +157,8 @@ TIMED = {"now": False}
 
 def _time_hooks():
     """Wall time spent inside the bridge's backward-time work, per step kind (host time: launches
-    and Python, on the bridge's backward worker thread beside autograd's; the GPU runs behind it)."""
+    and Python, on the bridge's backward worker thread beside autograd's, or with
+    --no-backward-thread on autograd's; the GPU runs behind it)."""
     from mxscope_bridge import observe
     inner = observe._observe
 
@@ -305,6 +306,7 @@ def main():
                 rows.append((tokens, n, f"{mode}, per-kind medians", "plain bf16 median", median["plain"], derived,
                              samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every, "statsLayerGroups": groups,
+                            "backwardThread": not args.no_backward_thread,
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)

@@ -145,12 +145,25 @@ class TritonKernels(unittest.TestCase):
     def test_the_copy_made_in_the_quantizing_pass_is_the_operand_itself(self):
         # ∇Yᵀ chunks of an observed Wgrad: a transposed view, quantized to contiguous values while the
         # same pass writes its exact contiguous copy (for the exact ∇W), with stats into a shared row.
-        # Contiguous values of a transposed view leave the kernel through a layout of their own
-        # (mxfp4_gluon's STORE_ALONG_K): they must equal the values laid out like the view.
+        # Contiguous values of a transposed view leave the Gluon kernel through a layout of their own
+        # (mxfp4_gluon's STORE_ALONG_K): they must equal the values laid out like the view. (Where a
+        # rotation's block does not divide the tokens, the view is first padded into a row-major copy.)
         checked = 0
+        launched_along_k = []
+        gluon_expected = mxfp4_gluon.gluon is not None and mxfp4_gluon.UNUSABLE is None
+        if gluon_expected:
+            relaunch = mxfp4_gluon._launch_stats
+
+            def recorded(programs, args, constexprs, **options):
+                launched_along_k.append(constexprs["STORE_ALONG_K"])
+                return relaunch(programs, args, constexprs, **options)
+            patcher = mock.patch.object(mxfp4_gluon, "_launch_stats", recorded)
+            patcher.start()
+            self.addCleanup(patcher.stop)
         for seed, (tokens, out) in enumerate([(256, 2048), (2048, 256), (37, 96), (300, 64)]):
             dy = hostile((tokens, out), seed).to(torch.bfloat16).cuda()
-            for g in (gemm(), gemm("hadamard", 32), gemm("fixed-sign-hadamard", 32), gemm("hadamard", 32, "stochastic")):
+            for g in (gemm(), gemm("none", 32, "stochastic"), gemm("hadamard", 32), gemm("fixed-sign-hadamard", 32),
+                      gemm("hadamard", 32, "stochastic")):
                 a = dy[:, 8:].t()
                 results = []
                 for layout in ("like a", "contiguous", "contiguous, with the copy"):
@@ -173,6 +186,9 @@ class TritonKernels(unittest.TestCase):
                 self.assert_same(results[2], results[0], f"{(tokens, out)} {g} contiguous values with the copy")
                 checked += 1
         self.assertGreaterEqual(checked, 8)
+        if gluon_expected:  # the Gluon kernel made them, through its store layout (not the Triton kernel after a failure)
+            self.assertIsNone(mxfp4_gluon.UNUSABLE, "the Gluon kernel gave up: the Triton kernel made every layout")
+            self.assertIn(True, launched_along_k, "no launch stored its values along K")
 
     def test_error_sums_kernel_equals_the_torch_sums(self):
         generator = torch.Generator(device="cuda").manual_seed(3)
