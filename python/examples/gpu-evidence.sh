@@ -5,7 +5,8 @@
 # observes a column- then row-parallel Linear pair on two ranks and unsharded on one GPU (tp_pair.py).
 # Figures land in $OUT (or /tmp/mxscope-evidence). STEPS and BUDGET (seconds per mode) scale each run;
 # LAYER_GROUPS (default 1) passes --stats-layer-groups to the llama runs; BATCH and SEQ (default 4 and
-# 512) are each rank's sequences per step and their length.
+# 512) are each rank's sequences per step and their length. Modes ending in -rank (ddp-observe-rank,
+# fsdp-observe-rank, ...) run with --wgrad-error-scope rank: each rank's own Wgrad error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -19,10 +20,12 @@ python3 -c 'import torch, transformers; print("torch", torch.__version__, "trans
 for mode in "$@"; do
   echo "=== $mode"
   observe=""; [[ $mode == *-observe* ]] && observe=--observe
-  case $mode in
+  scope=batch; [[ $mode == *-rank ]] && scope=rank
+  case ${mode%-rank} in
     ddp | fsdp | ddp-observe | fsdp-observe)  # -observe: bf16 with hooks only, against plain bf16
       parallel=${mode%%-*}
-      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" "${shape[@]}" \
+      torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" \
+        --wgrad-error-scope "$scope" "${shape[@]}" \
         --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
     tp)
       CUDA_VISIBLE_DEVICES=0 python3 examples/tp_pair.py --out "$out/tp-single.ndjson" >"$out/tp-single.log" 2>&1

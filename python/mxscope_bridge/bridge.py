@@ -33,7 +33,7 @@ import torch
 from . import __version__, compile_stance, emulate as emulation_module, gc_freeze, stats
 from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
-from .config import GEMM_KINDS, check_gemm, check_layer_groups, run_config
+from .config import GEMM_KINDS, check_gemm, check_layer_groups, check_wgrad_error_scope, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
@@ -145,15 +145,16 @@ class Bridge:
         self._stance = None
         #: observed layers already named for running no GEMM on a stats step
         self._named_silent: Set[str] = set()
-        #: where the hooks' backward-time work runs (None: in the hooks, as under torch.distributed)
+        #: where the hooks' backward-time work runs this run (None: in the hooks, as under
+        #: torch.distributed when backward reduces the Wgrad error across the ranks)
         self.backward_worker: Optional[BackwardWorker] = None
-        if backward_thread is None:
-            backward_thread = self.world == 1
         if backward_thread and self.world > 1:
             raise ValueError("backward_thread=True under torch.distributed: a worker thread's collectives beside the trainer's hung DDP "
-                             "and FSDP2 runs on 2 × H100 (docs/bridge.md, Distributed); leave backward_thread unset")
-        if backward_thread:
-            self.backward_worker = BackwardWorker()
+                             "and FSDP2 runs on 2 × H100 (docs/bridge.md, Distributed); leave backward_thread unset "
+                             "(runs with wgradErrorScope 'rank' issue no collective in backward and use the worker by themselves)")
+        self._worker = BackwardWorker() if backward_thread is not False else None
+        if self.world == 1:
+            self.backward_worker = self._worker
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -304,7 +305,11 @@ class Bridge:
         self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
-        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, self.world, self.group, self._micro_batches)
+        # Each rank's own error (scope "rank") reduces nothing in backward, so the worker cannot
+        # issue a collective beside the trainer's: it runs there too.
+        per_rank = config.get("wgradErrorScope", "batch") == "rank"
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if per_rank else self.world, self.group, self._micro_batches)
+        self.backward_worker = self._worker if self.world == 1 or per_rank else None
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
@@ -530,6 +535,7 @@ class Bridge:
         for kind in GEMM_KINDS:
             check_gemm(config["gemms"][kind], f"config.gemms.{kind}")
         check_layer_groups(config)
+        check_wgrad_error_scope(config)
         infos = [layer_info(n, m, 0, 0, a) for n, m, a in self.layers]
         return rotation_fits(infos, config["gemms"], self.misfit)
 
@@ -584,6 +590,8 @@ class Bridge:
             self._on_local_stats(step, rows, operand_part.to("cpu", copy=True))
         wgrad_layers, wgrad_vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
         if self.world > 1:
+            if wgrad_vector is not None and self.config.get("wgradErrorScope") == "rank":  # each rank's whole sums: their mean
+                wgrad_vector = wgrad_vector / self.world
             operand_part, wgrad_vector = self._sum_over_ranks(operand_part, wgrad_vector)
         if self.rank != 0:
             return None

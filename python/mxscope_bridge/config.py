@@ -24,10 +24,14 @@ def default_gemms(gemm: dict = FP32_GEMM) -> Dict[str, dict]:
 
 def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, tokens_per_step: int = 0, stats_every: int = 10,
                sketch_size: int = 64, eval_every: int = 0, data: str = "", gemms: Dict[str, dict] = None,
-               model: Dict[str, Any] = None, optimizer: Dict[str, Any] = None, stats_layer_groups: int = 1) -> dict:
+               model: Dict[str, Any] = None, optimizer: Dict[str, Any] = None, stats_layer_groups: int = 1,
+               wgrad_error_scope: str = "batch") -> dict:
     """A RunConfig; `model` and `optimizer` are free-form maps of numbers, strings and booleans.
     `stats_layer_groups` = N > 1 (opt-in): each stats step reports one N-th of the layers in turn
-    (exact stats, each layer every stats_every * N steps) for an N-th of the cost."""
+    (exact stats, each layer every stats_every * N steps) for an N-th of the cost.
+    `wgrad_error_scope` = "rank" (opt-in, data parallelism): each rank's own Wgrad error, averaged over
+    the ranks at the step's end, instead of the error of the ranks' mean gradient (see
+    WGRAD_ERROR_SCOPES); in one process the two are the same."""
     config = {
         "preset": preset, "seed": seed, "steps": steps, "tokensPerStep": tokens_per_step, "statsEvery": stats_every,
         "sketchSize": sketch_size, "evalEvery": eval_every, "data": data, "gemms": copy.deepcopy(gemms or default_gemms()),
@@ -35,8 +39,25 @@ def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, token
     }
     if stats_layer_groups != 1:
         config["statsLayerGroups"] = stats_layer_groups
+    if wgrad_error_scope != "batch":
+        config["wgradErrorScope"] = wgrad_error_scope
     check_layer_groups(config)
+    check_wgrad_error_scope(config)
     return config
+
+
+#: What a run's Wgrad error describes under data parallelism (protocol 1.4, RunConfig.wgradErrorScope):
+#: "batch" (absent), the error of the gradient averaged over the ranks, whose E each layer's backward
+#: reduces across the ranks as it runs; "rank", each rank's own GEMM on its own micro-batch, no
+#: collective in backward, the ranks' sums and sketch entries averaged once at end_step.
+WGRAD_ERROR_SCOPES = ("batch", "rank")
+
+
+def check_wgrad_error_scope(config: dict) -> None:
+    """Refuses a wgradErrorScope that is not one of WGRAD_ERROR_SCOPES, naming them."""
+    scope = config.get("wgradErrorScope", "batch")
+    if not isinstance(scope, str) or scope not in WGRAD_ERROR_SCOPES:
+        raise ConfigError(f"wgradErrorScope: expected one of {', '.join(WGRAD_ERROR_SCOPES)}, got {scope!r}")
 
 
 def check_layer_groups(config: dict) -> None:

@@ -18,9 +18,7 @@ def run_log(inline: bool, stats_every: int, around_observe, train_steps) -> list
     running as around_observe(inner, *args); inline: in the hooks (no backward worker)."""
     torch.manual_seed(0)
     model = TinyNet()
-    bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=stats_every)
-    if inline:
-        bridge.backward_worker = None
+    bridge = bridge_for(model, tempfile.mkdtemp(), stats_every=stats_every, **({"backward_thread": False} if inline else {}))
     inner = observe._observe
     with mock.patch.object(observe, "_observe", lambda *args: around_observe(inner, *args)):
         bridge.start_run()

@@ -132,9 +132,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1, layer_groups=1):
+def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1, layer_groups=1, scope="batch"):
     """`seqs`: each rank's sequence length; `chunk_bytes`: wgrad_error.CHUNK_BYTES (row chunks of E);
-    `micro_batches`: backward passes per step (gradient accumulation); `layer_groups`: stats_layer_groups."""
+    `micro_batches`: backward passes per step (gradient accumulation); `layer_groups`: stats_layer_groups;
+    `scope`: wgrad_error_scope."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if chunk_bytes is not None:
         wgrad_error.CHUNK_BYTES = chunk_bytes
@@ -143,9 +144,9 @@ def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1
     model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
     local = {}
     bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)),
-                        micro_batches=micro_batches, stats_layer_groups=layer_groups)
-    threads = {"worker": bridge.backward_worker is not None}
+                        micro_batches=micro_batches, stats_layer_groups=layer_groups, wgrad_error_scope=scope)
     bridge.start_run()
+    threads = {"worker": bridge.backward_worker is not None}
     generator = torch.Generator().manual_seed(100 + rank)  # different data per rank
     grads = {}
     for step in range(STEPS):
@@ -163,22 +164,23 @@ def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1
     end_rank()
 
 
-def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1, layer_groups=1):
+def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1, layer_groups=1, ranks=tuple(range(WORLD))):
     """The run of `worker` in one process, on both ranks' tokens at once: its loss is the mean of the
     ranks' losses, so its gradient is their mean gradient. Each rank's tokens fill whole 32-token
-    blocks, so its ∇Ŵ is the ranks' mean ∇Ŵ as well, and so is its Wgrad error."""
+    blocks, so its ∇Ŵ is the ranks' mean ∇Ŵ as well, and so is its Wgrad error.
+    `ranks=(r,)`: on rank r's tokens alone, its loss and gradient rank r's own."""
     torch.manual_seed(0)
     model = TinyNet()
     bridge = bridge_for(model, out_dir, micro_batches=micro_batches, stats_layer_groups=layer_groups)
     bridge.start_run()
-    generators = [torch.Generator().manual_seed(100 + rank) for rank in range(WORLD)]
+    generators = [torch.Generator().manual_seed(100 + rank) for rank in ranks]
     for step in range(STEPS):
         bridge.begin_step(step)
         for _ in range(micro_batches):
-            parts = [torch.randn(4, seq, 64, generator=g).reshape(1, -1, 64) for g, seq in zip(generators, seqs)]
+            parts = [torch.randn(4, seqs[rank], 64, generator=g).reshape(1, -1, 64) for g, rank in zip(generators, ranks)]
             y = model(torch.cat(parts, dim=1).requires_grad_())
-            bounds = [0, parts[0].shape[1], parts[0].shape[1] + parts[1].shape[1]]
-            loss = sum(y[:, a:b].pow(2).mean() for a, b in zip(bounds, bounds[1:])) / WORLD / micro_batches
+            bounds = [0] + [sum(part.shape[1] for part in parts[:i + 1]) for i in range(len(parts))]
+            loss = sum(y[:, a:b].pow(2).mean() for a, b in zip(bounds, bounds[1:])) / len(ranks) / micro_batches
             loss.backward()
         bridge.end_step(loss=loss.item())
         model.zero_grad()
@@ -362,6 +364,58 @@ class DataParallelLayerGroups(unittest.TestCase):
         groups = [{r["layer"] for r in records if r["type"] == "layerStats" and r["step"] == step} for step in (0, 5)]
         self.assertTrue(groups[0] and groups[1] and not groups[0] & groups[1], f"two disjoint groups, got {groups}")
         assert_same_wgrad_errors(self, records, reference, expected=5)
+
+
+class DataParallelPerRank(unittest.TestCase):
+    """wgrad_error_scope "rank": each rank's own Wgrad error, reduced nowhere in backward (so the
+    backward worker runs the observing work), the ranks' sums and sketches averaged at end_step."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = tempfile.mkdtemp(prefix="mxscope-dist-rank-")
+        options = ((16, 16), None, 1, 1, "rank")  # seqs, chunk_bytes, micro_batches, layer_groups, scope
+        cls.ranks = run_ranks(worker, (free_port(), cls.out, *options), [os.path.join(cls.out, f"rank{r}.pt") for r in range(WORLD)])
+        cls.records = read_log(cls.ranks[0]["run_dir"])
+
+    def test_the_backward_worker_runs_the_observing_work_on_every_rank(self):
+        self.assertEqual([rank["worker"] for rank in self.ranks], [True] * WORLD)
+
+    def test_runstarted_carries_the_scope(self):
+        started = next(r for r in self.records if r["type"] == "runStarted")
+        self.assertEqual(started["config"]["wgradErrorScope"], "rank")
+
+    def test_histograms_are_still_the_sum_of_the_ranks(self):
+        published = {(r["step"], r["layer"], r["gemm"], o["operand"]): o["histogram"] for r in self.records if r["type"] == "layerStats" for o in r["operands"]}
+        keys, vectors0 = self.ranks[0]["local"][5]
+        vectors1 = self.ranks[1]["local"][5][1]
+        for row, key in enumerate(keys):
+            self.assertEqual(published[(5, *key)], stats.operand_stats(key[2], (vectors0[row] + vectors1[row]).tolist())["histogram"], key)
+
+    def test_wgrad_error_is_the_mean_of_each_ranks_own(self):
+        def errors(records):
+            return {(r["step"], r["layer"]): r["wgradError"] for r in records if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
+        own = [errors(one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-own-"), ranks=(rank,))) for rank in range(WORLD)]
+        got = errors(self.records)
+        self.assertEqual(sorted(got), sorted(own[0]))
+        self.assertEqual(len(got), 2 * 5)
+
+        def close(a, b, scale, what):
+            self.assertAlmostEqual(a, b, delta=1e-5 * max(1.0, abs(scale)), msg=what)
+        for key, error in got.items():
+            ranks = [o[key] for o in own]
+            self.assertNotAlmostEqual(ranks[0]["errNorm"], ranks[1]["errNorm"], places=6, msg="ranks saw different data")
+            grad_sq = sum(r["gradNorm"] ** 2 for r in ranks) / WORLD
+            err_sq = sum(r["errNorm"] ** 2 for r in ranks) / WORLD
+            close(error["gradNorm"], grad_sq ** 0.5, error["gradNorm"], f"{key} gradNorm")
+            close(error["errNorm"], err_sq ** 0.5, error["errNorm"], f"{key} errNorm")
+            err_dot_grad = sum(r["cosErrGrad"] * r["errNorm"] * r["gradNorm"] for r in ranks) / WORLD
+            close(error["cosErrGrad"], err_dot_grad / (err_sq * grad_sq) ** 0.5, 1.0, f"{key} cosErrGrad")
+            for field in ("sketch", "sketchPrev") if key[0] == 5 else ("sketch",):
+                scale = max(abs(v) for v in error[field])
+                for i, value in enumerate(error[field]):
+                    close(value, sum(r[field][i] for r in ranks) / WORLD, scale, f"{key} {field}[{i}]")
+            if key[0] == 5:  # the step before kept each rank's own E
+                self.assertTrue(-1 <= error["lag1Cos"] <= 1, key)
 
 
 def parts_of_chunks(rank, port, out_dir):

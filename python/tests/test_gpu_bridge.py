@@ -37,9 +37,9 @@ def scribble():
 def run(model, observed, out_dir, steps=6, inline=False, autocast=True, update_before_end_step=False, **kwargs):
     """A short run's layerStats. inline: the hooks' work runs in the hooks (no backward worker);
     update_before_end_step: the optimizer steps and the trainer fills freed memory with NaN before end_step."""
-    bridge = bridge_for(observed, out_dir, gemms=mx_gemms("hadamard"), stats_every=3, **kwargs)
     if inline:
-        bridge.backward_worker = None
+        kwargs["backward_thread"] = False
+    bridge = bridge_for(observed, out_dir, gemms=mx_gemms("hadamard"), stats_every=3, **kwargs)
     bridge.start_run()
     generator = torch.Generator(device="cuda").manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1 if update_before_end_step else 0.01)
