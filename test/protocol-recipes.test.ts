@@ -25,7 +25,7 @@ const config: RunConfig = {
 };
 
 test('protocol 1.2: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
-  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 3 });
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 4 });
   check(runConfigSchema, config);
   const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
   check(runConfigSchema, recipes);
@@ -40,6 +40,14 @@ test('protocol 1.3: statsLayerGroups is optional, an integer from 1 to 1024', ()
   check(runConfigSchema, { ...config, statsLayerGroups: 1024 });
   for (const bad of [0, 1025, 2.5, '4']) {
     assert.throws(() => check(runConfigSchema, { ...config, statsLayerGroups: bad }), /\.statsLayerGroups/, `statsLayerGroups ${JSON.stringify(bad)}`);
+  }
+});
+
+test('protocol 1.4: wgradErrorScope is optional, batch or rank', () => {
+  check(runConfigSchema, { ...config, wgradErrorScope: 'batch' });
+  check(runConfigSchema, { ...config, wgradErrorScope: 'rank' });
+  for (const bad of ['global', 'Rank', 1, null]) {
+    assert.throws(() => check(runConfigSchema, { ...config, wgradErrorScope: bad }), /\.wgradErrorScope: expected one of "batch", "rank"/, `wgradErrorScope ${JSON.stringify(bad)}`);
   }
 });
 

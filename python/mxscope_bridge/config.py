@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 from .precision import PRECISIONS
 from .rotation import HADAMARD_BLOCKS, ROTATIONS
 
-from .protocol import GEMM_KINDS, ROUNDINGS
+from .protocol import GEMM_KINDS, ROUNDINGS, WGRAD_ERROR_SCOPES
 
 FP32_GEMM = {"precision": "fp32", "rotation": "none", "hadamardBlock": 16, "rounding": "nearest-even", "srPrescale": False}
 
@@ -30,8 +30,8 @@ def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, token
     `stats_layer_groups` = N > 1 (opt-in): each stats step reports one N-th of the layers in turn
     (exact stats, each layer every stats_every * N steps) for an N-th of the cost.
     `wgrad_error_scope` = "rank" (opt-in, data parallelism): each rank's own Wgrad error, averaged over
-    the ranks at the step's end, instead of the error of the ranks' mean gradient (see
-    WGRAD_ERROR_SCOPES); in one process the two are the same."""
+    the ranks at the step's end, instead of the error of the ranks' mean gradient
+    (check_wgrad_error_scope); in one process the two are the same."""
     config = {
         "preset": preset, "seed": seed, "steps": steps, "tokensPerStep": tokens_per_step, "statsEvery": stats_every,
         "sketchSize": sketch_size, "evalEvery": eval_every, "data": data, "gemms": copy.deepcopy(gemms or default_gemms()),
@@ -46,15 +46,11 @@ def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, token
     return config
 
 
-#: What a run's Wgrad error describes under data parallelism (protocol 1.4, RunConfig.wgradErrorScope):
-#: "batch" (absent), the error of the gradient averaged over the ranks, whose E each layer's backward
-#: reduces across the ranks as it runs; "rank", each rank's own GEMM on its own micro-batch, no
-#: collective in backward, the ranks' sums and sketch entries averaged once at end_step.
-WGRAD_ERROR_SCOPES = ("batch", "rank")
-
-
 def check_wgrad_error_scope(config: dict) -> None:
-    """Refuses a wgradErrorScope that is not one of WGRAD_ERROR_SCOPES, naming them."""
+    """Refuses a wgradErrorScope (protocol 1.4) that is not one of WGRAD_ERROR_SCOPES, naming them:
+    "batch" (absent), the error of the gradient averaged over the ranks, whose E each layer's backward
+    reduces across the ranks as it runs; "rank", each rank's own GEMM on its own micro-batch, no
+    collective in backward, the ranks' sums and sketch entries averaged once at end_step."""
     scope = config.get("wgradErrorScope", "batch")
     if not isinstance(scope, str) or scope not in WGRAD_ERROR_SCOPES:
         raise ConfigError(f"wgradErrorScope: expected one of {', '.join(WGRAD_ERROR_SCOPES)}, got {scope!r}")

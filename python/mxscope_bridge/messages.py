@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Optional
 
 from .jsonlimits import JsonRefused, loads_bounded
 from .protocol import (CLIENT_MESSAGE_TYPES, ERROR_CODES, GEMM_KINDS, GEMM_OPERANDS, HADAMARD_BLOCKS, LIMITS, PRECISIONS, ROTATIONS,
-                       ROUNDINGS, RUN_END_STATUSES, SERVER_MESSAGE_TYPES, TELEMETRY_TYPES)
+                       ROUNDINGS, RUN_END_STATUSES, SERVER_MESSAGE_TYPES, TELEMETRY_TYPES, WGRAD_ERROR_SCOPES)
 from .schema import (MAX_DOUBLE, MAX_SAFE_INTEGER, MISSING, Invalid, array_of, boolean, has_unknown_type, int_in, iso_date_time,
                      literal, non_neg_int, nullable, num, num_in, obj, optional, partial_of, record_of, refined, string, union)
 
@@ -32,7 +32,7 @@ gemm_config_schema = obj(_gemm_fields)
 run_config_schema = obj({
     "preset": string(128), "seed": non_neg_int, "steps": non_neg_int, "tokensPerStep": non_neg_int,
     "statsEvery": int_in(1, 1_000_000), "statsLayerGroups": optional(int_in(1, 1024)),  # protocol 1.3, optional
-    "wgradErrorScope": optional(literal("batch", "rank")),  # protocol 1.4, optional
+    "wgradErrorScope": optional(literal(*WGRAD_ERROR_SCOPES)),  # protocol 1.4, optional
     "sketchSize": int_in(0, 4096), "evalEvery": non_neg_int, "data": string(4096),
     "gemms": obj({kind: gemm_config_schema for kind in GEMM_KINDS}),
     "model": record_of(_scalar, 64), "optimizer": record_of(_scalar, 64),

@@ -29,6 +29,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     tokensPerStep: config?.tokensPerStep ?? 0,
     statsEvery: config?.statsEvery ?? 1,
     ...(config?.statsLayerGroups !== undefined ? { statsLayerGroups: config.statsLayerGroups } : {}),
+    ...(config?.wgradErrorScope !== undefined ? { wgradErrorScope: config.wgradErrorScope } : {}),
     layers: run.layers.map((layer) => layer.name),
     divergedAt: divergedAt ?? endedDiverged,
     sketchSize: config?.sketchSize ?? 0,

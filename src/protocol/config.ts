@@ -102,6 +102,10 @@ export function gemmRecipeProblems(kind: GemmKind, config: GemmConfig, reduction
 
 export type GemmConfigs = Record<GemmKind, GemmConfig>;
 
+/** What a run's Wgrad error describes under data parallelism (RunConfig.wgradErrorScope). */
+export const WGRAD_ERROR_SCOPES = ['batch', 'rank'] as const;
+export type WgradErrorScope = (typeof WGRAD_ERROR_SCOPES)[number];
+
 /**
  * What a run was started with. Core fields are typed; publisher-specific details (model shape,
  * optimizer) are free-form maps so any trainer can describe itself.
@@ -122,6 +126,16 @@ export interface RunConfig {
    * reports exactly every statsEvery · statsLayerGroups steps. What is reported stays exact.
    */
   statsLayerGroups?: number;
+  /**
+   * Optional (protocol 1.4), absent = 'batch'. What each layerStats.wgradError describes when the
+   * publisher trains on several data-parallel ranks. 'batch': the error of the step's gradient, the
+   * mean over the ranks (E is reduced across the ranks as each layer's backward runs). 'rank'
+   * (opt-in, cheaper: no collective in backward): each rank's own Wgrad GEMM on its own micro-batch,
+   * the record giving the mean over the ranks of each rank's sums (‖E‖², ‖∇W‖², ⟨E, ∇W⟩ and the
+   * lag-1 terms, so the norms are root-mean-squares over the ranks) and of its sketch entries.
+   * With one process the two are the same.
+   */
+  wgradErrorScope?: WgradErrorScope;
   /** Number of fixed indices per layer at which the Wgrad error is sampled (see LayerInfo.sketchIndices). */
   sketchSize: number;
   /** Validation every `evalEvery` steps; 0 = never. */
@@ -170,6 +184,7 @@ export const runConfigSchema: Schema<RunConfig> = object<RunConfig>({
   tokensPerStep: nonNegInt,
   statsEvery: intIn(1, 1_000_000),
   statsLayerGroups: optional(intIn(1, 1024)),
+  wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
   sketchSize: intIn(0, 4096),
   evalEvery: nonNegInt,
   data: str(4096),
@@ -239,6 +254,11 @@ export function describeGemm(config: GemmConfig): string {
   const rule = config.precision !== 'nvfp4' && scaleRuleOf(config) !== 'floor' ? scaleRuleOf(config) : '';
   const tiles = config.precision === 'nvfp4' && config.nvfp4Weight2d ? '2D' : '';
   return [config.precision, recipe, rule, tiles].filter((part) => part !== '').join(' · ');
+}
+
+/** What a run's Wgrad error describes (RunConfig.wgradErrorScope), in the words views show. */
+export function wgradErrorScopeLabel(scope: WgradErrorScope | undefined): string {
+  return scope === 'rank' ? "each rank's own, mean over ranks" : 'whole batch';
 }
 
 /**

@@ -2,7 +2,7 @@
 // python/mxscope_bridge/protocol.json (`npm run protocol:python`) so the Python bridge reads the
 // TypeScript definitions instead of copying them; test/protocol/python-json.test.ts fails when the
 // committed file is stale.
-import { describeGemm, GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, ROTATIONS, ROUNDINGS, type GemmConfig } from './config.js';
+import { describeGemm, GEMM_KINDS, HADAMARD_BLOCKS, PRECISIONS, ROTATIONS, ROUNDINGS, WGRAD_ERROR_SCOPES, type GemmConfig } from './config.js';
 import { GEMM_OPERANDS, LIMITS, OPERANDS, RUN_END_STATUSES, RUN_STATUSES, TELEMETRY_TYPES } from './telemetry.js';
 import { CLIENT_MESSAGE_TYPES, ERROR_CODES, PROTOCOL_VERSION, SERVER_MESSAGE_TYPES } from './wire.js';
 
@@ -36,6 +36,7 @@ export function protocolJson(): string {
     rotations: ROTATIONS,
     hadamardBlocks: HADAMARD_BLOCKS,
     roundings: ROUNDINGS,
+    wgradErrorScopes: WGRAD_ERROR_SCOPES,
     runEndStatuses: RUN_END_STATUSES,
     runStatuses: RUN_STATUSES,
     telemetryTypes: TELEMETRY_TYPES,

@@ -1,7 +1,7 @@
 // Messages between the extension host and the dashboard webview. One discriminated union per
 // direction; both sides validate what they receive. Series travel columnar (parallel arrays) so a
 // 10,000-step run is a few arrays, not 10,000 objects.
-import { GEMM_KINDS, type GemmKind } from './config.js';
+import { GEMM_KINDS, WGRAD_ERROR_SCOPES, type GemmKind, type WgradErrorScope } from './config.js';
 import { OPERANDS, RUN_STATUSES, SCALE_KINDS, type Operand, type RunStatus, type ScaleKind } from './telemetry.js';
 import { GRID_METRICS, LAYER_METRICS, type GridMetric } from './layer-metrics.js';
 import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
@@ -18,6 +18,8 @@ export interface RunInfo {
   statsEvery: number;
   /** The run config's opt-in statsLayerGroups (absent: 1, every layer at every stats step). */
   statsLayerGroups?: number;
+  /** The run config's opt-in wgradErrorScope (absent: 'batch', the error of the ranks' mean gradient). */
+  wgradErrorScope?: WgradErrorScope;
   /** Layer names in model order. */
   layers: string[];
   /** The step whose loss diverged (non-finite or run ended `diverged`), if any. */
@@ -234,6 +236,7 @@ const runInfoSchema = object<RunInfo>({
   tokensPerStep: nonNegInt,
   statsEvery: intIn(1, 1_000_000),
   statsLayerGroups: optional(intIn(1, 1024)),
+  wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
   layers: arrayOf(layerName, 100_000),
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),

@@ -20,7 +20,7 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
   await page.waitForSelector('table.runs-table tr.clickable');
   const differing = await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent));
   assert.deepEqual(differing, ['Fprop', 'Dgrad', 'Wgrad', 'Seed'], 'rotation and seed differ; steps, stats and outcome agree');
-  assert.match((await page.textContent('.runs-view p.note')) ?? '', /3 runs; 4 of 7 settings differ/);
+  assert.match((await page.textContent('.runs-view p.note')) ?? '', /3 runs; 4 of 8 settings differ/);
   const column = (i: number) => page.$$eval('table.runs-table tr.clickable', (rows, k) => rows.map((row) => row.children[k]!.textContent), i);
   await page.click('table.runs-table th:has-text("Seed")');
   await settle(page);
@@ -29,7 +29,7 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
   await settle(page);
   assert.deepEqual(await column(4), ['3', '2', '1'], 'a second click sorts descending');
   assert.deepEqual((await uiState(page)).runsSort, { column: 4, descending: true });
-  assert.deepEqual(await column(7), ['completed', 'completed', 'completed']);
+  assert.deepEqual(await column(8), ['completed', 'completed', 'completed']);
   await page.click('table.runs-table tr.clickable:has-text("mxfp4 · H16")');
   await page.waitForSelector('.loss-view .loss-chart canvas');
   await settle(page);
@@ -54,6 +54,31 @@ test('Runs table: the Layer stats column labels a run whose stats steps each rep
   assert.deepEqual(byName['bf16 baseline'], { value: 'every 20 steps', cls: '' });
   assert.deepEqual(byName['mxfp4 · RHT16'], { value: 'every 20 steps, 1 of 4 layer groups each (a layer every 80)', cls: 'differs' });
   assert.ok((await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent))).includes('Layer stats'));
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Runs table and Wgrad error correlation: a run measuring each rank\'s own Wgrad error says so', async () => {
+  const perRank = recordedRuns().map((record) =>
+    record.type === 'runStarted' && record.runId === 'rht' ? { ...record, config: { ...record.config, wgradErrorScope: 'rank' as const } } : record,
+  );
+  const host = await openDashboard(browser, 'light', { before: (h) => h.ingest(perRank) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Runs');
+  await page.waitForSelector('table.runs-table tr.clickable');
+  const cells = await page.$$eval('table.runs-table tr.clickable', (rows) => rows.map((row) => [row.children[0]!.textContent, row.children[7]!.textContent, row.children[7]!.className]));
+  const byName = Object.fromEntries(cells.map(([name, value, cls]) => [name, { value, cls }]));
+  assert.deepEqual(byName['bf16 baseline'], { value: 'whole batch', cls: '' });
+  assert.deepEqual(byName['mxfp4 · RHT16'], { value: "each rank's own, mean over ranks", cls: 'differs' });
+  assert.ok((await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent))).includes('Wgrad error'));
+
+  await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
+  await clickTab(page, 'Wgrad error correlation');
+  const titles = await page.$$eval('.correlation-view .panel-title', (hs) => hs.map((h) => h.textContent ?? ''));
+  assert.equal(titles.length, 2);
+  assert.doesNotMatch(titles.find((t) => t.includes('H16'))!, /Wgrad error:/, 'the default scope goes unsaid');
+  assert.match(titles.find((t) => t.includes('RHT16'))!, / · Wgrad error: each rank's own, mean over ranks$/);
   assert.deepEqual(host.errors, []);
   await page.close();
 });

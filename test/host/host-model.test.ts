@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mergeRunConfig } from '../../src/protocol/index.js';
+import { mergeRunConfig, wgradErrorScopeLabel } from '../../src/protocol/index.js';
 import { combineChanges, isEmptyChange } from '../../src/live/next-run-change.js';
 import { describeGemms, modeOf, precisionChange, rotationChange, recipeSummary, ROTATION_MODES } from '../../src/host/model/rotation-modes.js';
 import { configRows, runRow } from '../../src/host/model/run-tree.js';
@@ -80,6 +80,16 @@ test('runs view "stats every" row names the opt-in layer groups and how often ea
   const cadence = (runId: string) => configRows(store.get(runId)!.summary).find((r) => r.label === 'stats every')?.value;
   assert.equal(cadence('all'), `${baseConfig.statsEvery} steps`);
   assert.equal(cadence('grouped'), `${baseConfig.statsEvery} steps, 1 of 4 layer groups each (a layer every ${baseConfig.statsEvery * 4} steps)`);
+});
+
+test('runs view names a run that measures each rank\'s own Wgrad error, and no row for the default', () => {
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'batch', name: 'batch', startedAt: 't', trainer: { name: 'x', version: '1' }, config: { ...baseConfig, wgradErrorScope: 'batch' }, layers: [] });
+  store.ingest({ type: 'runStarted', runId: 'rank', name: 'rank', startedAt: 't', trainer: { name: 'x', version: '1' }, config: { ...baseConfig, wgradErrorScope: 'rank' }, layers: [] });
+  const scope = (runId: string) => configRows(store.get(runId)!.summary).find((r) => r.label === 'Wgrad error')?.value;
+  assert.equal(scope('batch'), undefined);
+  assert.equal(scope('rank'), "each rank's own, mean over ranks");
+  assert.equal(scope('rank'), wgradErrorScopeLabel('rank'), 'the dashboard\'s words');
 });
 
 test('runs view GEMM rows say where the rotation was padded or skipped and when the stats are simulated', () => {

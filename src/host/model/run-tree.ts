@@ -94,6 +94,9 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
     { label: t('steps'), value: config.steps === 0 ? t('open-ended') : String(config.steps) },
     { label: t('tokens/step'), value: String(config.tokensPerStep) },
     { label: t('stats every'), value: statsCadence(config.statsEvery, config.statsLayerGroups ?? 1) },
+    // Only the opt-in is named (wgradErrorScopeLabel's words, localized): by default, and with one
+    // process, the error is the whole batch's.
+    ...(config.wgradErrorScope === 'rank' ? [{ label: t('Wgrad error'), value: t("each rank's own, mean over ranks") }] : []),
     { label: t('seed'), value: String(config.seed) },
     { label: t('data'), value: config.data },
   ];

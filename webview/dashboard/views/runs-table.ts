@@ -2,6 +2,7 @@
 // block and rounding; seed; steps; outcome), columns whose values differ highlighted (and the cells
 // that differ from the most common value), sortable by any column; a row shows that run alone on
 // the Loss tab.
+import { wgradErrorScopeLabel } from '../../../src/protocol/config.js';
 import type { RunInfo } from '../../../src/protocol/webview.js';
 import { activatable, element, type Context, type View } from '../context.js';
 
@@ -20,6 +21,7 @@ const COLUMNS: Column[] = [
   { title: 'Seed', value: (run) => (run.seed === undefined ? '—' : String(run.seed)), key: (run) => run.seed ?? -Infinity },
   { title: 'Steps', value: (run) => (run.steps === undefined ? '—' : run.steps === 0 ? 'open-ended' : String(run.steps)), key: (run) => run.steps ?? -Infinity },
   { title: 'Layer stats', value: statsCadence },
+  { title: 'Wgrad error', value: (run) => wgradErrorScopeLabel(run.wgradErrorScope) },
   { title: 'Outcome', value: outcome },
 ];
 
