@@ -11,6 +11,10 @@ host-bound. Relaunching saved 8-12 µs of host time per MXFP4 launch on the H100
 facts Triton specializes on (so two calls with one key get one kernel from Triton too), and calls its
 launcher directly the next time. A first launch, Triton's launch hooks (a profiler such as proton
 sets them) and an older Triton without `triton.knobs` all take Triton's own path.
+
+A first launch whose compile fails in Triton's MLIR pass pipeline is compiled once more: on the H100
+machines (Triton 3.6, 27 Nov 2026) the pipeline crashed once on a kernel and specialization that it
+compiled on every other run of the same GPU test, and a crash there would end the trainer's step.
 """
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ try:  # an older Triton without knobs: every launch takes Triton's own path
     from triton.runtime.driver import driver
 except ImportError:  # pragma: no cover - depends on the install
     knobs = driver = None
+
+#: What Triton's compiler raises when its MLIR pass pipeline fails (a crash, not a diagnosis of the kernel).
+PIPELINE_FAILED = "PassManager::run failed"
 
 _I32 = 2 ** 31
 _U63 = 2 ** 63
@@ -50,6 +57,8 @@ class Relauncher:
         self.fn = fn
         self._kernels: Dict[Tuple, Any] = {}
         self.direct_launches = 0
+        #: compiles tried again after a crash of Triton's MLIR pass pipeline
+        self.pipeline_retries = 0
 
     def __call__(self, programs: int, args: Sequence[Any], constexprs: Dict[str, Any], **options) -> None:
         if driver is None:
@@ -59,10 +68,21 @@ class Relauncher:
         key = (device, specialization_key(args), *constexprs.values(), *options.items())
         kernel = self._kernels.get(key)
         if kernel is None or _hooked(knobs.runtime.launch_enter_hook) or _hooked(knobs.runtime.launch_exit_hook):
-            kernel = self.fn[(programs,)](*args, **constexprs, **options)
+            kernel = self._compiled_launch(programs, args, constexprs, options)
             if getattr(kernel, "run", None) is not None and hasattr(kernel, "packed_metadata"):
                 self._kernels[key] = kernel
             return
         stream = driver.active.get_current_stream(device)
         kernel.run(programs, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, *args, *constexprs.values())
         self.direct_launches += 1
+
+    def _compiled_launch(self, programs: int, args: Sequence[Any], constexprs: Dict[str, Any], options: Dict[str, Any]):
+        """Triton's own launch (which compiles on a cache miss), tried a second time when the compile
+        crashed in the MLIR pass pipeline; any other error, or a second crash, is raised."""
+        try:
+            return self.fn[(programs,)](*args, **constexprs, **options)
+        except RuntimeError as error:
+            if PIPELINE_FAILED not in str(error):
+                raise
+            self.pipeline_retries += 1
+            return self.fn[(programs,)](*args, **constexprs, **options)

@@ -21,14 +21,19 @@ class FakeKernel:
 
 
 class FakeJit:
-    """Triton's `fn[grid](*args, **kwargs)`: compiles (here: logs) and returns the compiled kernel."""
+    """Triton's `fn[grid](*args, **kwargs)`: compiles (here: logs) and returns the compiled kernel;
+    the first `failures` launches raise `failure` instead, as a compile that crashed."""
 
-    def __init__(self):
+    def __init__(self, failures=0, failure="PassManager::run failed"):
         self.log = []
+        self.failures, self.failure = failures, failure
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             self.log.append(("triton", grid, args, kwargs))
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError(self.failure)
             return FakeKernel(self.log)
         return launch
 
@@ -55,6 +60,23 @@ class Relauncher(unittest.TestCase):
         self.assertEqual(self.fn.log[0][1:], ((7,), (self.x, 32, 2.5), dict(HB=32, STATS=True, num_warps=2)))
         self.assertEqual(self.fn.log[1][1:], (9, 1, 1, 1234, "function", "metadata", None, None, None, self.x, 64, 0.5, 32, True))
         self.assertEqual(self.launch.direct_launches, 1)
+
+    def test_a_compile_that_crashed_in_the_mlir_pipeline_is_tried_once_more_and_its_kernel_kept(self):
+        self.fn.failures = 1
+        self.launch(7, (self.x, 32, 2.5), dict(HB=32), num_warps=1)
+        self.launch(7, (self.x, 32, 2.5), dict(HB=32), num_warps=1)
+        self.assertEqual(self.kinds(), ["triton", "triton", "direct"])
+        self.assertEqual(self.launch.pipeline_retries, 1)
+
+    def test_a_second_pipeline_crash_and_any_other_compile_error_are_raised(self):
+        self.fn.failures = 2
+        with self.assertRaisesRegex(RuntimeError, "PassManager::run failed"):
+            self.launch(7, (self.x, 32, 2.5), dict(HB=32), num_warps=1)
+        self.assertEqual(self.kinds(), ["triton", "triton"])
+        other = triton_launch.Relauncher(FakeJit(failures=1, failure="out of resource: shared memory"))
+        with self.assertRaisesRegex(RuntimeError, "out of resource"):
+            other(7, (self.x, 32, 2.5), dict(HB=32), num_warps=1)
+        self.assertEqual(len(other.fn.log), 1, "no second try for an error that is the kernel's")
 
     def test_what_triton_specializes_on_gets_a_launch_of_its_own(self):
         base = ((self.x, 32, 2.5), dict(HB=32), dict(num_warps=2))
