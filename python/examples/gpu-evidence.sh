@@ -20,7 +20,11 @@ python3 -c 'import torch, transformers; print("torch", torch.__version__, "trans
 for mode in "$@"; do
   echo "=== $mode"
   observe=""; [[ $mode == *-observe* ]] && observe=--observe
-  scope=batch; [[ $mode == *-rank ]] && scope=rank
+  scope=batch
+  if [[ $mode == *-rank ]]; then
+    scope=rank
+    [[ $mode =~ ^(ddp|fsdp)(-observe)?-rank$ ]] || { echo "$mode: -rank is for the ddp and fsdp modes"; continue; }
+  fi
   case ${mode%-rank} in
     ddp | fsdp | ddp-observe | fsdp-observe)  # -observe: bf16 with hooks only, against plain bf16
       parallel=${mode%%-*}
@@ -35,7 +39,8 @@ for mode in "$@"; do
         --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
   esac
   echo "exit $?"
-  grep -hE '^(RESULTS|REDUCTION)|rank 0:|Error|error' "$out/$mode"*.log | cut -c1-1500 | tail -n 8
+  logs=("$out/$mode.log"); [ "$mode" = tp ] && logs=("$out/tp-single.log" "$out/tp-sharded.log")
+  grep -hE '^(RESULTS|REDUCTION)|rank 0:|Error|error' "${logs[@]}" | cut -c1-1500 | tail -n 8
   if [ "$mode" = hadamard ] && [ -f "$out/hadamard.json" ]; then
     run_dir=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runDir"])' "$out/hadamard.json")
     gzip -c "$run_dir/telemetry.ndjson" >"$out/hadamard-telemetry.ndjson.gz"

@@ -7,11 +7,12 @@ runs the items in the order they came, on the stream and device the hook saw, so
 their results are those of running them in the hook. The queue is short (DEPTH items): a hook waits
 while it is full, which bounds the activations and gradients held beyond autograd's own use.
 
-One process only: under torch.distributed the work all-reduces, and collectives issued from this
-thread beside the trainer's, even over a process group of the bridge's own on a stream of its own,
-hung DDP and FSDP2 runs on 2 × H100 (docs/bridge.md, Distributed). There the work stays in the
-hooks, on the autograd thread that issues the trainer's own collectives, in the same order on every
-rank.
+Under torch.distributed only in runs with wgradErrorScope "rank", whose work issues no collective
+(each rank's own Wgrad error, reduced at end_step). Otherwise the work all-reduces, and collectives
+issued from this thread beside the trainer's, even over a process group of the bridge's own on a
+stream of its own, hung DDP and FSDP2 runs on 2 × H100 (docs/bridge.md, Distributed): there the work
+stays in the hooks, on the autograd thread that issues the trainer's own collectives, in the same
+order on every rank. A DTensor operand is gathered in the hook, before the work is queued.
 """
 from __future__ import annotations
 

@@ -128,6 +128,8 @@ class Bridge:
         self._layer_infos: List[dict] = []
         self._micro_batches = micro_batches
         self._errors: Optional[WgradErrors] = None
+        #: this run's wgradErrorScope is "rank": each rank's own Wgrad error, reduced only at end_step
+        self._per_rank = False
         #: per capturing step: what the hooks carry from forward (and checkpoint recomputes) to backward
         self.observing = ObserveState()
         self._step_started = 0.0
@@ -307,9 +309,9 @@ class Bridge:
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
         # Each rank's own error (scope "rank") reduces nothing in backward, so the worker cannot
         # issue a collective beside the trainer's: it runs there too.
-        per_rank = config.get("wgradErrorScope", "batch") == "rank"
-        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if per_rank else self.world, self.group, self._micro_batches)
-        self.backward_worker = self._worker if self.world == 1 or per_rank else None
+        self._per_rank = config.get("wgradErrorScope", "batch") == "rank"
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if self._per_rank else self.world, self.group, self._micro_batches)
+        self.backward_worker = self._worker if self.world == 1 or self._per_rank else None
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
@@ -590,7 +592,7 @@ class Bridge:
             self._on_local_stats(step, rows, operand_part.to("cpu", copy=True))
         wgrad_layers, wgrad_vector = self._errors.records_vector([info["name"] for info in self._layer_infos])
         if self.world > 1:
-            if wgrad_vector is not None and self.config.get("wgradErrorScope") == "rank":  # each rank's whole sums: their mean
+            if wgrad_vector is not None and self._per_rank:  # each rank's whole sums: the all-reduce gives their mean
                 wgrad_vector = wgrad_vector / self.world
             operand_part, wgrad_vector = self._sum_over_ranks(operand_part, wgrad_vector)
         if self.rank != 0:
@@ -602,8 +604,10 @@ class Bridge:
                          self._errors.without_prev)
 
     def _sum_over_ranks(self, operand_part: torch.Tensor, wgrad_vector: Optional[torch.Tensor]):
-        """One all-reduce a stats step: the ranks' operand sums, and their parts of the Wgrad error
-        sums and sketches (each rank summed its part of every chunk: WgradErrors)."""
+        """One all-reduce a stats step: the ranks' operand sums, and their Wgrad error sums and
+        sketches: under wgradErrorScope "batch" each rank's part of every chunk (WgradErrors), under
+        "rank" each rank's whole sums over world. Like the histograms, the vectors add up element by
+        element: every rank's backward must have reached the same layers (a data-parallel model's do)."""
         if wgrad_vector is None:
             torch.distributed.all_reduce(operand_part, group=self.group)
             return operand_part, None

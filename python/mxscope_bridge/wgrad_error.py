@@ -6,9 +6,10 @@ layer's Wgrad: on a stats step each layer's sums (‖∇W‖², ‖E‖², ⟨E,
 full for ⟨E,E_{t−1}⟩, waits in pinned host memory from the step before; on the stats step it comes
 back a few layers ahead of use, in the order the step before stored it, on a side stream.
 
-Under torch.distributed each rank ends up with one part (1/world) of every chunk, summed over the
-ranks (a reduce-scatter, not an all-reduce: half the bytes on the wire at two ranks), and keeps the
-sums, sketch entries and E_{t−1} of its part alone; end_step adds the ranks' vectors up.
+Under torch.distributed (`world` > 1) each rank ends up with one part (1/world) of every chunk, summed
+over the ranks (a reduce-scatter, not an all-reduce: half the bytes on the wire at two ranks), and
+keeps the sums, sketch entries and E_{t−1} of its part alone; end_step adds the ranks' vectors up. A
+run with wgradErrorScope "rank" gives each rank world = 1 here: its own whole E, nothing reduced.
 
 Several micro-batches per step (gradient accumulation) need E and ∇W summed before any norm:
 `Bridge(micro_batches=N)` keeps them on the device until end_step (weight-sized memory).
