@@ -40,38 +40,39 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
   await page.close();
 });
 
-test('Runs table: the Layer stats column labels a run whose stats steps each report one layer group', async () => {
-  const grouped = recordedRuns().map((record) =>
-    record.type === 'runStarted' && record.runId === 'rht' ? { ...record, config: { ...record.config, statsLayerGroups: 4 } } : record,
+/**
+ * The dashboard of the recorded runs, the RHT16 run's config changed by `config`, on the Runs tab:
+ * the page, and each run's cell of column `column` (its text and class) by run name.
+ */
+async function runsColumn(theme: 'light' | 'dark', config: Record<string, unknown>, column: number) {
+  const records = recordedRuns().map((record) =>
+    record.type === 'runStarted' && record.runId === 'rht' ? { ...record, config: { ...record.config, ...config } } : record,
   );
-  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(grouped) });
+  const host = await openDashboard(browser, theme, { before: (h) => h.ingest(records) });
   const { page } = host;
   await page.waitForSelector('.loss-view .loss-chart canvas');
   await clickTab(page, 'Runs');
   await page.waitForSelector('table.runs-table tr.clickable');
-  const cells = await page.$$eval('table.runs-table tr.clickable', (rows) => rows.map((row) => [row.children[0]!.textContent, row.children[6]!.textContent, row.children[6]!.className]));
-  const byName = Object.fromEntries(cells.map(([name, value, cls]) => [name, { value, cls }]));
+  const cells = await page.$$eval('table.runs-table tr.clickable', (rows, k) => rows.map((row) => [row.children[0]!.textContent, row.children[k]!.textContent, row.children[k]!.className]), column);
+  const differing = await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent));
+  return { host, byName: Object.fromEntries(cells.map(([name, value, cls]) => [name, { value, cls }])), differing };
+}
+
+test('Runs table: the Layer stats column labels a run whose stats steps each report one layer group', async () => {
+  const { host, byName, differing } = await runsColumn('dark', { statsLayerGroups: 4 }, 6);
   assert.deepEqual(byName['bf16 baseline'], { value: 'every 20 steps', cls: '' });
   assert.deepEqual(byName['mxfp4 · RHT16'], { value: 'every 20 steps, 1 of 4 layer groups each (a layer every 80)', cls: 'differs' });
-  assert.ok((await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent))).includes('Layer stats'));
+  assert.ok(differing.includes('Layer stats'));
   assert.deepEqual(host.errors, []);
-  await page.close();
+  await host.page.close();
 });
 
 test('Runs table and Wgrad error correlation: a run measuring each rank\'s own Wgrad error says so', async () => {
-  const perRank = recordedRuns().map((record) =>
-    record.type === 'runStarted' && record.runId === 'rht' ? { ...record, config: { ...record.config, wgradErrorScope: 'rank' as const } } : record,
-  );
-  const host = await openDashboard(browser, 'light', { before: (h) => h.ingest(perRank) });
+  const { host, byName, differing } = await runsColumn('light', { wgradErrorScope: 'rank' }, 7);
   const { page } = host;
-  await page.waitForSelector('.loss-view .loss-chart canvas');
-  await clickTab(page, 'Runs');
-  await page.waitForSelector('table.runs-table tr.clickable');
-  const cells = await page.$$eval('table.runs-table tr.clickable', (rows) => rows.map((row) => [row.children[0]!.textContent, row.children[7]!.textContent, row.children[7]!.className]));
-  const byName = Object.fromEntries(cells.map(([name, value, cls]) => [name, { value, cls }]));
   assert.deepEqual(byName['bf16 baseline'], { value: 'whole batch', cls: '' });
   assert.deepEqual(byName['mxfp4 · RHT16'], { value: "each rank's own, mean over ranks", cls: 'differs' });
-  assert.ok((await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent))).includes('Wgrad error'));
+  assert.ok(differing.includes('Wgrad error'));
 
   await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
   await clickTab(page, 'Wgrad error correlation');
