@@ -21,21 +21,7 @@ report=$(mktemp --suffix=.xml)
 trap 'rm -f "$report"' EXIT
 "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml="$report" tests
 status=$?
-read -r passed failed < <("$PYTHON" - "$report" <<'PY'
-import sys
-import xml.etree.ElementTree as ET
-try:
-    root = ET.parse(sys.argv[1]).getroot()
-except (OSError, ET.ParseError):
-    print(0, 1)
-    raise SystemExit
-suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-total = sum(int(s.get("tests", 0)) for s in suites)
-failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
-skipped = sum(int(s.get("skipped", 0)) for s in suites)
-print(total - failed - skipped, failed)
-PY
-)
+read -r passed failed < <("$PYTHON" tests/junit_summary.py "$report")
 if [ "$status" = 5 ] || [ $((passed + failed)) = 0 ]; then
   echo "run-tests: no Python test ran (pytest exit $status): the tests folder or its collection is broken" >&2
   failed=$((failed > 0 ? failed : 1))
