@@ -40,7 +40,7 @@ for mode in "$@"; do
   esac
   echo "exit $?"
   logs=("$out/$mode.log"); [ "$mode" = tp ] && logs=("$out/tp-single.log" "$out/tp-sharded.log")
-  grep -hE '^(RESULTS|REDUCTION)|rank 0:|Error|error' "${logs[@]}" | cut -c1-1500 | tail -n 8
+  grep -hE '^(RESULTS|REDUCTION|STEP KINDS)|rank 0:|Error|error' "${logs[@]}" | cut -c1-1500 | tail -n 8
   if [ "$mode" = hadamard ] && [ -f "$out/hadamard.json" ]; then
     run_dir=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runDir"])' "$out/hadamard.json")
     gzip -c "$run_dir/telemetry.ndjson" >"$out/hadamard-telemetry.ndjson.gz"

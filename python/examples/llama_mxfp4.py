@@ -262,6 +262,9 @@ def main():
         # The scatter of a few slow steps does not move the medians as it moves the means.
         results["overheadByPerKindMedians"] = bridge_step_ms(median, args.stats_every) / median["plain"] - 1
     print("RESULTS " + json.dumps(results), flush=True)
+    # A few steps of each kind: the median alone hides how far apart they lie.
+    print("STEP KINDS " + "; ".join(f"{kind} n={len(values)} median {median[kind]:.1f} ms ({min(values) * 1000:.1f}-{max(values) * 1000:.1f})"
+                                     for kind, values in sorted(by_kind.items())), flush=True)
     if args.results:
         with open(args.results, "w") as f:
             json.dump(results, f, indent=2)
