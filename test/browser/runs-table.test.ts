@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
 import { recordedRuns } from './fixtures.js';
 import { launchChromium, openDashboard } from './harness.js';
-import { chartLabel, clickTab, settle, uiState } from './page-helpers.js';
+import { chartLabel, clickTab, settle, uiState, waitText } from './page-helpers.js';
 
 let browser: Browser;
 before(async () => {
@@ -67,7 +67,7 @@ test('Runs table: the Layer stats column labels a run whose stats steps each rep
   await host.page.close();
 });
 
-test('Runs table and Wgrad error correlation: a run measuring each rank\'s own Wgrad error says so', async () => {
+test('A run measuring each rank\'s own Wgrad error says so: Runs table, Wgrad error correlation, layer heatmap, layer overview', async () => {
   const { host, byName, differing } = await runsColumn('light', { wgradErrorScope: 'rank' }, 7);
   const { page } = host;
   assert.deepEqual(byName['bf16 baseline'], { value: 'whole batch', cls: '' });
@@ -80,6 +80,20 @@ test('Runs table and Wgrad error correlation: a run measuring each rank\'s own W
   assert.equal(titles.length, 2);
   assert.doesNotMatch(titles.find((t) => t.includes('H16'))!, /Wgrad error:/, 'the default scope goes unsaid');
   assert.match(titles.find((t) => t.includes('RHT16'))!, / · Wgrad error: each rank's own, mean over ranks$/);
+
+  // Compared on a Wgrad column (the default), the overview names the per-rank run.
+  await clickTab(page, 'Layer overview');
+  await waitText(page, '.overview-view p.note', "mxfp4 · RHT16: Wgrad error: each rank's own, mean over ranks.");
+  assert.doesNotMatch((await page.textContent('.overview-view p.note')) ?? '', /H16:/);
+  for (const [runId, said] of [['rht', true], ['h16', false]] as const) {
+    await host.send({ type: 'focus', mode: 'single', runIds: [runId] });
+    await clickTab(page, 'Layer heatmap');
+    await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
+    assert.equal(/Wgrad error: each rank's own, mean over ranks\.$/.test((await page.textContent('.layer-heatmap-view p.note')) ?? ''), said, `${runId} heatmap note`);
+    await clickTab(page, 'Layer overview');
+    await waitText(page, '.overview-view p.note', 'Click a header to sort');
+    assert.equal(((await page.textContent('.overview-view p.note')) ?? '').endsWith("Wgrad error: each rank's own, mean over ranks (the Wgrad columns)."), said, `${runId} overview note`);
+  }
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -12,6 +12,7 @@ import { element, formatNumber, type Context, type View } from '../context.js';
 import { paintGrid, type GridGeometry } from '../heatmap-canvas.js';
 import { interactiveHeatmap } from '../heatmap-interaction.js';
 import { controlsWithRunPicker, panelRunsOrNote } from '../layer-picker.js';
+import { perRankNote } from '../model/wgrad-scope.js';
 import { stepIndex } from './scales.js';
 
 const ROW_PX = { min: 4, max: 14 };
@@ -71,7 +72,8 @@ export class LayerHeatmapView implements View {
       columns === 0
         ? `${run.name}: no ${grid.gemm} layer stats yet.`
         : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.` +
-          withoutStatsNote(grid.gemm, grid.withoutStats);
+          withoutStatsNote(grid.gemm, grid.withoutStats) +
+          (info.wgradOnly && perRankNote(run) ? ` ${perRankNote(run)}.` : '');
     this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
     const { shade } = shades(grid, info.worse);
     const marker = this.ctx.state.step === null || columns === 0 ? null : stepIndex(grid.steps, this.ctx.state.step);

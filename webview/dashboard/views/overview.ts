@@ -7,6 +7,7 @@ import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../sr
 import { dropdown } from '../../ui/toolkit.js';
 import { activatable, element, formatNumber, type Context, type View } from '../context.js';
 import { controlsWithRunPicker } from '../layer-picker.js';
+import { perRankNote } from '../model/wgrad-scope.js';
 import { withAlpha } from '../theme.js';
 
 /** Rows rendered at most: worst first, so the ones that matter are always in. */
@@ -40,7 +41,8 @@ export class OverviewView implements View {
   private renderSingle(overview: LayerOverview): void {
     const metric = this.ctx.state.overviewMetric;
     const rows = worstFirst(overview.rows, metric);
-    this.note.textContent = `${this.ctx.data.run(overview.runId)?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.`;
+    const scope = perRankNote(this.ctx.data.run(overview.runId));
+    this.note.textContent = `${this.ctx.data.run(overview.runId)?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${scope ? ` ${scope} (the Wgrad columns).` : ''}`;
     const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
@@ -70,7 +72,8 @@ export class OverviewView implements View {
       return { layer: row.layer, values, diff: a === null || b === null ? null : b - a };
     });
     rows.sort((x, y) => Math.abs(y.diff ?? -Infinity) - Math.abs(x.diff ?? -Infinity));
-    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.`;
+    const perRank = layerMetric(metric).wgradOnly ? overviews.filter((o) => perRankNote(this.ctx.data.run(o.runId))).map((o) => this.ctx.data.run(o.runId)!.name) : [];
+    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.${perRank.length ? ` ${perRank.join(', ')}: ${perRankNote({ wgradErrorScope: 'rank' })}.` : ''}`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
     // One shading range for all runs, so equal values look equal across columns.
