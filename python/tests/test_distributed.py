@@ -437,6 +437,51 @@ class DataParallelPerRankOtherTokensMicroBatches(DataParallelPerRank):
     SEQS, MICRO_BATCHES = (16, 40), 2
 
 
+def scope_switch_worker(rank, port, out_dir):
+    """One bridge, three runs: wgradErrorScope rank, batch, rank again (as a script's runs loop could
+    start them); per run, whether the backward worker took the observing work, and the run's dir."""
+    join_gloo(rank, port)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(TinyNet())
+    bridge = bridge_for(model, out_dir, wgrad_error_scope="rank")
+    runs = []
+    for scope in ("rank", "batch", "rank"):
+        bridge.start_run(config=dict(bridge.config, wgradErrorScope=scope))
+        worker = bridge.backward_worker
+        generator = torch.Generator().manual_seed(100 + rank)
+        for step in range(STEPS):
+            bridge.begin_step(step)
+            model(torch.randn(4, 16, 64, generator=generator).requires_grad_()).pow(2).mean().backward()
+            bridge.end_step(loss=1.0)
+            model.zero_grad()
+        runs.append({"scope": scope, "worker": worker is not None, "run_dir": bridge.run_dir})
+        bridge.end_run()
+    bridge.close()
+    save_result(runs, rank_result(out_dir, rank))
+    end_rank()
+
+
+class ScopeSwitch(unittest.TestCase):
+    def test_runs_of_either_scope_follow_each_other_in_one_bridge(self):
+        ranks = in_ranks(scope_switch_worker, "mxscope-dist-switch-")
+        self.assertEqual([[(run["scope"], run["worker"]) for run in rank] for rank in ranks],
+                         [[("rank", True), ("batch", False), ("rank", True)]] * WORLD, "the worker for the per-rank runs alone")
+        batch = one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-one-"))
+        own = [own_wgrad_vectors(rank, (16, 16), 1) for rank in range(WORLD)]
+        for run in ranks[0]:
+            records = read_log(run["run_dir"])
+            self.assertEqual(next(r for r in records if r["type"] == "runStarted")["config"].get("wgradErrorScope"), run["scope"])
+            self.assertEqual(records[-1]["status"], "completed")
+            if run["scope"] == "batch":
+                assert_same_wgrad_errors(self, records, batch)
+                continue
+            for r in records:
+                if r["type"] == "layerStats" and r["gemm"] == "wgrad":
+                    (vector0, has_prev), (vector1, _) = own[0][r["step"]], own[1][r["step"]]
+                    want = wgrad_error.wgrad_record(((vector0[r["layer"]] + vector1[r["layer"]]) / WORLD).tolist(), 16, has_prev)
+                    self.assertAlmostEqual(r["wgradError"]["errNorm"], want["errNorm"], delta=1e-9 * want["errNorm"])
+
+
 def parts_of_chunks(rank, port, out_dir):
     """wgrad_error.mean_parts on two chunks of 7 elements (as ∇Ŵ and ∇W) and one of 2 × 3, each
     rank's values its own."""
