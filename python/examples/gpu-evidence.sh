@@ -6,7 +6,8 @@
 # Figures land in $OUT (or /tmp/mxscope-evidence). STEPS and BUDGET (seconds per mode) scale each run;
 # LAYER_GROUPS (default 1) passes --stats-layer-groups to the llama runs; BATCH and SEQ (default 4 and
 # 512) are each rank's sequences per step and their length. Modes ending in -rank (ddp-observe-rank,
-# fsdp-observe-rank, ...) run with --wgrad-error-scope rank: each rank's own Wgrad error.
+# fsdp-observe-rank, ...) run with --wgrad-error-scope rank: each rank's own Wgrad error. A mode named
+# again (an A/B/A/B on one machine start) writes NAME-2.json/.log, NAME-3…, instead of overwriting.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -18,7 +19,9 @@ shape=(--batch "${BATCH:-4}" --seq "${SEQ:-512}")
 mkdir -p "$out"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count(), torch.cuda.get_device_name(0))'
 for mode in "$@"; do
-  echo "=== $mode"
+  name=$mode n=1
+  while [ -e "$out/$name.log" ]; do n=$((n + 1)); name=$mode-$n; done
+  echo "=== $name"
   observe=""; [[ $mode == *-observe* ]] && observe=--observe
   scope=batch
   if [[ $mode == *-rank ]]; then
@@ -30,16 +33,16 @@ for mode in "$@"; do
       parallel=${mode%%-*}
       torchrun --nproc_per_node=2 examples/llama_mxfp4.py "--$parallel" $observe --check-reduction --rotation hadamard --steps "$steps" --stats-layer-groups "$groups" \
         --wgrad-error-scope "$scope" "${shape[@]}" \
-        --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
+        --time-budget "$budget" --out /tmp/mxscope-runs --results "$out/$name.json" >"$out/$name.log" 2>&1 ;;
     tp)
       CUDA_VISIBLE_DEVICES=0 python3 examples/tp_pair.py --out "$out/tp-single.ndjson" >"$out/tp-single.log" 2>&1
       torchrun --nproc_per_node=2 examples/tp_pair.py --out "$out/tp-sharded.ndjson" >"$out/tp-sharded.log" 2>&1 ;;
     *)
       CUDA_VISIBLE_DEVICES=0 python3 examples/llama_mxfp4.py --rotation "$mode" --steps "$steps" "${shape[@]}" --time-budget "$budget" \
-        --out /tmp/mxscope-runs --results "$out/$mode.json" >"$out/$mode.log" 2>&1 ;;
+        --out /tmp/mxscope-runs --results "$out/$name.json" >"$out/$name.log" 2>&1 ;;
   esac
   echo "exit $?"
-  logs=("$out/$mode.log"); [ "$mode" = tp ] && logs=("$out/tp-single.log" "$out/tp-sharded.log")
+  logs=("$out/$name.log"); [ "$mode" = tp ] && logs=("$out/tp-single.log" "$out/tp-sharded.log")
   grep -hE '^(RESULTS|REDUCTION|STEP KINDS)|rank 0:|Error|error' "${logs[@]}" | cut -c1-1500 | tail -n 8
   if [ "$mode" = hadamard ] && [ -f "$out/hadamard.json" ]; then
     run_dir=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["runDir"])' "$out/hadamard.json")
