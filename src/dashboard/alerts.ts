@@ -3,6 +3,7 @@
 // divergence. Each fires once per episode (not once per layer or per step) and names the step and
 // the first layer (and GEMM) whose metric moved; for loss events, the first one that left its
 // running range in the stats steps before the event.
+import { perRankNote } from '../protocol/config.js';
 import { WEBVIEW_LIMITS, type Alert } from '../protocol/webview.js';
 import type { LayerStatsRecord, TelemetryRecord } from '../protocol/telemetry.js';
 import { describeDeparture, DepartureTracker } from './departures.js';
@@ -34,6 +35,8 @@ interface RunAlertState {
   gradToErr: Episode;
   /** Steps between two stats of one layer: statsEvery · statsLayerGroups. */
   layerStatsInterval: number;
+  /** perRankNote of the run's wgradErrorScope: its Wgrad error alerts say it. */
+  wgradNote: string;
   departures: DepartureTracker;
   /** The newest checkpoint the trainer kept on its own (it has a reason: before a suspicious update). */
   keptCheckpoint: { step: number; path: string } | null;
@@ -74,7 +77,10 @@ export class AlertTracker {
   ingest(record: TelemetryRecord): Alert[] {
     if (record.type === 'runStarted') this.runs.delete(record.runId);
     const state = this.state(record.runId);
-    if (record.type === 'runStarted') state.layerStatsInterval = record.config.statsEvery * (record.config.statsLayerGroups ?? 1);
+    if (record.type === 'runStarted') {
+      state.layerStatsInterval = record.config.statsEvery * (record.config.statsLayerGroups ?? 1);
+      state.wgradNote = perRankNote(record.config.wgradErrorScope);
+    }
     // Every layerStats record passes here: the checks push into `raised` through raise(), with no
     // closure made per record.
     const raised: Alert[] = [];
@@ -113,7 +119,7 @@ export class AlertTracker {
     if (!state) {
       // Per-run state of runs long gone (the store keeps at most WEBVIEW_LIMITS.runs) goes first.
       if (this.runs.size >= WEBVIEW_LIMITS.runs) this.runs.delete(this.runs.keys().next().value!);
-      state = { runId, lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), layerStatsInterval: 10, departures: new DepartureTracker(), keptCheckpoint: null };
+      state = { runId, lossMean: 0, lossVar: 0, lossCount: 0, spiking: false, divergedAt: null, nan: newEpisode(), gradToErr: newEpisode(), layerStatsInterval: 10, wgradNote: '', departures: new DepartureTracker(), keptCheckpoint: null };
       this.runs.set(runId, state);
     }
     return state;
@@ -168,7 +174,7 @@ export class AlertTracker {
     }
     const ratio = record.wgradError?.gradToErr;
     if (record.gemm === 'wgrad' && episode(state.gradToErr, record.step, ratio !== undefined && ratio !== null && ratio < GRAD_TO_ERR_FLOOR)) {
-      this.raise(raised, state, { kind: 'grad-to-err', step: record.step, layer: record.layer, gemm: 'wgrad', message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}` });
+      this.raise(raised, state, { kind: 'grad-to-err', step: record.step, layer: record.layer, gemm: 'wgrad', message: `‖∇W‖/‖E‖ = ${ratio!.toFixed(2)} < √3 at step ${record.step}, first in ${record.layer}${state.wgradNote && ` (${state.wgradNote})`}` });
     }
   }
 }

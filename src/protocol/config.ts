@@ -262,6 +262,14 @@ export function wgradErrorScopeLabel(scope: WgradErrorScope | undefined): string
 }
 
 /**
+ * What views and alerts add beside a per-rank run's Wgrad error figures, whose norms, relErr and
+ * lag-1 describe one rank's Wgrad GEMM rather than the ranks' mean gradient; '' for the default.
+ */
+export function perRankNote(scope: WgradErrorScope | undefined): string {
+  return scope === 'rank' ? `Wgrad error: ${wgradErrorScopeLabel('rank')}` : '';
+}
+
+/**
  * What the rotation in a describeGemm label (H16, FSH16, RHT16) means for the Wgrad error's
  * correlation over steps, for views that only hold the label: random signs against random-over-time.
  */

@@ -91,6 +91,9 @@ test('grad-to-error alert fires below √3', () => {
   );
   const { alerts } = feedWith(records);
   assert.deepEqual(alerts.alerts.map((a) => [a.kind, a.step, a.layer]), [['grad-to-err', 30, 'blocks.1.attn.v']]);
+  assert.equal(alerts.alerts[0]!.message, '‖∇W‖/‖E‖ = 1.50 < √3 at step 30, first in blocks.1.attn.v');
+  const perRank = records.map((r) => (r.type === 'runStarted' ? { ...r, config: { ...r.config, wgradErrorScope: 'rank' as const } } : r));
+  assert.equal(feedWith(perRank).alerts.alerts[0]!.message, "‖∇W‖/‖E‖ = 1.50 < √3 at step 30, first in blocks.1.attn.v (Wgrad error: each rank's own, mean over ranks)");
 });
 
 test('webview → host messages are validated', () => {

@@ -1,13 +1,12 @@
 // Wgrad error correlation for the chosen layer: cos(E_t, E_{t−1}) and cos(E_t, E_{t−k}) against
 // step, and the autocorrelation over lags from the error sketches. One panel per run, side by side,
 // so a deterministic rotation's persistent error stands next to a random rotation's decorrelated one.
-import { rotationNote } from '../../../src/protocol/config.js';
+import { perRankNote, rotationNote } from '../../../src/protocol/config.js';
 import type { RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { lineChart, type LineDataset, type XY } from '../charts.js';
 import { chartBox, element, formatNumber, setLegend, type Context, type View } from '../context.js';
 import { cosineNoiseFloor } from '../model/noise-floor.js';
-import { perRankNote } from '../model/wgrad-scope.js';
 import { controlsWithRunPicker, currentLayer, layerPicker, panelRunsOrNote } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
 
@@ -60,7 +59,8 @@ export class CorrelationView implements View {
     for (const panel of this.panels) {
       const layer = currentLayer(this.ctx);
       const note = rotationNote(panel.run.gemms.wgrad);
-      const scope = perRankNote(panel.run) && ` · ${perRankNote(panel.run)}`;
+      const rankNote = perRankNote(panel.run.wgradErrorScope);
+      const scope = rankNote && ` · ${rankNote}`;
       panel.title.textContent = `${panel.run.name} — ${layer ?? 'no layers'} · wgrad ${panel.run.gemms.wgrad}${note ? ` (${note})` : ''}${scope}`;
       const detail = layer === null ? undefined : this.ctx.detail(panel.run.runId, layer, 'wgrad', 'dy');
       const color = this.ctx.color(panel.run.runId);

@@ -2,12 +2,12 @@
 // (a heatmap you can read), sorted worst first by the chosen metric; a click drills into the layer.
 // In compare mode: the chosen metric per run and the difference (last run − first run).
 import { worstFirst } from '../model/ui-state.js';
+import { perRankNote } from '../../../src/protocol/config.js';
 import { layerMetric } from '../../../src/protocol/layer-metrics.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { activatable, element, formatNumber, type Context, type View } from '../context.js';
 import { controlsWithRunPicker } from '../layer-picker.js';
-import { perRankNote } from '../model/wgrad-scope.js';
 import { withAlpha } from '../theme.js';
 
 /** Rows rendered at most: worst first, so the ones that matter are always in. */
@@ -41,7 +41,7 @@ export class OverviewView implements View {
   private renderSingle(overview: LayerOverview): void {
     const metric = this.ctx.state.overviewMetric;
     const rows = worstFirst(overview.rows, metric);
-    const scope = perRankNote(this.ctx.data.run(overview.runId));
+    const scope = perRankNote(this.ctx.data.run(overview.runId)?.wgradErrorScope);
     this.note.textContent = `${this.ctx.data.run(overview.runId)?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${scope ? ` ${scope} (the Wgrad columns).` : ''}`;
     const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
     const head = element('tr');
@@ -72,8 +72,8 @@ export class OverviewView implements View {
       return { layer: row.layer, values, diff: a === null || b === null ? null : b - a };
     });
     rows.sort((x, y) => Math.abs(y.diff ?? -Infinity) - Math.abs(x.diff ?? -Infinity));
-    const perRank = layerMetric(metric).wgradOnly ? overviews.filter((o) => perRankNote(this.ctx.data.run(o.runId))).map((o) => this.ctx.data.run(o.runId)!.name) : [];
-    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.${perRank.length ? ` ${perRank.join(', ')}: ${perRankNote({ wgradErrorScope: 'rank' })}.` : ''}`;
+    const perRank = layerMetric(metric).wgradOnly ? overviews.filter((o) => perRankNote(this.ctx.data.run(o.runId)?.wgradErrorScope)).map((o) => this.ctx.data.run(o.runId)!.name) : [];
+    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.${perRank.length ? ` ${perRank.join(', ')}: ${perRankNote('rank')}.` : ''}`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
     // One shading range for all runs, so equal values look equal across columns.
