@@ -4,6 +4,7 @@
 // the first layer (and GEMM) whose metric moved; for loss events, the first one that left its
 // running range in the stats steps before the event.
 import { perRankNote } from '../protocol/config.js';
+import { layerMetric } from '../protocol/layer-metrics.js';
 import { WEBVIEW_LIMITS, type Alert } from '../protocol/webview.js';
 import type { LayerStatsRecord, TelemetryRecord } from '../protocol/telemetry.js';
 import { describeDeparture, DepartureTracker } from './departures.js';
@@ -142,7 +143,8 @@ export class AlertTracker {
   private firstMover(state: RunAlertState, step: number, message: string): Pick<Alert, 'layer' | 'gemm' | 'metric' | 'message' | 'checkpoint'> {
     const first = state.departures.first(step - LOOKBACK_STATS_STEPS * state.layerStatsInterval, step);
     if (!first) return { layer: null, message: `${message}. No layer left its running range in the stats before it.` };
-    return { layer: first.layer, gemm: first.gemm, metric: first.gridMetric, message: `${message}. First out of its running range: ${describeDeparture(first)}.` };
+    const scope = state.wgradNote && layerMetric(first.gridMetric).wgradOnly ? ` (${state.wgradNote})` : '';
+    return { layer: first.layer, gemm: first.gemm, metric: first.gridMetric, message: `${message}. First out of its running range: ${describeDeparture(first)}${scope}.` };
   }
 
   private checkSpike(state: RunAlertState, step: number, loss: number, raised: Alert[], dense?: { until: number }): void {
