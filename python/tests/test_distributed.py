@@ -17,8 +17,8 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mxscope_bridge import Bridge, run_config, stats, wgrad_error  # noqa: E402
-from tests.helpers import TinyNet, bridge_for, read_log  # noqa: E402
+from mxscope_bridge import Bridge, emulate, run_config, stats, wgrad_error  # noqa: E402
+from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log  # noqa: E402
 from tests.wsclient import Client  # noqa: E402
 
 WORLD = 2
@@ -132,16 +132,25 @@ def free_port():
         return s.getsockname()[1]
 
 
-def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1, layer_groups=1, scope="batch"):
+def tiny_net(emulated: bool):
+    """TinyNet with seed 0's weights, its layers emulated in MXFP4 (mx_gemms) with `emulated`."""
+    torch.manual_seed(0)
+    model = TinyNet()
+    if emulated:
+        emulate(model, mx_gemms())
+    return model
+
+
+def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1, layer_groups=1, scope="batch", emulated=False):
     """`seqs`: each rank's sequence length; `chunk_bytes`: wgrad_error.CHUNK_BYTES (row chunks of E);
     `micro_batches`: backward passes per step (gradient accumulation); `layer_groups`: stats_layer_groups;
-    `scope`: wgrad_error_scope."""
+    `scope`: wgrad_error_scope; `emulated`: the layers run emulated MXFP4 (the Wgrad error then comes
+    from the emulated GEMMs, not from hooks)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if chunk_bytes is not None:
         wgrad_error.CHUNK_BYTES = chunk_bytes
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    torch.manual_seed(0)  # the same weights on every rank
-    model = torch.nn.parallel.DistributedDataParallel(TinyNet())  # grads become the ranks' mean
+    model = torch.nn.parallel.DistributedDataParallel(tiny_net(emulated))  # the same weights on every rank; grads become the ranks' mean
     local = {}
     bridge = bridge_for(model, out_dir, on_local_stats=lambda step, keys, vectors: local.setdefault(step, (keys, vectors)),
                         micro_batches=micro_batches, stats_layer_groups=layer_groups, wgrad_error_scope=scope)
@@ -165,13 +174,12 @@ def worker(rank, port, out_dir, seqs=(16, 16), chunk_bytes=None, micro_batches=1
     end_rank()
 
 
-def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1, layer_groups=1, ranks=tuple(range(WORLD))):
+def one_process_over_both_ranks(out_dir, seqs=(16, 16), micro_batches=1, layer_groups=1, ranks=tuple(range(WORLD)), emulated=False):
     """The run of `worker` in one process, on both ranks' tokens at once: its loss is the mean of the
     ranks' losses, so its gradient is their mean gradient. Each rank's tokens fill whole 32-token
     blocks, so its ∇Ŵ is the ranks' mean ∇Ŵ as well, and so is its Wgrad error.
     `ranks=(r,)`: on rank r's tokens alone, its loss and gradient rank r's own."""
-    torch.manual_seed(0)
-    model = TinyNet()
+    model = tiny_net(emulated)
     bridge = bridge_for(model, out_dir, micro_batches=micro_batches, stats_layer_groups=layer_groups)
     bridge.start_run()
     generators = [torch.Generator().manual_seed(100 + rank) for rank in ranks]
@@ -367,7 +375,7 @@ class DataParallelLayerGroups(unittest.TestCase):
         assert_same_wgrad_errors(self, records, reference, expected=5)
 
 
-def own_wgrad_vectors(rank, seqs, micro_batches):
+def own_wgrad_vectors(rank, seqs, micro_batches, emulated=False):
     """Rank `rank`'s own Wgrad sum vectors, from one process on its tokens alone: {step: ({layer:
     vector}, has_prev)} as WgradErrors.records_vector hands them over."""
     captured = {}
@@ -379,19 +387,19 @@ def own_wgrad_vectors(rank, seqs, micro_batches):
             captured[errors.step] = (dict(zip(present, vector.reshape(len(present), -1).clone())), errors.has_prev)
         return present, vector
     with mock.patch.object(wgrad_error.WgradErrors, "records_vector", capture):
-        one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-own-"), seqs, micro_batches, ranks=(rank,))
+        one_process_over_both_ranks(tempfile.mkdtemp(prefix="mxscope-dist-own-"), seqs, micro_batches, ranks=(rank,), emulated=emulated)
     return captured
 
 
 class DataParallelPerRank(unittest.TestCase):
     """wgrad_error_scope "rank": each rank's own Wgrad error, reduced nowhere in backward (so the
     backward worker runs the observing work), the ranks' sums and sketches averaged at end_step."""
-    SEQS, MICRO_BATCHES = (16, 16), 1
+    SEQS, MICRO_BATCHES, EMULATED = (16, 16), 1, False
 
     @classmethod
     def setUpClass(cls):
         cls.out = tempfile.mkdtemp(prefix="mxscope-dist-rank-")
-        options = (cls.SEQS, None, cls.MICRO_BATCHES, 1, "rank")  # seqs, chunk_bytes, micro_batches, layer_groups, scope
+        options = (cls.SEQS, None, cls.MICRO_BATCHES, 1, "rank", cls.EMULATED)  # seqs, chunk_bytes, micro_batches, layer_groups, scope, emulated
         cls.ranks = run_ranks(worker, (free_port(), cls.out, *options), [os.path.join(cls.out, f"rank{r}.pt") for r in range(WORLD)])
         cls.records = read_log(cls.ranks[0]["run_dir"])
 
@@ -410,7 +418,7 @@ class DataParallelPerRank(unittest.TestCase):
             self.assertEqual(published[(5, *key)], stats.operand_stats(key[2], (vectors0[row] + vectors1[row]).tolist())["histogram"], key)
 
     def test_wgrad_error_is_the_record_of_the_mean_of_each_ranks_own_sums(self):
-        own = [own_wgrad_vectors(rank, self.SEQS, self.MICRO_BATCHES) for rank in range(WORLD)]
+        own = [own_wgrad_vectors(rank, self.SEQS, self.MICRO_BATCHES, self.EMULATED) for rank in range(WORLD)]
         got = {(r["step"], r["layer"]): r["wgradError"] for r in self.records if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
         self.assertEqual(sorted(got), sorted((step, layer) for step, (vectors, _) in own[0].items() for layer in vectors))
         self.assertEqual(len(got), 2 * 5)
@@ -435,6 +443,16 @@ class DataParallelPerRankOtherTokensMicroBatches(DataParallelPerRank):
     """The same with two backward passes per step (E and ∇W summed over them first) and ranks of
     other token counts (whose chunks of E need not agree: nothing is reduced chunk by chunk)."""
     SEQS, MICRO_BATCHES = (16, 40), 2
+
+
+class DataParallelPerRankEmulated(DataParallelPerRank):
+    """The same with every layer emulated in MXFP4: the Wgrad error comes from the emulated GEMMs
+    (in autograd's backward, not the hooks), and is still each rank's own."""
+    EMULATED = True
+
+    def test_the_backward_worker_runs_the_observing_work_on_every_rank(self):
+        # Emulated layers measure inside their own backward: nothing is queued for the worker.
+        self.assertEqual([rank["worker"] for rank in self.ranks], [True] * WORLD)
 
 
 def scope_switch_worker(rank, port, out_dir):
