@@ -19,6 +19,7 @@ import { check, serverMessageSchema, type LayerInfo, type LayerStatsRecord, type
 import { RunStore } from '../src/store/run-store.js';
 import { AlertTracker } from '../src/dashboard/alerts.js';
 import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../test/fixtures/synthetic-llama8b.js';
+import { median } from './timing.js';
 
 const RECORDS_PER_STATS_STEP = 672;
 
@@ -204,12 +205,6 @@ function passTimes<K extends string>(frames: readonly string[], work: Record<K, 
     }
   }
   return times;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 /** "M µs CPU/record (median of N passes, min–max)". */

@@ -24,3 +24,10 @@ export function bestSeconds(run: () => void, repeats: number, prepare?: () => vo
 export function fmt(value: number, digits = 2): string {
   return value.toFixed(digits).padStart(9);
 }
+
+/** The median; of an even count, the mean of the two middle values. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}

@@ -147,16 +147,11 @@ class Bridge:
         self._stance = None
         #: observed layers already named for running no GEMM on a stats step
         self._named_silent: Set[str] = set()
-        #: where the hooks' backward-time work runs this run (None: in the hooks, as under
-        #: torch.distributed when backward reduces the Wgrad error across the ranks)
-        self.backward_worker: Optional[BackwardWorker] = None
         if backward_thread and self.world > 1:
             raise ValueError("backward_thread=True under torch.distributed: a worker thread's collectives beside the trainer's hung DDP "
                              "and FSDP2 runs on 2 × H100 (docs/bridge.md, Distributed); leave backward_thread unset "
                              "(runs with wgradErrorScope 'rank' issue no collective in backward and use the worker by themselves)")
         self._worker = BackwardWorker() if backward_thread is not False else None
-        if self.world == 1:
-            self.backward_worker = self._worker
         self.server: Optional[TrainerServer] = None
         if serve and self.rank == 0:
             if token is None and not no_token and port == DEFAULT_PORT and not os.environ.get(TOKEN_ENV):
@@ -307,11 +302,8 @@ class Bridge:
         self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
-        # Each rank's own error (scope "rank") reduces nothing in backward, so the worker cannot
-        # issue a collective beside the trainer's: it runs there too.
         self._per_rank = config.get("wgradErrorScope", "batch") == "rank"
         self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if self._per_rank else self.world, self.group, self._micro_batches)
-        self.backward_worker = self._worker if self.world == 1 or self._per_rank else None
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
@@ -344,6 +336,13 @@ class Bridge:
             self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = self.capture
+
+    @property
+    def backward_worker(self) -> Optional[BackwardWorker]:
+        """Where the hooks' backward-time work runs this run (None: in the hooks). Under
+        torch.distributed only a run whose scope is "rank" has it: each rank's own Wgrad error
+        reduces nothing in backward, so the worker cannot issue a collective beside the trainer's."""
+        return self._worker if self.world == 1 or self._per_rank else None
 
     @property
     def wants_stats(self) -> bool:

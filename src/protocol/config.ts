@@ -130,9 +130,10 @@ export interface RunConfig {
    * Optional (protocol 1.4), absent = 'batch'. What each layerStats.wgradError describes when the
    * publisher trains on several data-parallel ranks. 'batch': the error of the step's gradient, the
    * mean over the ranks (E is reduced across the ranks as each layer's backward runs). 'rank'
-   * (opt-in; the bridge then issues no collective in backward: cheaper under DDP): each rank's own Wgrad GEMM on its own micro-batch,
-   * the record giving the mean over the ranks of each rank's sums (‖E‖², ‖∇W‖², ⟨E, ∇W⟩ and the
-   * lag-1 terms, so the norms are root-mean-squares over the ranks) and of its sketch entries.
+   * (opt-in; the bridge then issues no collective in backward: cheaper under DDP): each rank's own
+   * Wgrad GEMM on its own micro-batch, the record giving the mean over the ranks of each rank's sums
+   * (‖E‖², ‖∇W‖², ⟨E, ∇W⟩ and the lag-1 terms, so the norms are root-mean-squares over the ranks)
+   * and of its sketch entries.
    * With one process the two are the same.
    */
   wgradErrorScope?: WgradErrorScope;
