@@ -3,7 +3,7 @@
 # compiles a kernel at a time on the CPU within a process, so test_gpu_kernels alone took ~9.5 min in
 # one process on an H100 machine (results/h100x2-2026-11-27c). Arguments: test files (default: all of
 # tests/). Each class's output and JUnit report go to $LOGS (default: a fresh temporary folder). The
-# GPU kernel tests read the golden vectors from ../shared/testdata/mxfp4 or, where the checkout has no
+# golden-vector tests read them from ../shared/testdata/mxfp4 or, where the checkout has no
 # shared/ beside it (a device machine), from testdata/mxfp4 in the repository. Ends with one line
 # "N passed, N failed" and exits non-zero on any failure.
 set -uo pipefail

@@ -1,10 +1,21 @@
 """A tiny model and a training loop driving the bridge, shared by the tests."""
 import json
 import os
+from pathlib import Path
 
 import torch
 
 from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config
+
+
+#: The golden MXFP4 vectors: ../shared/testdata/mxfp4 beside the checkout, else testdata/mxfp4 in it
+#: (a GPU machine gets the repository without shared/; copy the vectors there).
+_GOLDEN_DIRS = [Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "mxfp4", Path(__file__).resolve().parents[2] / "testdata" / "mxfp4"]
+
+
+def golden_dir() -> Path:
+    """The first of _GOLDEN_DIRS that exists (the first, to name in a failure, when none does)."""
+    return next((d for d in _GOLDEN_DIRS if d.is_dir()), _GOLDEN_DIRS[0])
 
 
 class TinyNet(torch.nn.Module):

@@ -5,7 +5,6 @@ Skipped where CUDA or Triton is missing (CI); run on a GPU machine: `python3 -m 
 import json
 import struct
 import unittest
-from pathlib import Path
 from unittest import mock
 
 import torch
@@ -14,8 +13,9 @@ from mxscope_bridge import mx_ops, mxfp4, mxfp4_gluon, mxfp4_triton, wgrad_error
 from mxscope_bridge.draws import SALT_B, Draws, key_and_signs, operand_key
 from mxscope_bridge.rotation import make_rotation
 
+from tests.helpers import golden_dir
+
 CUDA = torch.cuda.is_available() and mxfp4_triton.triton is not None
-GOLDEN_DIRS = [Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "mxfp4", Path(__file__).resolve().parents[2] / "testdata" / "mxfp4"]
 # Layer shapes of the 1.1B Llama (tokens × in, out × in) at a few tokens, and odd ones (partial blocks).
 SHAPES = [(256, 2048), (2048, 256), (128, 5632), (37, 50), (33, 96), (300, 7)]
 
@@ -74,8 +74,8 @@ class TritonKernels(unittest.TestCase):
             self.assertTrue(torch.allclose(ge[finite], we[finite], rtol=1e-12, atol=0), f"{label}: energies {ge} vs {we}")
 
     def test_golden_vectors_bit_exact(self):
-        golden = next((d for d in GOLDEN_DIRS if d.is_dir()), None)
-        self.assertIsNotNone(golden, "golden vectors missing")
+        golden = golden_dir()
+        self.assertTrue(golden.is_dir(), f"golden vectors missing under {golden}")
         blocks = 0
         for path in sorted(golden.glob("*.json")):
             for case in json.loads(path.read_text())["cases"]:

@@ -1,14 +1,13 @@
-"""Bit-exact agreement with the MXFP4 golden vectors (shared/testdata/mxfp4, `even` = nearest-even)."""
+"""Bit-exact agreement with the MXFP4 golden vectors (shared/testdata/mxfp4, or a copy in testdata/mxfp4; `even` = nearest-even)."""
 import json
 import struct
 import unittest
-from pathlib import Path
-
 import torch
 
 from mxscope_bridge import mxfp4
+from tests.helpers import golden_dir
 
-GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "testdata" / "mxfp4"
+GOLDEN = golden_dir()
 
 
 def floats_from_hex(hexes):
