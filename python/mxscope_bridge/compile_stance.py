@@ -12,6 +12,10 @@ from typing import Callable, Optional
 
 import torch
 
+from .lifecycle import keep_sigint_exit
+
+keep_sigint_exit()  # before `eager` imports torch._dynamo
+
 
 def force_eager() -> Optional[object]:
     """Compiled code runs eagerly until `restore` of what this returns (None where torch cannot)."""

@@ -2,6 +2,7 @@
 emulated after the bridge attached), ends runs by how the script left them, and a startRun sent the
 moment runEnded arrives succeeds."""
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from tests.helpers import TinyNet, read_log
 from tests.wsclient import Client
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exit_fixture.py")
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class RunLoop(unittest.TestCase):
@@ -151,6 +153,27 @@ class LeavingARun(unittest.TestCase):
             done, ended = self.ended(mode)
             self.assertEqual((ended["status"], ended["reason"], ended["step"]), (status, reason, 2), mode)
             self.assertEqual(done.returncode, code, (mode, done.stderr[-2000:]))
+
+
+class CtrlCExitStatus(unittest.TestCase):
+    """An uncaught KeyboardInterrupt ends the process by SIGINT although an exit handler registered
+    after the bridge's import evaluates a string (what torch._dynamo's did on torch 2.11 and Python
+    3.12: the script exited with status 1); a script that catches it exits as it chooses."""
+
+    def exit_status(self, body: str, import_bridge: bool = True) -> int:
+        script = "\n".join(["import atexit, sys", f"sys.path.insert(0, {PYTHON_DIR!r})",
+                              "import mxscope_bridge" if import_bridge else "",
+                              "atexit.register(lambda: exec('1'))", body])
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120).returncode
+
+    def test_an_uncaught_ctrl_c_exits_by_sigint(self):
+        self.assertEqual(self.exit_status("raise KeyboardInterrupt", import_bridge=False), 1, "the exit handler no longer clears CPython's note")
+        self.assertEqual(self.exit_status("raise KeyboardInterrupt"), -signal.SIGINT)
+
+    def test_a_caught_ctrl_c_or_another_error_exits_as_the_script_says(self):
+        self.assertEqual(self.exit_status("try:\n    raise KeyboardInterrupt\nexcept KeyboardInterrupt:\n    sys.exit(3)"), 3)
+        self.assertEqual(self.exit_status("raise ValueError('boom')"), 1)
+        self.assertEqual(self.exit_status("pass"), 0)
 
 
 if __name__ == "__main__":
