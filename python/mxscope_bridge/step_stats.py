@@ -8,7 +8,7 @@ encodes it, so the records die young (no long-lived garbage for the collector ei
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -51,29 +51,30 @@ class StepStats:
         """How many layerStats records this step makes."""
         return len(self.keys)
 
-    def records(self) -> List[dict]:
-        """The records, in layer and GEMM order (waits for the step's kernels if they are still running)."""
+    def records(self) -> Iterator[dict]:
+        """The records, in layer and GEMM order (waits for the step's kernels if they are still running),
+        each built as it is asked for: the publisher hands the GIL to the training thread between
+        records (record_pump), and building a 1.1 B model's 465 at once held it for ~10-30 ms while
+        the next step launched its kernels."""
         if self._event is not None:
             self._event.synchronize()
         operand_names = [op for _, gemm in self.keys for op in GEMM_OPERANDS[gemm]]
-        operands = iter(stats.operand_records(operand_names, self._operands, self.formats))
-        wgrad_rows = {}
+        operands = stats.iter_operand_records(operand_names, self._operands, self.formats)
+        wgrad_at, flat, length = {}, [], 0
         if self._wgrad is not None and self.wgrad_layers:
             flat = self._wgrad.tolist()
             length = len(flat) // len(self.wgrad_layers)
-            wgrad_rows = {n: wgrad_record(flat[i * length:(i + 1) * length], self.sketch_size, self.has_prev and n not in self.without_prev)
-                          for i, n in enumerate(self.wgrad_layers)}
-        records = []
+            wgrad_at = {n: i * length for i, n in enumerate(self.wgrad_layers)}
         for layer, gemm in self.keys:
             record = {"type": "layerStats", "runId": self.run_id, "step": self.step, "layer": layer, "gemm": gemm,
                       "precision": self.precisions[(layer, gemm)],
                       "operands": [_mark_kernel(next(operands), (layer, gemm, op) in self.kernel) for op in GEMM_OPERANDS[gemm]]}
             if (layer, gemm) in self.simulated:
                 record["simulated"] = True
-            if gemm == "wgrad" and layer in wgrad_rows:
-                record["wgradError"] = wgrad_rows[layer]
-            records.append(record)
-        return records
+            if gemm == "wgrad" and layer in wgrad_at:
+                at = wgrad_at[layer]
+                record["wgradError"] = wgrad_record(flat[at:at + length], self.sketch_size, self.has_prev and layer not in self.without_prev)
+            yield record
 
 
 def _mark_kernel(record: dict, kernel: bool) -> dict:
