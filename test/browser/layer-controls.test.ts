@@ -1,7 +1,8 @@
 // Every control of the per-layer tabs and the tables, driven as a user drives them: Block scales
 // (run, overlay, layer filter, layer, GEMM, operand, step slider, heatmap hover and click), Layer
-// overview (metric, header sort, row), Wgrad error correlation (lag), Token overhead (target,
-// baseline) and Alerts (a click opens the layer at the alert's step).
+// overview (metric, header sort, row), Wgrad error correlation (lag, layer), the run picker of every
+// per-layer tab, Token overhead (target, baseline) and Alerts (a click opens the layer at the
+// alert's step).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
@@ -128,6 +129,13 @@ test('Wgrad error correlation: the lag dropdown changes the sketch series; Token
   assert.notEqual(await canvasHash(page, '.correlation-view canvas'), before, 'the lag-16 curve replaces the lag-4 one');
   assert.match((await page.textContent('.correlation-view .legend')) ?? '', /sketch noise floor ±2\/√n = ±0\.25 \(n = 64\)/);
   assert.match(await chartLabel(page, '.correlation-view canvas'), /noise floor/, 'the floor is drawn on the chart');
+  // Layer: the panel follows it. No GEMM or operand dropdown: this tab is about wgrad's dy only.
+  const lagged = await canvasHash(page, '.correlation-view canvas');
+  await choose(page, 'layer', 'blocks.0.attn.q');
+  await waitText(page, '.correlation-view .panel-title', / — blocks\.0\.attn\.q · wgrad /);
+  await settle(page);
+  assert.notEqual(await canvasHash(page, '.correlation-view canvas'), lagged, "that layer's curves are drawn");
+  assert.equal(await page.locator('.correlation-view vscode-dropdown[title="GEMM"], .correlation-view vscode-dropdown[title="operand"]').count(), 0);
 
   await clickTab(page, 'Token overhead');
   const rows = () => page.$$eval('.overhead-view tr', (trs) => trs.map((tr) => tr.textContent ?? ''));
@@ -142,6 +150,26 @@ test('Wgrad error correlation: the lag dropdown changes the sketch series; Token
   await page.fill('.overhead-view vscode-text-field >> input', '');
   await settle(page);
   assert.match((await page.textContent('.overhead-view p.note')) ?? '', /\(auto:/);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('the run picker of every per-layer tab shows the chosen run', async () => {
+  const host = await open();
+  const { page } = host;
+  // Each tab picks a run other than the one on screen (the choice carries over between tabs).
+  const picks: [tab: string, run: string, shown: string, says: RegExp][] = [
+    ['Block scales', 'bf16 baseline', '.scales-view .panel-title', /^bf16 baseline — /],
+    ['Layer overview', 'mxfp4 · H16', '.overview-view p.note', /^mxfp4 · H16: 28 layers/],
+    ['Layer heatmap', 'mxfp4 · RHT16', '.layer-heatmap-view p.note', /^mxfp4 · RHT16 · wgrad · /],
+    ['Wgrad error correlation', 'bf16 baseline', '.correlation-view .panel-title', /^bf16 baseline — /],
+  ];
+  for (const [tab, run, shown, says] of picks) {
+    await clickTab(page, tab);
+    await choose(page, 'run', run);
+    await waitText(page, shown, says);
+    assert.equal(await dropdownValue(page, 'run'), (await uiState(page)).runIds[0], `${tab}: the picker shows the run on screen`);
+  }
   assert.deepEqual(host.errors, []);
   await page.close();
 });

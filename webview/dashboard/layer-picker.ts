@@ -25,7 +25,11 @@ export function currentLayer(ctx: Context): string | null {
   return worst && worst.values[metricIndex] !== null ? worst.layer : (run.layers[0] ?? null);
 }
 
-export function layerPicker(ctx: Context, run: RunInfo, withOperand: boolean): HTMLElement {
+/**
+ * `withGemmAndOperand`: false where the view's GEMM is fixed (Wgrad error correlation reads wgrad's
+ * dy only), so no dropdown offers a choice that changes nothing on screen.
+ */
+export function layerPicker(ctx: Context, run: RunInfo, withGemmAndOperand: boolean): HTMLElement {
   const bar = element('div', 'controls');
   const slot = element('span', 'layer-slot');
   const count = element('span', 'muted');
@@ -42,9 +46,11 @@ export function layerPicker(ctx: Context, run: RunInfo, withOperand: boolean): H
     fill(layerFilter);
   });
   bar.append(filter, slot, count);
-  bar.append(dropdown(GEMM_KINDS.map((gemm) => ({ value: gemm, label: gemm })), ctx.state.gemm, (gemm) => ctx.update({ gemm: gemm as GemmKind, operand: GEMM_OPERANDS[gemm as GemmKind][0] }, true), 'GEMM'));
-  if (withOperand) {
-    bar.append(dropdown(GEMM_OPERANDS[ctx.state.gemm].map((operand) => ({ value: operand, label: OPERAND_LABELS[operand] })), ctx.state.operand, (operand) => ctx.update({ operand: operand as Operand }), 'operand'));
+  if (withGemmAndOperand) {
+    bar.append(
+      dropdown(GEMM_KINDS.map((gemm) => ({ value: gemm, label: gemm })), ctx.state.gemm, (gemm) => ctx.update({ gemm: gemm as GemmKind, operand: GEMM_OPERANDS[gemm as GemmKind][0] }, true), 'GEMM'),
+      dropdown(GEMM_OPERANDS[ctx.state.gemm].map((operand) => ({ value: operand, label: OPERAND_LABELS[operand] })), ctx.state.operand, (operand) => ctx.update({ operand: operand as Operand }), 'operand'),
+    );
   }
   return bar;
 }
