@@ -1,5 +1,5 @@
 // The header's controls (run chips, Compare runs, the tabs) and a keyboard-only walk: run chips,
-// tabs, table rows and the heatmap are reachable with Tab and work with Enter, Space and the arrows.
+// tabs, table rows and both heatmaps are reachable with Tab and work with Enter, Space and the arrows.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
@@ -13,7 +13,8 @@ before(async () => {
 });
 after(async () => browser?.close());
 
-const TAB_VIEWS: Record<string, string> = { Loss: '.loss-view', 'Token overhead': '.overhead-view', 'Block scales': '.scales-view', 'Layer overview': '.overview-view', 'Wgrad error correlation': '.correlation-view', Alerts: '.alerts-view' };
+// Every tab, Loss last: the page opens on Loss, so clicking it first would change nothing.
+const TAB_VIEWS: Record<string, string> = { 'Token overhead': '.overhead-view', 'Block scales': '.scales-view', 'Layer overview': '.overview-view', 'Layer heatmap': '.layer-heatmap-view', 'Wgrad error correlation': '.correlation-view', Alerts: '.alerts-view', Runs: '.runs-view', Loss: '.loss-view' };
 
 test('run chips show and hide runs, Compare runs lays them side by side, every tab opens its view', async () => {
   const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
@@ -106,6 +107,58 @@ test('keyboard only: chips, tabs, table rows and the heatmap are reachable with 
   await tabTo(page, '.alerts-view li.nan-scales');
   await page.keyboard.press('Enter');
   await waitText(page, '.scales-view .stats', 'step 400');
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+/** The focused heatmap's tooltip text, once it shows. */
+async function tipText(page: Page): Promise<string> {
+  await page.locator('.heat-tip').waitFor({ state: 'visible' });
+  return (await page.textContent('.heat-tip')) ?? '';
+}
+
+test('keyboard only on the heatmaps: up and down move the tooltip across rows, Enter opens the cell, leaving hides the tooltip', async () => {
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(recordedRuns()) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  // Block scales: rows are exponents, one binade apart.
+  await clickTab(page, 'Block scales');
+  await waitText(page, '.scales-view .stats', 'saturated');
+  await tabTo(page, 'canvas.heatmap');
+  await page.keyboard.press('ArrowLeft');
+  await page.keyboard.press('ArrowDown');
+  const exponent = (tip: string) => Number(tip.match(/ · 2\^(-?\d+) · /)?.[1]);
+  const lower = exponent(await tipText(page));
+  await page.keyboard.press('ArrowUp');
+  assert.equal(exponent(await tipText(page)), lower + 1, 'one row up is one binade up');
+  const picked = (await uiState(page)).step!;
+  // Move the step elsewhere with the slider (the heatmap loses focus: the tooltip goes), then Enter
+  // on the heatmap opens the cell it had picked.
+  await page.locator('.scales-view input.slider').fill('3');
+  await settle(page);
+  assert.equal(await page.isVisible('.heat-tip'), false, 'the tooltip leaves with the focus');
+  assert.match((await page.textContent('.scales-view .stats')) ?? '', /step 60/);
+  await page.focus('canvas.heatmap');
+  await page.keyboard.press('Enter');
+  await settle(page);
+  assert.equal((await uiState(page)).step, picked);
+  assert.match((await page.textContent('.scales-view .stats')) ?? '', new RegExp(`step ${picked}`));
+
+  // Layer heatmap: rows are layers; Enter opens the focused layer's block scales.
+  await clickTab(page, 'Layer heatmap');
+  await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
+  await tabTo(page, 'canvas.layer-grid');
+  const layer = (tip: string) => tip.split(' · ')[0]!;
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowDown');
+  const third = layer(await tipText(page));
+  await page.keyboard.press('ArrowUp');
+  const second = layer(await tipText(page));
+  assert.notEqual(second, third, 'up moves to another layer');
+  await page.keyboard.press('Enter');
+  await waitText(page, '.scales-view .stats', 'saturated');
+  assert.equal((await uiState(page)).layer, second);
+  assert.match((await page.textContent('.scales-view .panel-title')) ?? '', new RegExp(`— ${second.replaceAll('.', '\\.')} · wgrad · dy$`));
   assert.deepEqual(host.errors, []);
   await page.close();
 });
