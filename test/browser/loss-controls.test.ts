@@ -117,6 +117,8 @@ test('Loss tab: a spike does not set the y range (Clip outliers), shift+wheel zo
   const state = await uiState(page);
   assert.deepEqual([state.zoom, state.yZoom], [null, null]);
   assert.equal(await reset.getAttribute('disabled'), '');
+  assert.deepEqual(await xRange(page, CHART), [0, 599], 'every step shows again');
+  assert.equal((await yRange(page, CHART))[1], clipped, 'the automatic y range is back');
 
   assert.match(await chartLabel(page, '.grad-norm canvas'), /^grad norm \(logarithmic\) .* 3 series: .*bf16 baseline · grad norm/);
   assert.match(await chartLabel(page, '.learning-rate canvas'), /^learning rate .* 3 series/);
@@ -140,8 +142,12 @@ test('Loss tab: zoomed in, the step ticks stay whole numbers; the tooltip is tit
   assert.ok(ticks.length >= 2, `the x axis has ticks: ${ticks}`);
   for (const tick of ticks) assert.ok(Number.isInteger(tick), `tick ${tick} is a whole step (${ticks.join(', ')})`);
 
-  // Hover: the tooltip's title names the axis ("step 312", not a bare "312") and it is drawn.
+  // Double-click shows every step again.
   await page.dblclick(CHART);
+  await settle(page);
+  assert.deepEqual(await xRange(page, CHART), [0, 599]);
+
+  // Hover: the tooltip's title names the axis ("step 312", not a bare "312") and it is drawn.
   await page.mouse.move(box.x - 5, box.y - 40);
   await settle(page);
   const plain = await canvasHash(page, CHART);

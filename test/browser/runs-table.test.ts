@@ -30,6 +30,12 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
   assert.deepEqual(await column(4), ['3', '2', '1'], 'a second click sorts descending');
   assert.deepEqual((await uiState(page)).runsSort, { column: 4, descending: true });
   assert.deepEqual(await column(8), ['completed', 'completed', 'completed']);
+  // From the keyboard a header sorts with Space as with Enter.
+  await page.focus('table.runs-table th:text-is("Run")');
+  await page.keyboard.press('Space');
+  await settle(page);
+  assert.equal(await page.textContent('table.runs-table th.sorted'), 'Run ▼');
+  assert.deepEqual(await column(0), ['bf16 baseline', 'mxfp4 · H16', 'mxfp4 · RHT16']);
   await page.click('table.runs-table tr.clickable:has-text("mxfp4 · H16")');
   await page.waitForSelector('.loss-view .loss-chart canvas');
   await settle(page);
