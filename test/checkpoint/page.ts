@@ -71,6 +71,12 @@ export async function openCheckpointPage(browser: Browser, theme: ThemeName, siz
   return host;
 }
 
+/** The next message the page posts after the first `seen` (the page posts through an async binding). */
+export async function nextMessage(host: CheckpointPageHost, seen: number): Promise<CheckpointWebviewMessage | undefined> {
+  for (let tries = 0; host.received.length === seen && tries < 50; tries++) await host.page.waitForTimeout(20);
+  return host.received[seen];
+}
+
 /**
  * A small Llama-shaped checkpoint: Gaussian weights whose scale differs per layer, a few outlier
  * columns in the output projections (as trained models grow), 1-D norms. `drift` > 0 plays "a later

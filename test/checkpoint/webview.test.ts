@@ -1,6 +1,7 @@
 // The built checkpoint webview in headless Chromium under its real CSP: the analysis table and its
-// canvases, the detail of a clicked tensor, the controls' messages to the host, the error page for a
-// hostile file, and the comparison with one-sided tensors.
+// canvases, the detail of a clicked tensor, every control (re-analysis messages to the host, the
+// filter, sorting, closing a detail), the error page for a hostile file, and the comparison with
+// one-sided tensors.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -13,7 +14,8 @@ import { compareCheckpoints } from '../../src/checkpoint/compare.js';
 import type { CheckpointComparison, CheckpointReport } from '../../src/protocol/checkpoint-report.js';
 import type { CheckpointHostMessage } from '../../src/protocol/checkpoint-webview.js';
 import { canvasColours, CHROMIUM } from '../browser/harness.js';
-import { openCheckpointPage, writeSampleCheckpoint } from './page.js';
+import { choose } from '../browser/page-helpers.js';
+import { nextMessage, openCheckpointPage, writeSampleCheckpoint } from './page.js';
 
 let browser: Browser;
 let report: CheckpointReport;
@@ -62,9 +64,44 @@ test('shows every tensor, draws the scale sparklines, and details the clicked te
 
   const before = host.received.length;
   await host.page.click('vscode-checkbox:has-text("Histogram only")');
-  for (let tries = 0; host.received.length === before && tries < 50; tries++) await host.page.waitForTimeout(20);
-  assert.deepEqual(host.received.at(-1), { type: 'analyse', hadamardBlock: 32, mode: 'histogram', sqnrRows: 32 });
+  assert.deepEqual(await nextMessage(host, before), { type: 'analyse', hadamardBlock: 32, mode: 'histogram', sqnrRows: 32 });
   assert.deepEqual(host.errors, []);
+});
+
+test('Hadamard block and SQNR on every row ask for a new analysis; the filter narrows the table; sorting flips; a second click closes the detail', async () => {
+  const host = await openCheckpointPage(browser, 'light');
+  const { page } = host;
+  await host.send({ type: 'report', report });
+  const names = () => page.$$eval('table.tensors tbody tr:not(:has(td.detail-cell)) td:first-child', (tds) => tds.map((td) => td.textContent ?? ''));
+  const allNames = await names();
+
+  // A new analysis is the host's work: each control's whole effect here is the request for one.
+  let seen = host.received.length;
+  await choose(page, 'Block size of the deterministic Hadamard rotation the second SQNR column is measured under', '64');
+  assert.deepEqual(await nextMessage(host, seen), { type: 'analyse', hadamardBlock: 64, mode: 'full', sqnrRows: 32 });
+  seen = host.received.length;
+  await page.click('vscode-checkbox:has-text("SQNR on every row")');
+  assert.deepEqual(await nextMessage(host, seen), { type: 'analyse', hadamardBlock: 32, mode: 'full', sqnrRows: 0 });
+
+  await page.fill('vscode-text-field.filter >> input', 'MLP.down');
+  assert.deepEqual(await names(), ['model.layers.0.mlp.down_proj.weight', 'model.layers.1.mlp.down_proj.weight'], 'case-insensitive substring');
+  await page.fill('vscode-text-field.filter >> input', 'nothing-like-this');
+  assert.equal(await page.locator('table.tensors tbody tr').count(), 0);
+  assert.match((await page.textContent('main')) ?? '', /No tensor name contains “nothing-like-this”\./);
+  await page.fill('vscode-text-field.filter >> input', '');
+  assert.deepEqual(await names(), allNames);
+
+  await page.click('th:has-text("Tensor")');
+  assert.deepEqual(await names(), [...allNames].reverse(), 'a second click on the sorted column flips it');
+  assert.match((await page.textContent('th:has-text("Tensor") .sort-mark')) ?? '', /▾/);
+
+  const row = 'table.tensors tbody tr:not(:has(td.detail-cell)):has-text("model.layers.1.mlp.up_proj.weight")';
+  await page.click(row);
+  assert.equal(await page.locator('section.detail h3').textContent(), 'model.layers.1.mlp.up_proj.weight');
+  await page.click(row);
+  assert.equal(await page.locator('section.detail').count(), 0, 'the clicked row again closes its detail');
+  assert.deepEqual(host.errors, []);
+  await page.close();
 });
 
 test('a hostile file shows its error instead of a table', async () => {
