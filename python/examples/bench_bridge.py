@@ -197,6 +197,16 @@ def _profile_hooks(path):
     return write
 
 
+def after_stats_excess(samples, stats_every: int) -> list:
+    """Each block's first idle step (the one after its stats step) minus the plain steps' median."""
+    idle, plain = samples.ms.get("off", []), samples.ms.get("plain", [])
+    per_block = stats_every - 2
+    if per_block < 1 or not idle or not plain:
+        return []
+    base = statistics.median(plain)
+    return [ms - base for ms in idle[::per_block]]
+
+
 def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
     # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
@@ -311,6 +321,9 @@ def main():
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
+            after = after_stats_excess(samples, args.stats_every)
+            if after:  # what a stats step leaves to the step after it: per-kind medians do not show it, means do
+                print(f"  the idle step after each stats step, ms over the plain median: {[round(v, 1) for v in after]} (mean {statistics.mean(after):.1f})", flush=True)
             print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
             GC_MS.clear()
             hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}

@@ -161,6 +161,9 @@ class Benchmark(unittest.TestCase):
         self.assertTrue(all("| plain bf16 |" in row or "| plain bf16 median |" in row for row in rows), rows)
         self.assertEqual(sum("per-kind medians" in row for row in rows), 4, rows)
         self.assertEqual(sum("opt-in layer groups 4 (a layer every 4·statsEvery)" in row for row in rows), 4, rows)
+        # The step after each stats step (one block of every layer; four with layer groups 4, each group's stats step timed)
+        after = [line for line in done.stdout.splitlines() if "the idle step after each stats step" in line]
+        self.assertEqual([line.split(": [")[1].split("]")[0].count(",") + 1 for line in after], [1, 4], after)
         with open(out) as f:
             results = json.load(f)
         modes = [(r["mode"], r.get("statsLayerGroups")) for r in results["runs"]]
