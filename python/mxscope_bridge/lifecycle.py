@@ -43,13 +43,22 @@ def keep_sigint_exit() -> None:
     _SIGINT_EXIT_KEPT[0] = True
 
     def note_interrupt_again():
-        died_of = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)  # the exception the script died of
-        if type(died_of) is KeyboardInterrupt and not sys.flags.interactive and not hasattr(sys, "ps1"):
+        if _died_of_ctrl_c():
             try:
                 exec("raise KeyboardInterrupt", {})
             except KeyboardInterrupt:
                 pass
     atexit.register(note_interrupt_again)
+
+
+def _died_of_ctrl_c() -> bool:
+    """Whether the script's top level (a file, -c, or runpy's -m) let a KeyboardInterrupt through:
+    the exception Python printed last, raised through a frame of __main__ or runpy first. A shell or
+    a notebook kernel that showed one (IPython keeps it as the last too) and went on does not count."""
+    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if type(exc) is not KeyboardInterrupt or sys.flags.interactive or hasattr(sys, "ps1") or exc.__traceback__ is None:
+        return False
+    return exc.__traceback__.tb_frame.f_globals.get("__name__") in ("__main__", "runpy")
 
 
 def install_exit_handlers(bridge: "Bridge") -> None:

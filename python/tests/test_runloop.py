@@ -175,6 +175,15 @@ class CtrlCExitStatus(unittest.TestCase):
         self.assertEqual(self.exit_status("raise ValueError('boom')"), 1)
         self.assertEqual(self.exit_status("pass"), 0)
 
+    def test_a_ctrl_c_that_a_shell_showed_and_went_on_from_is_not_the_exit(self):
+        # A notebook kernel (IPython) keeps the last exception it showed, a KeyboardInterrupt of an
+        # interrupted cell, in sys.last_value; the kernel then exits normally.
+        shell = ("def show(code):\n    try:\n        exec(code, {})\n    except KeyboardInterrupt as error:\n"
+                 "        sys.last_type, sys.last_value, sys.last_traceback = type(error), error, error.__traceback__\n"
+                 "        sys.last_exc = error\n")
+        self.assertEqual(self.exit_status(f"exec({shell!r}, {{'__name__': 'a_shell', 'sys': sys}}, namespace := {{}})\n"
+                                          "namespace['show']('raise KeyboardInterrupt')"), 0)
+
 
 if __name__ == "__main__":
     unittest.main()
