@@ -122,19 +122,17 @@ def operand_records(operands: Sequence[str], vectors: torch.Tensor, formats: Opt
 
 def iter_operand_records(operands: Sequence[str], vectors: torch.Tensor, formats: Optional[Sequence[Tuple[str, int]]] = None) -> Iterator[dict]:
     """operand_records one at a time: the tensor work and the conversions to Python lists happen
-    once, up front (each row's histogram span through one gather: a slice and `tolist` per row cost
+    once, up front (every row's histogram span through one mask: a slice and `tolist` per row cost
     ~30 µs, most of a stats step's 930 records); each record is then built as it is asked for."""
     vectors = vectors.to("cpu", torch.float64)
     counts = vectors[:, OPERAND_SCALARS:OPERAND_SCALARS + mxfp4.HIST_BINS].to(torch.int64)
     used = counts != 0
     bins = torch.arange(mxfp4.HIST_BINS)
-    first_t = torch.where(used, bins, mxfp4.HIST_BINS).amin(dim=1)
-    last_t = torch.where(used, bins, -1).amax(dim=1)
-    lengths_t = (last_t - first_t + 1).clamp(min=0)  # 0 for an empty histogram
-    rows = torch.repeat_interleave(torch.arange(len(counts)), lengths_t)
-    offsets = torch.arange(len(rows)) - torch.repeat_interleave(lengths_t.cumsum(0) - lengths_t, lengths_t)
-    spans = counts[rows, first_t[rows] + offsets].tolist()
-    first, lengths = first_t.tolist(), lengths_t.tolist()
+    first = torch.where(used, bins, mxfp4.HIST_BINS).amin(dim=1, keepdim=True)
+    last = torch.where(used, bins, -1).amax(dim=1, keepdim=True)
+    in_span = (bins >= first) & (bins <= last)  # empty for an empty histogram
+    spans = counts[in_span].tolist()  # row by row, each row's span in bin order
+    first, lengths = first.squeeze(1).tolist(), in_span.sum(dim=1).tolist()
     blocks = counts.sum(dim=1).tolist()
     nan_blocks = vectors[:, OPERAND_SCALARS + mxfp4.NAN_BIN].to(torch.int64).tolist()
     scalars = vectors[:, :OPERAND_SCALARS].tolist()
