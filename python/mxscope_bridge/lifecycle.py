@@ -28,20 +28,14 @@ def end_reason(exc: Optional[BaseException], step: Optional[int]) -> Tuple[str, 
 
 
 _EXIT_HANDLED: "weakref.WeakSet[Bridge]" = weakref.WeakSet()
-_SIGINT_EXIT_KEPT = [False]
-
-
 def keep_sigint_exit() -> None:
     """A script that dies of an uncaught KeyboardInterrupt (Ctrl-C) exits by SIGINT, so that a shell
     loop running it stops too (bpo-1054041). CPython notes the interrupt in a flag that every eval of
     a string clears, and torch._dynamo's exit handlers (torch 2.11 with Python 3.12, which the bridge
     imports through torch.compiler.disable) evaluate one: the script then exited with status 1. An
     exit handler registered before those runs after them (last in, first out) and notes it again,
-    the way CPython does, by a string eval that ends in KeyboardInterrupt. Call before importing torch._dynamo."""
-    if _SIGINT_EXIT_KEPT[0]:
-        return
-    _SIGINT_EXIT_KEPT[0] = True
-
+    the way CPython does, by a string eval that ends in KeyboardInterrupt. Call once, before importing
+    torch._dynamo (compile_stance does, at its import)."""
     def note_interrupt_again():
         if _died_of_ctrl_c():
             try:

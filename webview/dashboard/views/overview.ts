@@ -41,8 +41,9 @@ export class OverviewView implements View {
   private renderSingle(overview: LayerOverview): void {
     const metric = this.ctx.state.overviewMetric;
     const rows = worstFirst(overview.rows, metric);
-    const scope = perRankNote(this.ctx.data.run(overview.runId)?.wgradErrorScope);
-    this.note.textContent = `${this.ctx.data.run(overview.runId)?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${scope ? ` ${scope} (the Wgrad columns).` : ''}`;
+    const run = this.ctx.data.run(overview.runId);
+    const scope = perRankNote(run?.wgradErrorScope);
+    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${scope ? ` ${scope} (the Wgrad columns).` : ''}`;
     const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
