@@ -33,7 +33,7 @@ import torch
 from . import __version__, compile_stance, emulate as emulation_module, gc_freeze, stats
 from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
-from .config import GEMM_KINDS, check_gemm, check_layer_groups, check_wgrad_error_scope, run_config
+from .config import GEMM_KINDS, check_gemm, check_layer_groups, check_wgrad_error_row_stride, check_wgrad_error_scope, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
@@ -299,11 +299,13 @@ class Bridge:
             self.run_id = box[0]
         self.stop_requested = False
         self.step, self._tokens_at = None, None
-        self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a), rotationFit=fit)
+        row_stride = config.get("wgradErrorRowStride", 1)
+        self._layer_infos = [dict(layer_info(n, m, config["sketchSize"], config["seed"], a, row_stride), rotationFit=fit)
                              for (n, m, a), fit in zip(self.layers, fits)]
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
         self._per_rank = config.get("wgradErrorScope", "batch") == "rank"
-        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if self._per_rank else self.world, self.group, self._micro_batches)
+        self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if self._per_rank else self.world, self.group, self._micro_batches,
+                                   row_stride=row_stride)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0 and self.out_dir is not None:
@@ -537,6 +539,7 @@ class Bridge:
             check_gemm(config["gemms"][kind], f"config.gemms.{kind}")
         check_layer_groups(config)
         check_wgrad_error_scope(config)
+        check_wgrad_error_row_stride(config)
         infos = [layer_info(n, m, 0, 0, a) for n, m, a in self.layers]
         return rotation_fits(infos, config["gemms"], self.misfit)
 

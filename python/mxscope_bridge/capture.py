@@ -171,8 +171,12 @@ def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, r
     aq, bq, sums = gemm_operands(gemm, a, b, True, random, f"{layer} wgrad", operand_dtype, with_stats, a_row_major=True, misfit=misfit)
     dwq = mm_float32(aq, bq.t(), _exact_dtype(gemm, dy.dtype))
     if capture is not None:
-        dw = mm_float32(a, b.t(), dy.dtype)
-        capture.errors.add(layer, dwq, dw, 0, tuple(dwq.shape))
+        errors = capture.errors
+        rows = errors.sampled_rows(layer, dwq.shape[0])
+        stride = errors.row_stride
+        # Sampled (wgradErrorRowStride > 1): ∇W of the rows 0, stride, … alone, against those of ∇Ŵ.
+        dw = mm_float32(a[::stride], b.t(), dy.dtype)
+        errors.add(layer, dwq[::stride].contiguous() if stride > 1 else dwq, dw, 0, (rows, dwq.shape[1]))
         capture.observe_operands(layer, "wgrad", gemm, a, b, sums)
     return dwq
 
@@ -208,8 +212,14 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     tokens, out_features = dy.shape
     exact_in = _exact_dtype(gemm, dy.dtype)
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
-    rows = capture.errors.rows_per_chunk(layer, out_features, x.shape[1], tokens)
-    part = capture.errors.rows_per_part(rows, tokens)
+    errors = capture.errors
+    # wgradErrorRowStride > 1 (opt-in): E of the rows 0, stride, 2·stride, … of ∇W alone. ∇Yᵀ is still
+    # quantized whole, part by part (its stats and its random bits are the whole operand's); only the
+    # sampled rows enter the products, as row-strided views that the GEMMs read in place.
+    stride = errors.row_stride
+    sampled = errors.sampled_rows(layer, out_features)
+    rows = errors.rows_per_chunk(layer, out_features, x.shape[1], tokens)
+    part = errors.rows_per_part(rows, tokens)
     what = f"{layer} wgrad"
     block = gemm["precision"] in BLOCK_PRECISIONS
     in_format = block and uses_formats(gemm)
@@ -253,12 +263,12 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
                     sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
                 else:
                     sdy = s if sdy is None else sdy.merged(s)
-            dws.append(mm_float32(a, x, dy.dtype))
+            dws.append(mm_float32(a[::stride], x, dy.dtype))
             # An fp32 GEMM of bf16/fp32 operands is the exact product: E = 0 without a second product.
-            dwqs.append(dws[-1] if gemm["precision"] == "fp32" else mm_float32(aq, bq.t(), exact_in))
+            dwqs.append(dws[-1] if gemm["precision"] == "fp32" else mm_float32(aq[::stride], bq.t(), exact_in))
             del aq
         dwq, dw = (dwqs[0], dws[0]) if len(dws) == 1 else (torch.cat(dwqs), torch.cat(dws))
         del dwqs, dws
-        capture.errors.add(layer, dwq, dw, row0, (out_features, x.shape[1]))
+        errors.add(layer, dwq, dw, row0 // stride, (sampled, x.shape[1]))
         del dwq, dw
     capture.observe_operands(layer, "wgrad", gemm, dy.t(), x.t(), (sdy, sx), precision)

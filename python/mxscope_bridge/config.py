@@ -25,13 +25,15 @@ def default_gemms(gemm: dict = FP32_GEMM) -> Dict[str, dict]:
 def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, tokens_per_step: int = 0, stats_every: int = 10,
                sketch_size: int = 64, eval_every: int = 0, data: str = "", gemms: Dict[str, dict] = None,
                model: Dict[str, Any] = None, optimizer: Dict[str, Any] = None, stats_layer_groups: int = 1,
-               wgrad_error_scope: str = "batch") -> dict:
+               wgrad_error_scope: str = "batch", wgrad_error_row_stride: int = 1) -> dict:
     """A RunConfig; `model` and `optimizer` are free-form maps of numbers, strings and booleans.
     `stats_layer_groups` = N > 1 (opt-in): each stats step reports one N-th of the layers in turn
     (exact stats, each layer every stats_every * N steps) for an N-th of the cost.
     `wgrad_error_scope` = "rank" (opt-in, data parallelism): each rank's own Wgrad error, averaged over
     the ranks at the step's end, instead of the error of the ranks' mean gradient
-    (check_wgrad_error_scope); in one process the two are the same."""
+    (check_wgrad_error_scope); in one process the two are the same.
+    `wgrad_error_row_stride` = N > 1 (opt-in, an estimate): the Wgrad error from every N-th row of ∇W
+    (check_wgrad_error_row_stride) for about an N-th of its products."""
     config = {
         "preset": preset, "seed": seed, "steps": steps, "tokensPerStep": tokens_per_step, "statsEvery": stats_every,
         "sketchSize": sketch_size, "evalEvery": eval_every, "data": data, "gemms": copy.deepcopy(gemms or default_gemms()),
@@ -41,9 +43,22 @@ def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, token
         config["statsLayerGroups"] = stats_layer_groups
     if wgrad_error_scope != "batch":
         config["wgradErrorScope"] = wgrad_error_scope
+    if wgrad_error_row_stride != 1 or isinstance(wgrad_error_row_stride, bool):  # True == 1, but is no row stride
+        config["wgradErrorRowStride"] = wgrad_error_row_stride
     check_layer_groups(config)
     check_wgrad_error_scope(config)
+    check_wgrad_error_row_stride(config)
     return config
+
+
+def check_wgrad_error_row_stride(config: dict) -> None:
+    """Refuses a wgradErrorRowStride (protocol 1.5) that is not an integer from 1 to 1024. N > 1 is an
+    opt-in estimate: each layer's Wgrad error comes from the rows 0, N, 2N, … of ∇W alone (its norms
+    scaled to the whole tensor's rows; ratios and cosines those of the sampled rows), so the two
+    Wgrad-sized products behind it cost about an N-th; the operand stats stay exact."""
+    stride = config.get("wgradErrorRowStride", 1)
+    if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= 1024:
+        raise ConfigError(f"wgradErrorRowStride: expected an integer from 1 to 1024 (1: every row of ∇W, exact), got {stride!r}")
 
 
 def check_wgrad_error_scope(config: dict) -> None:

@@ -33,9 +33,19 @@ def layer_block(name: str) -> int:
     return int(match.group(1)) if match else -1
 
 
-def sketch_indices(name: str, size: int, count: int, seed: int) -> List[int]:
-    """Fixed sample positions into the flattened weight (the same on every rank and every step)."""
-    return sorted(random.Random(f"{seed}:{name}").sample(range(size), min(count, size)))
+def sampled_rows(out_features: int, row_stride: int) -> int:
+    """Rows 0, row_stride, 2·row_stride, … of an [out_features, in] ∇W: those the Wgrad error is made of."""
+    return -(-out_features // row_stride)
+
+
+def sketch_indices(name: str, out_features: int, in_features: int, count: int, seed: int, row_stride: int = 1) -> List[int]:
+    """Fixed sample positions into the flattened weight (the same on every rank and every step), in the
+    rows the Wgrad error is made of (every row_stride-th; with 1, every row)."""
+    size = sampled_rows(out_features, row_stride) * in_features
+    picked = sorted(random.Random(f"{seed}:{name}").sample(range(size), min(count, size)))
+    if row_stride == 1:
+        return picked
+    return [(i // in_features) * row_stride * in_features + i % in_features for i in picked]
 
 
 class LinearLike:
@@ -154,10 +164,10 @@ def _chosen_weights(weights, include: Optional[List[str]], exclude: List[str], u
     return chosen
 
 
-def layer_info(name: str, module: torch.nn.Module, sketch_size: int, seed: int, adapter: LinearLike = DEFAULT_ADAPTER) -> dict:
+def layer_info(name: str, module: torch.nn.Module, sketch_size: int, seed: int, adapter: LinearLike = DEFAULT_ADAPTER, row_stride: int = 1) -> dict:
     out_features, in_features = adapter.weight(module).shape
     return {"name": name, "kind": layer_kind(name), "block": layer_block(name), "outFeatures": int(out_features),
-            "inFeatures": int(in_features), "sketchIndices": sketch_indices(name, out_features * in_features, sketch_size, seed)}
+            "inFeatures": int(in_features), "sketchIndices": sketch_indices(name, int(out_features), int(in_features), sketch_size, seed, row_stride)}
 
 
 def rotation_fits(layers: List[dict], gemms: Dict[str, dict], misfit: str) -> List[dict]:

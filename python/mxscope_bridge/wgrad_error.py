@@ -13,6 +13,10 @@ run with wgradErrorScope "rank" gives each rank world = 1 here: its own whole E,
 
 Several micro-batches per step (gradient accumulation) need E and ∇W summed before any norm:
 `Bridge(micro_batches=N)` keeps them on the device until end_step (weight-sized memory).
+
+With the opt-in wgradErrorRowStride = N > 1, ∇Ŵ and ∇W hold only the rows 0, N, 2N, … of each layer
+(the callers make those alone): chunks, E_{t−1} and sketch positions are then in the sampled rows' own
+numbering (sampled row i is row i·N), and the sums are scaled to the whole tensor's rows at the end.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 import torch
 
 from . import stats
+from .layers import sampled_rows
 from .triton_launch import Relauncher
 
 try:
@@ -261,9 +266,15 @@ class WgradErrors:
     """The Wgrad error sums of one run: per-layer vectors of the current stats step, E_{t−1} of the step before."""
 
     def __init__(self, sketch_size: int, sketch_index: Callable[[str], List[int]], world: int = 1, group=None,
-                 micro_batches: int = 1):
+                 micro_batches: int = 1, row_stride: int = 1):
         self.sketch_size = sketch_size
         self.sketch_index = sketch_index
+        #: wgradErrorRowStride: E is made of the rows 0, row_stride, 2·row_stride, … of each ∇W
+        self.row_stride = row_stride
+        #: layer -> rows of its ∇W over rows sampled, by which its sums are scaled (row_stride > 1)
+        self._row_scale: Dict[str, float] = {}
+        #: layer -> its sketch positions in the sampled rows' numbering (row_stride > 1)
+        self._sampled_sketch: Dict[str, List[int]] = {}
         self.world, self.group = world, group
         self.micro_batches = micro_batches
         self.store = HostErrorStore()
@@ -317,19 +328,33 @@ class WgradErrors:
         self.store.end_step(self.keep)
         self.prev_step = self.step if self.keep else None
 
+    def sampled_rows(self, layer: str, out_features: int) -> int:
+        """Rows of the layer's E: all of ∇W's, or with row_stride > 1 the rows 0, row_stride, … (noted
+        for the scaling of its sums)."""
+        if self.row_stride == 1:
+            return out_features
+        rows = sampled_rows(out_features, self.row_stride)
+        self._row_scale[layer] = out_features / rows
+        return rows
+
     def rows_per_chunk(self, layer: str, out_features: int, in_features: int, tokens: int) -> int:
-        """Rows of E per chunk: E, ∇Ŵ and ∇W chunks and the quantized ∇Y columns stay near CHUNK_BYTES each
-        (whole where a step's calls are summed)."""
+        """Rows of ∇W per chunk (a multiple of row_stride, whose sampled rows make a chunk of E): E, ∇Ŵ
+        and ∇W chunks and the quantized ∇Y columns stay near CHUNK_BYTES each (whole where a step's
+        calls are summed)."""
         if self._sums_calls(layer):
             return out_features
         # Ranks reduce E chunk by chunk, so every rank must cut the same chunks whatever its tokens
         # (padded batches, routed experts): then rows_per_part bounds ∇Yᵀ.
         per_row = in_features * 4 if self.world > 1 else max(in_features * 4, tokens * 2)
-        return max(1, min(out_features, CHUNK_BYTES // per_row))
+        return self._whole_strides(min(out_features, CHUNK_BYTES // per_row))
 
     def rows_per_part(self, rows: int, tokens: int) -> int:
-        """Rows of ∇Yᵀ quantized and multiplied at once within a chunk of `rows` rows of E."""
-        return max(1, min(rows, CHUNK_BYTES // max(tokens * 2, 1)))
+        """Rows of ∇Yᵀ quantized (and, sampled, multiplied) at once within a chunk of `rows` rows of ∇W."""
+        return self._whole_strides(min(rows, CHUNK_BYTES // max(tokens * 2, 1)))
+
+    def _whole_strides(self, rows: int) -> int:
+        # A chunk or part starts on a sampled row: row_stride divides every start.
+        return max(self.row_stride, rows - rows % self.row_stride)
 
     def add(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, shape: Tuple[int, int]) -> None:
         """One row chunk [row0, row0 + rows) of ∇Ŵ (at the GEMM's precision) and the exact ∇W, float32."""
@@ -389,7 +414,7 @@ class WgradErrors:
         if key in self._slices:
             return self._slices[key]
         start, end = part if part is not None else (0, (row1 - row0) * cols)
-        indices = self.sketch_index(layer)
+        indices = self._sketch_positions(layer, cols)
         lo = bisect.bisect_left(indices, row0 * cols + start)
         hi = bisect.bisect_left(indices, min(row0 * cols + end, row1 * cols))
         local = None
@@ -403,12 +428,37 @@ class WgradErrors:
         self._slices[key] = (local, (lo, hi))
         return self._slices[key]
 
+    def _sketch_positions(self, layer: str, cols: int) -> List[int]:
+        """The layer's sketch positions in E's own numbering: ∇W's flat indices, or with row_stride > 1
+        those of the sampled rows (layers.sketch_indices puts every position in one)."""
+        indices = self.sketch_index(layer)
+        if self.row_stride == 1:
+            return indices
+        if layer not in self._sampled_sketch:
+            stride = self.row_stride
+            if any((i // cols) % stride for i in indices):
+                raise ValueError(f"{layer}: sketch index in a row wgradErrorRowStride {stride} does not sample; make them with layers.sketch_indices(..., row_stride={stride})")
+            self._sampled_sketch[layer] = [(i // cols) // stride * cols + i % cols for i in indices]
+        return self._sampled_sketch[layer]
+
     def records_vector(self, layers: List[str]) -> Tuple[List[str], Optional[torch.Tensor]]:
-        """The layers with a vector this step and their vectors laid end to end (one transfer to the host)."""
+        """The layers with a vector this step and their vectors laid end to end (one transfer to the host);
+        with row_stride > 1 each layer's sums scaled from its sampled rows to all of ∇W's rows."""
         present = [layer for layer in layers if layer in self.vectors and layer not in self._incomplete]
         if not present:
             return [], None
-        return present, torch.cat([self.vectors[layer] for layer in present])
+        vectors = [self.vectors[layer] for layer in present]
+        if self.row_stride > 1:
+            vectors = [_scaled_sums(vector, self._row_scale.get(layer, 1.0)) for layer, vector in zip(present, vectors)]
+        return present, torch.cat(vectors)
+
+
+def _scaled_sums(vector: torch.Tensor, scale: float) -> torch.Tensor:
+    # The five sums (gg, ee, eg, pp, ep) scale with the rows summed; ratios and cosines do not move, and
+    # the sketch entries are E's own values.
+    scaled = vector.clone()
+    scaled[:5] *= scale
+    return scaled
 
 
 def wgrad_record(vector: List[float], sketch_size: int, has_prev: bool) -> dict:

@@ -1,0 +1,157 @@
+"""The opt-in wgradErrorRowStride (protocol 1.5): each layer's Wgrad error made of every N-th row of ∇W.
+
+The figures of a sampled run are checked against the rows 0, N, 2N, … of the whole ∇Ŵ and ∇W that a
+run with every row computes (taken from its WgradErrors as they arrive): the sums scaled to all rows,
+the ratios and cosines those of the sampled rows, lag-1 against the step before's sampled rows, the
+sketch E at positions that lie in sampled rows. Observed and emulated layers, whole and in row chunks."""
+import math
+import random
+import tempfile
+import unittest
+from unittest import mock
+
+import torch
+
+from mxscope_bridge import messages, wgrad_error
+from mxscope_bridge.config import ConfigError, run_config
+from mxscope_bridge.emulate import emulate
+from mxscope_bridge.layers import sketch_indices
+
+from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log, train
+
+STEPS, STATS_EVERY = 6, 3  # stats steps 0 and 3; step 2 keeps E for step 3's lag-1
+#: A sampled row's ∇W is its own, smaller GEMM: BLAS rounds it apart from the whole one in the last bits.
+REL = 1e-6
+
+
+def _run(stride, emulated=False, chunk_bytes=None, capture=False):
+    """(the run's Wgrad error records by (step, layer), its layer infos by name, and with `capture`
+    every (step, layer)'s whole ∇Ŵ and ∇W as WgradErrors received them)."""
+    torch.manual_seed(0)
+    model = TinyNet()
+    if emulated:
+        emulate(model, mx_gemms())
+    bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-rowstride-"), stats_every=STATS_EVERY, wgrad_error_row_stride=stride)
+    products = {}
+    add = wgrad_error.WgradErrors.add
+
+    def recording_add(errors, layer, dwq, dw, row0, shape):
+        products.setdefault((errors.step, layer), []).append((row0, dwq.clone(), dw.clone()))
+        return add(errors, layer, dwq, dw, row0, shape)
+
+    patches = ([mock.patch.object(wgrad_error.WgradErrors, "add", recording_add)] if capture else []) + \
+              ([mock.patch.object(wgrad_error, "CHUNK_BYTES", chunk_bytes)] if chunk_bytes else [])
+    for patch in patches:
+        patch.start()
+    try:
+        bridge.start_run()
+        train(model, bridge, STEPS)
+    finally:
+        for patch in patches:
+            patch.stop()
+    run_dir = bridge.run_dir
+    bridge.end_run()
+    bridge.close()
+    log = read_log(run_dir)
+    records = {(r["step"], r["layer"]): r["wgradError"] for r in log if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
+    infos = {info["name"]: info for info in log[0]["layers"]}
+    whole = {key: (torch.cat([q for _, q, _ in sorted(chunks, key=lambda c: c[0])]), torch.cat([g for _, _, g in sorted(chunks, key=lambda c: c[0])]))
+             for key, chunks in products.items()}
+    return records, infos, whole, log[0]["config"]
+
+
+def _sums(a, b):
+    return float((a * b).to(torch.float64).sum())
+
+
+def _expected(whole, step, layer, stride, indices, has_prev):
+    """The record a run sampling every stride-th row should give, from the whole ∇Ŵ and ∇W."""
+    dwq, dw = whole[(step, layer)]
+    err = dwq - dw
+    e, g = err[::stride], dw[::stride]
+    scale = dw.shape[0] / e.shape[0]
+    gg, ee, eg = scale * _sums(g, g), scale * _sums(e, e), scale * _sums(e, g)
+    want = {"gradNorm": math.sqrt(gg), "errNorm": math.sqrt(ee), "relErr": math.sqrt(ee / gg), "cosErrGrad": eg / math.sqrt(ee * gg),
+            "sketch": err.reshape(-1)[indices].tolist()}
+    if has_prev:
+        pq, pg = whole[(step - 1, layer)]
+        p = (pq - pg)[::stride]
+        want["lag1Cos"] = _sums(e, p) / math.sqrt(_sums(e, e) * _sums(p, p))
+        want["sketchPrev"] = (pq - pg).reshape(-1)[indices].tolist()
+    return want
+
+
+class RowSampledWgradError(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.reference = {emulated: _run(1, emulated, capture=True)[2] for emulated in (False, True)}
+
+    def check_sampled(self, stride, emulated=False, chunk_bytes=None):
+        records, infos, _, config = _run(stride, emulated, chunk_bytes)
+        self.assertEqual(config["wgradErrorRowStride"], stride, "runStarted's config names the estimate")
+        whole = self.reference[emulated]
+        self.assertEqual(sorted(records), sorted(key for key in whole if key[0] % STATS_EVERY == 0), "every layer reports at every stats step")
+        for (step, layer), got in records.items():
+            info = infos[layer]
+            indices = info["sketchIndices"]
+            self.assertTrue(indices and all((i // info["inFeatures"]) % stride == 0 for i in indices), f"{layer}: sketch positions in sampled rows")
+            has_prev = step > 0
+            want = _expected(whole, step, layer, stride, indices, has_prev)
+            self.assertEqual(got["lag1Cos"] is None, not has_prev, (step, layer))
+            for field, value in want.items():
+                if field.startswith("sketch"):
+                    scale = max(map(abs, value), default=0.0)
+                    self.assertTrue(all(math.isclose(u, v, rel_tol=1e-5, abs_tol=1e-5 * scale) for u, v in zip(got[field], value)) and len(got[field]) == len(value),
+                                    f"{step} {layer} {field}: {got[field]} vs {value}")
+                else:
+                    self.assertTrue(math.isclose(got[field], value, rel_tol=REL, abs_tol=REL if field.endswith("Cos") or field == "cosErrGrad" else 0.0),
+                                    f"{step} {layer} {field}: {got[field]} vs {value}")
+
+    def test_observed_layers_every_fourth_row(self):
+        self.check_sampled(4)
+
+    def test_a_stride_that_divides_no_layer(self):
+        self.check_sampled(5)  # 96, 64 and 32 rows: 20, 13 and 7 sampled, the last one short
+
+    def test_row_chunks_and_parts_start_on_sampled_rows(self):
+        # 256-byte chunks: E, ∇Ŵ and ∇W of one or two sampled rows at a time, ∇Yᵀ in parts.
+        self.check_sampled(4, chunk_bytes=256)
+        self.check_sampled(5, chunk_bytes=256)
+
+    def test_emulated_layers(self):
+        self.check_sampled(4, emulated=True)
+
+    def test_the_sampled_estimate_is_near_the_whole(self):
+        # Not a tolerance the code could meet by accident: the exact run's figures, which the sampled
+        # ones estimate, differ from them (else sampling would have been a no-op).
+        records, _, _, _ = _run(4)
+        exact, _, _, _ = _run(1)
+        rel = [records[key]["relErr"] / exact[key]["relErr"] for key in exact]
+        self.assertTrue(all(0.7 < r < 1.3 for r in rel), rel)
+        self.assertTrue(any(abs(r - 1) > 1e-6 for r in rel), "sampled and exact figures are the same")
+
+
+class RowStrideConfig(unittest.TestCase):
+    def test_sketch_positions_of_stride_one_are_unchanged(self):
+        want = sorted(random.Random("7:blocks.0.up").sample(range(96 * 64), 16))
+        self.assertEqual(sketch_indices("blocks.0.up", 96, 64, 16, 7), want)
+
+    def test_sketch_positions_lie_in_sampled_rows(self):
+        got = sketch_indices("blocks.0.up", 96, 64, 40, 7, row_stride=5)
+        self.assertEqual(got, sorted(set(got)))
+        self.assertTrue(all((i // 64) % 5 == 0 and i < 96 * 64 for i in got), got)
+        self.assertEqual(len(sketch_indices("tiny", 3, 2, 64, 7, row_stride=4)), 2, "at most the sampled elements")
+
+    def test_refused_values_name_the_field(self):
+        for bad in (0, 1025, 2.5, True, "4"):
+            with self.assertRaisesRegex(ConfigError, r"wgradErrorRowStride: expected an integer from 1 to 1024", msg=repr(bad)):
+                run_config(wgrad_error_row_stride=bad)
+        config = run_config(wgrad_error_row_stride=4)
+        self.assertEqual(config["wgradErrorRowStride"], 4)
+        self.assertNotIn("wgradErrorRowStride", run_config(), "absent by default (every row)")
+        self.assertIsNone(messages.check(messages.run_config_schema, config))
+        self.assertRegex(messages.check(messages.run_config_schema, dict(config, wgradErrorRowStride=0)) or "", r"\.wgradErrorRowStride")
+
+
+if __name__ == "__main__":
+    unittest.main()
