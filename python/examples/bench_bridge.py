@@ -207,11 +207,11 @@ def after_stats_excess(samples, stats_every: int) -> list:
     return [ms - base for ms in idle[::per_block]]
 
 
-def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
+def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_stride=1):
     # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
     config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms,
-                        stats_layer_groups=groups)
+                        stats_layer_groups=groups, wgrad_error_row_stride=row_stride)
     bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
                     log=lambda line: None, handle_exit=False, backward_thread=not args.no_backward_thread)
     bridge.start_run(name="bench observe")
@@ -242,6 +242,15 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1):
     return bridge.dropped_stats
 
 
+def observe_label(groups: int, row_stride: int, no_backward_thread: bool) -> str:
+    """A table row's mode: every layer and every row, or the opt-in it measures, named."""
+    if groups > 1:
+        return f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery)"
+    if row_stride > 1:
+        return f"observe (hooks), opt-in Wgrad error from 1 in {row_stride} rows (an estimate)"
+    return "observe (hooks, no worker thread)" if no_backward_thread else "observe (hooks)"
+
+
 def measure_emulated(trainer, args, label, samples):
     gemm = gemm_config("mxfp4", EMULATED[label]["rotation"], 32, EMULATED[label]["rounding"], False)
     emulation = emulate(trainer.model, default_gemms(gemm), seed=1)
@@ -262,6 +271,8 @@ def main():
     parser.add_argument("--checkpointing-from", type=int, default=4096, help="activation checkpointing (both sides) at this seq length and above")
     parser.add_argument("--stats-every", type=int, default=10, help="statsEvery of the measured bridge blocks")
     parser.add_argument("--layer-groups", default="1,4", help="comma-separated statsLayerGroups to measure (1: every layer at every stats step; N > 1: the opt-in layer groups)")
+    parser.add_argument("--row-strides", default="4", help="comma-separated opt-in wgradErrorRowStride N > 1 to measure, every layer at every stats step "
+                                                          "(the Wgrad error estimated from every N-th row of ∇W)")
     parser.add_argument("--derive", default="100", help="comma-separated larger statsEvery values derived from the per-kind means")
     parser.add_argument("--emulated", default=",".join(EMULATED), help="comma-separated emulated modes (empty: none)")
     parser.add_argument("--rounds", type=int, default=3)
@@ -298,10 +309,11 @@ def main():
         note = " (activation checkpointing, both sides)" if checkpointing else ""
         print(f"== {batch}x{seq} = {tokens} tokens/step{note}, {trainer.kind}", flush=True)
         dropped = 0
-        for groups in ([] if args.skip_observe else [int(v) for v in args.layer_groups.split(",") if v]):
+        variants = [] if args.skip_observe else [(int(v), 1) for v in args.layer_groups.split(",") if v] + [(1, int(v)) for v in args.row_strides.split(",") if v and int(v) > 1]
+        for groups, row_stride in variants:
             samples = Samples()
-            dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups)
-            mode = ("observe (hooks, no worker thread)" if args.no_backward_thread else "observe (hooks)") if groups == 1 else f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery)"
+            dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups, row_stride)
+            mode = observe_label(groups, row_stride, args.no_backward_thread)
             plain = samples.mean("plain")
             on = samples.mean("stats", "pre", "off")
             per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}
@@ -316,6 +328,7 @@ def main():
                 rows.append((tokens, n, f"{mode}, per-kind medians", "plain bf16 median", median["plain"], derived,
                              samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every, "statsLayerGroups": groups,
+                            "wgradErrorRowStride": row_stride,
                             "backwardThread": not args.no_backward_thread,
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "droppedStats": dropped, "oom": sorted(samples.oom)})

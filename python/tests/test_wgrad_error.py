@@ -156,18 +156,20 @@ class Benchmark(unittest.TestCase):
                               capture_output=True, text=True, timeout=300)
         self.assertEqual(done.returncode, 0, done.stderr[-2000:])
         rows = [line for line in done.stdout.splitlines() if line.startswith("| 64 |")]
-        # every layer and the opt-in layer groups 4 (measured, derived, two by per-kind medians each), emulated
-        self.assertEqual(len(rows), 9, done.stdout)
+        # every layer, the opt-in layer groups 4 and the opt-in row stride 4 (measured, derived, two by
+        # per-kind medians each), emulated
+        self.assertEqual(len(rows), 13, done.stdout)
         self.assertTrue(all("| plain bf16 |" in row or "| plain bf16 median |" in row for row in rows), rows)
-        self.assertEqual(sum("per-kind medians" in row for row in rows), 4, rows)
+        self.assertEqual(sum("per-kind medians" in row for row in rows), 6, rows)
         self.assertEqual(sum("opt-in layer groups 4 (a layer every 4·statsEvery)" in row for row in rows), 4, rows)
+        self.assertEqual(sum("opt-in Wgrad error from 1 in 4 rows (an estimate)" in row for row in rows), 4, rows)
         # The step after each stats step (one block of every layer; four with layer groups 4, each group's stats step timed)
         after = [line for line in done.stdout.splitlines() if "the idle step after each stats step" in line]
-        self.assertEqual([line.split(": [")[1].split("]")[0].count(",") + 1 for line in after], [1, 4], after)
+        self.assertEqual([line.split(": [")[1].split("]")[0].count(",") + 1 for line in after], [1, 4, 1], after)
         with open(out) as f:
             results = json.load(f)
-        modes = [(r["mode"], r.get("statsLayerGroups")) for r in results["runs"]]
-        self.assertEqual(modes, [("observe", 1), ("observe", 4), ("mxfp4 H32 nearest-even", None)])
+        modes = [(r["mode"], r.get("statsLayerGroups"), r.get("wgradErrorRowStride")) for r in results["runs"]]
+        self.assertEqual(modes, [("observe", 1, 1), ("observe", 4, 1), ("observe", 1, 4), ("mxfp4 H32 nearest-even", None, None)])
         self.assertEqual(set(results["runs"][0]["perKindMs"]), {"plain", "off", "pre", "stats"})
 
 

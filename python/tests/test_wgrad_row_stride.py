@@ -17,18 +17,31 @@ from mxscope_bridge.config import ConfigError, run_config
 from mxscope_bridge.emulate import emulate
 from mxscope_bridge.layers import sketch_indices
 
-from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log, train
+from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log
 
 STEPS, STATS_EVERY = 6, 3  # stats steps 0 and 3; step 2 keeps E for step 3's lag-1
 #: A sampled row's ∇W is its own, smaller GEMM: BLAS rounds it apart from the whole one in the last bits.
 REL = 1e-6
 
 
-def _run(stride, emulated=False, chunk_bytes=None, capture=False):
+def _train(model, bridge, device):
+    generator = torch.Generator().manual_seed(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(STEPS):
+        bridge.begin_step(step)
+        x = torch.randn(4, 16, 64, generator=generator).to(device).requires_grad_()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        bridge.end_step(loss=loss.item(), lr=0.01)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu"):
     """(the run's Wgrad error records by (step, layer), its layer infos by name, and with `capture`
     every (step, layer)'s whole ∇Ŵ and ∇W as WgradErrors received them)."""
     torch.manual_seed(0)
-    model = TinyNet()
+    model = TinyNet().to(device)
     if emulated:
         emulate(model, mx_gemms())
     bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-rowstride-"), stats_every=STATS_EVERY, wgrad_error_row_stride=stride)
@@ -36,7 +49,7 @@ def _run(stride, emulated=False, chunk_bytes=None, capture=False):
     add = wgrad_error.WgradErrors.add
 
     def recording_add(errors, layer, dwq, dw, row0, shape):
-        products.setdefault((errors.step, layer), []).append((row0, dwq.clone(), dw.clone()))
+        products.setdefault((errors.step, layer), []).append((row0, dwq.cpu(), dw.cpu()))
         return add(errors, layer, dwq, dw, row0, shape)
 
     patches = ([mock.patch.object(wgrad_error.WgradErrors, "add", recording_add)] if capture else []) + \
@@ -45,7 +58,7 @@ def _run(stride, emulated=False, chunk_bytes=None, capture=False):
         patch.start()
     try:
         bridge.start_run()
-        train(model, bridge, STEPS)
+        _train(model, bridge, device)
     finally:
         for patch in patches:
             patch.stop()
@@ -82,12 +95,14 @@ def _expected(whole, step, layer, stride, indices, has_prev):
 
 
 class RowSampledWgradError(unittest.TestCase):
+    DEVICE = "cpu"
+
     @classmethod
     def setUpClass(cls):
-        cls.reference = {emulated: _run(1, emulated, capture=True)[2] for emulated in (False, True)}
+        cls.reference = {emulated: _run(1, emulated, capture=True, device=cls.DEVICE)[2] for emulated in (False, True)}
 
     def check_sampled(self, stride, emulated=False, chunk_bytes=None):
-        records, infos, _, config = _run(stride, emulated, chunk_bytes)
+        records, infos, _, config = _run(stride, emulated, chunk_bytes, device=self.DEVICE)
         self.assertEqual(config["wgradErrorRowStride"], stride, "runStarted's config names the estimate")
         whole = self.reference[emulated]
         self.assertEqual(sorted(records), sorted(key for key in whole if key[0] % STATS_EVERY == 0), "every layer reports at every stats step")
@@ -124,11 +139,16 @@ class RowSampledWgradError(unittest.TestCase):
     def test_the_sampled_estimate_is_near_the_whole(self):
         # Not a tolerance the code could meet by accident: the exact run's figures, which the sampled
         # ones estimate, differ from them (else sampling would have been a no-op).
-        records, _, _, _ = _run(4)
-        exact, _, _, _ = _run(1)
+        records, _, _, _ = _run(4, device=self.DEVICE)
+        exact, _, _, _ = _run(1, device=self.DEVICE)
         rel = [records[key]["relErr"] / exact[key]["relErr"] for key in exact]
         self.assertTrue(all(0.7 < r < 1.3 for r in rel), rel)
         self.assertTrue(any(abs(r - 1) > 1e-6 for r in rel), "sampled and exact figures are the same")
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU: the fused quantize-and-copy kernel and bf16 products with float32 output")
+class RowSampledWgradErrorOnGpu(RowSampledWgradError):
+    DEVICE = "cuda"
 
 
 class RowStrideConfig(unittest.TestCase):
