@@ -14,6 +14,7 @@ import {
   runConfigSchema,
   telemetryRecordSchema,
   ValidationError,
+  wgradErrorNote,
   type GemmConfig,
   type RunConfig,
 } from '../src/protocol/index.js';
@@ -25,7 +26,7 @@ const config: RunConfig = {
 };
 
 test('protocol 1.2: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
-  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 4 });
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 5 });
   check(runConfigSchema, config);
   const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
   check(runConfigSchema, recipes);
@@ -49,6 +50,21 @@ test('protocol 1.4: wgradErrorScope is optional, batch or rank', () => {
   for (const bad of ['global', 'Rank', 1, null]) {
     assert.throws(() => check(runConfigSchema, { ...config, wgradErrorScope: bad }), /\.wgradErrorScope: expected one of "batch", "rank"/, `wgradErrorScope ${JSON.stringify(bad)}`);
   }
+});
+
+test('protocol 1.5: wgradErrorRowStride is optional, an integer from 1 to 1024', () => {
+  for (const good of [1, 4, 1024]) assert.equal(check(runConfigSchema, { ...config, wgradErrorRowStride: good }).wgradErrorRowStride, good);
+  for (const bad of [0, 1025, 2.5, '4']) {
+    assert.throws(() => check(runConfigSchema, { ...config, wgradErrorRowStride: bad }), /\.wgradErrorRowStride: expected an integer in \[1, 1024\]/, `wgradErrorRowStride ${JSON.stringify(bad)}`);
+  }
+});
+
+test('the Wgrad error note names each opt-in that changed what the figures describe, nothing by default', () => {
+  assert.equal(wgradErrorNote({}), '');
+  assert.equal(wgradErrorNote({ wgradErrorScope: 'batch', wgradErrorRowStride: 1 }), '', 'the defaults spelled out go unsaid too');
+  assert.equal(wgradErrorNote({ wgradErrorScope: 'rank' }), "Wgrad error: each rank's own, mean over ranks");
+  assert.equal(wgradErrorNote({ wgradErrorRowStride: 4 }), 'Wgrad error: estimated from 1 in 4 rows');
+  assert.equal(wgradErrorNote({ wgradErrorScope: 'rank', wgradErrorRowStride: 4 }), "Wgrad error: each rank's own, mean over ranks; estimated from 1 in 4 rows");
 });
 
 test('labels name the format, the rotation (FSH = fixed-sign), a non-default scale rule and 2-D tiles', () => {

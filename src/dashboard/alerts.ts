@@ -3,7 +3,7 @@
 // divergence. Each fires once per episode (not once per layer or per step) and names the step and
 // the first layer (and GEMM) whose metric moved; for loss events, the first one that left its
 // running range in the stats steps before the event.
-import { perRankNote } from '../protocol/config.js';
+import { wgradErrorNote } from '../protocol/config.js';
 import { layerMetric } from '../protocol/layer-metrics.js';
 import { WEBVIEW_LIMITS, type Alert } from '../protocol/webview.js';
 import type { LayerStatsRecord, TelemetryRecord } from '../protocol/telemetry.js';
@@ -36,7 +36,7 @@ interface RunAlertState {
   gradToErr: Episode;
   /** Steps between two stats of one layer: statsEvery · statsLayerGroups. */
   layerStatsInterval: number;
-  /** perRankNote of the run's wgradErrorScope: its Wgrad error alerts say it. */
+  /** wgradErrorNote of the run's config (per-rank, sampled rows): its Wgrad error alerts say it. */
   wgradNote: string;
   departures: DepartureTracker;
   /** The newest checkpoint the trainer kept on its own (it has a reason: before a suspicious update). */
@@ -80,7 +80,7 @@ export class AlertTracker {
     const state = this.state(record.runId);
     if (record.type === 'runStarted') {
       state.layerStatsInterval = record.config.statsEvery * (record.config.statsLayerGroups ?? 1);
-      state.wgradNote = perRankNote(record.config.wgradErrorScope);
+      state.wgradNote = wgradErrorNote(record.config);
     }
     // Every layerStats record passes here: the checks push into `raised` through raise(), with no
     // closure made per record.

@@ -30,6 +30,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     statsEvery: config?.statsEvery ?? 1,
     ...(config?.statsLayerGroups !== undefined ? { statsLayerGroups: config.statsLayerGroups } : {}),
     ...(config?.wgradErrorScope !== undefined ? { wgradErrorScope: config.wgradErrorScope } : {}),
+    ...(config?.wgradErrorRowStride !== undefined ? { wgradErrorRowStride: config.wgradErrorRowStride } : {}),
     layers: run.layers.map((layer) => layer.name),
     divergedAt: divergedAt ?? endedDiverged,
     sketchSize: config?.sketchSize ?? 0,

@@ -137,6 +137,17 @@ export interface RunConfig {
    * With one process the two are the same.
    */
   wgradErrorScope?: WgradErrorScope;
+  /**
+   * Optional (protocol 1.5), absent = 1: every row of ∇W, exact. N > 1 is an opt-in approximation
+   * that cuts what the full-tensor Wgrad error costs a publisher on a GPU: each layer's Wgrad error
+   * E = ∇Ŵ − ∇W (its sums, norms, cosines, lag-1 cosine and sketch) is computed on the rows
+   * r ≡ 0 (mod N) of ∇W only (every N-th output feature: r = 0, N, 2N, …). gradNorm and errNorm are
+   * then scaled by √(rows / ⌈rows / N⌉) so that they estimate the full tensor's norms; relErr,
+   * cosErrGrad, alignment, gradToErr and lag1Cos are those of the sampled rows (estimates of the full
+   * tensor's); LayerInfo.sketchIndices all lie in sampled rows. Operand stats (histograms,
+   * saturation, flush, SQNR) stay exact whatever N.
+   */
+  wgradErrorRowStride?: number;
   /** Number of fixed indices per layer at which the Wgrad error is sampled (see LayerInfo.sketchIndices). */
   sketchSize: number;
   /** Validation every `evalEvery` steps; 0 = never. */
@@ -186,6 +197,7 @@ export const runConfigSchema: Schema<RunConfig> = object<RunConfig>({
   statsEvery: intIn(1, 1_000_000),
   statsLayerGroups: optional(intIn(1, 1024)),
   wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
+  wgradErrorRowStride: optional(intIn(1, 1024)),
   sketchSize: intIn(0, 4096),
   evalEvery: nonNegInt,
   data: str(4096),
@@ -263,11 +275,22 @@ export function wgradErrorScopeLabel(scope: WgradErrorScope | undefined): string
 }
 
 /**
- * What views and alerts add beside a per-rank run's Wgrad error figures, whose norms, relErr and
- * lag-1 describe one rank's Wgrad GEMM rather than the ranks' mean gradient; '' for the default.
+ * How a run's Wgrad error was sampled (RunConfig.wgradErrorRowStride), in the words views show;
+ * '' for the default, every row (exact), which goes unsaid.
  */
-export function perRankNote(scope: WgradErrorScope | undefined): string {
-  return scope === 'rank' ? `Wgrad error: ${wgradErrorScopeLabel('rank')}` : '';
+export function wgradErrorRowsLabel(rowStride: number | undefined): string {
+  return rowStride !== undefined && rowStride > 1 ? `estimated from 1 in ${rowStride} rows` : '';
+}
+
+/**
+ * What views and alerts add beside a run's Wgrad error figures when an opt-in changed what they
+ * describe: per-rank (norms, relErr and lag-1 of one rank's Wgrad GEMM rather than the ranks' mean
+ * gradient) and/or sampled rows (estimates of the full tensor's); '' for the default (whole batch,
+ * every row). One note, so every view and alert says the same.
+ */
+export function wgradErrorNote(run: Pick<RunConfig, 'wgradErrorScope' | 'wgradErrorRowStride'>): string {
+  const parts = [run.wgradErrorScope === 'rank' ? wgradErrorScopeLabel('rank') : '', wgradErrorRowsLabel(run.wgradErrorRowStride)].filter((part) => part !== '');
+  return parts.length === 0 ? '' : `Wgrad error: ${parts.join('; ')}`;
 }
 
 /**

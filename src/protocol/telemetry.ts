@@ -41,6 +41,7 @@ export interface LayerInfo {
   /**
    * Flat row-major indices into the [outFeatures, inFeatures] weight at which the Wgrad error E is
    * sampled every stats step. Fixed for the run, so sketches at different steps are comparable.
+   * With RunConfig.wgradErrorRowStride = N > 1 they all lie in the sampled rows (row ≡ 0 mod N).
    */
   sketchIndices: number[];
   /** Per GEMM: how its rotation fits this layer's reduction dimension, decided when the run started. */
@@ -152,7 +153,9 @@ export interface OperandStats {
 
 /**
  * The Wgrad error E = ∇Ŵ − ∇W, where ∇Ŵ is the weight gradient computed at the GEMM's configured
- * precision and ∇W the exact fp32 product. Ratios are null where a norm is zero.
+ * precision and ∇W the exact fp32 product. Ratios are null where a norm is zero. With the opt-in
+ * RunConfig.wgradErrorRowStride = N > 1 every field comes from every N-th row of ∇W only, the norms
+ * scaled to estimate the whole tensor's (see there).
  */
 export interface WgradError {
   gradNorm: number;

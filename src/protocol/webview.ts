@@ -20,6 +20,8 @@ export interface RunInfo {
   statsLayerGroups?: number;
   /** The run config's opt-in wgradErrorScope (absent: 'batch', the error of the ranks' mean gradient). */
   wgradErrorScope?: WgradErrorScope;
+  /** The run config's opt-in wgradErrorRowStride (absent: 1, the Wgrad error from every row, exact). */
+  wgradErrorRowStride?: number;
   /** Layer names in model order. */
   layers: string[];
   /** The step whose loss diverged (non-finite or run ended `diverged`), if any. */
@@ -237,6 +239,7 @@ const runInfoSchema = object<RunInfo>({
   statsEvery: intIn(1, 1_000_000),
   statsLayerGroups: optional(intIn(1, 1024)),
   wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
+  wgradErrorRowStride: optional(intIn(1, 1024)),
   layers: arrayOf(layerName, 100_000),
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),

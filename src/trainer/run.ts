@@ -53,6 +53,11 @@ export function startRun(options: RunOptions): RunHandle {
     // Layer groups cut a large model's stats cost in the bridge; this trainer's stats cost little.
     throw new Error(`config.statsLayerGroups: the embedded trainer reports every layer at every stats step; set statsLayerGroups to 1 or leave it out (got ${config.statsLayerGroups})`);
   }
+  if ((config.wgradErrorRowStride ?? 1) !== 1) {
+    // Sampling rows cuts the full-tensor error's cost on a GPU; this trainer's models are small, and
+    // its runs must not carry a label that says their error is an estimate when it is exact.
+    throw new Error(`config.wgradErrorRowStride: the embedded trainer computes the Wgrad error on every row; set wgradErrorRowStride to 1 or leave it out (got ${config.wgradErrorRowStride})`);
+  }
   const runId = newRunId();
   const trainer = new Trainer(config, runId);
   const dir = resolve(options.outDir, runId);

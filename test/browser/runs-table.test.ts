@@ -47,12 +47,14 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
 });
 
 /**
- * The dashboard of the recorded runs, the RHT16 run's config changed by `config`, on the Runs tab:
- * the page, and each run's cell of column `column` (its text and class) by run name.
+ * The dashboard of the recorded runs, the RHT16 run's config changed by `config` (and other runs'
+ * by `othersConfig`, by runId), on the Runs tab: the page, and each run's cell of column `column`
+ * (its text and class) by run name.
  */
-async function runsColumn(theme: 'light' | 'dark', config: Record<string, unknown>, column: number) {
+async function runsColumn(theme: 'light' | 'dark', config: Record<string, unknown>, column: number, othersConfig: Record<string, Record<string, unknown>> = {}) {
+  const changes: Record<string, Record<string, unknown>> = { ...othersConfig, rht: config };
   const records = recordedRuns().map((record) =>
-    record.type === 'runStarted' && record.runId === 'rht' ? { ...record, config: { ...record.config, ...config } } : record,
+    record.type === 'runStarted' && changes[record.runId] ? { ...record, config: { ...record.config, ...changes[record.runId] } } : record,
   );
   const host = await openDashboard(browser, theme, { before: (h) => h.ingest(records) });
   const { page } = host;
@@ -100,6 +102,56 @@ test('A run measuring each rank\'s own Wgrad error says so: Runs table, Wgrad er
     await waitText(page, '.overview-view p.note', 'Click a header to sort');
     assert.equal(((await page.textContent('.overview-view p.note')) ?? '').endsWith("Wgrad error: each rank's own, mean over ranks (the Wgrad columns)."), said, `${runId} overview note`);
   }
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('A run whose Wgrad error is estimated from 1 in 4 rows says so: Runs table, Wgrad error correlation, layer heatmap, layer overview', async () => {
+  const { host, byName, differing } = await runsColumn('dark', { wgradErrorRowStride: 4 }, 7);
+  const { page } = host;
+  assert.deepEqual(byName['bf16 baseline'], { value: 'whole batch', cls: '' });
+  assert.deepEqual(byName['mxfp4 · RHT16'], { value: 'whole batch; estimated from 1 in 4 rows', cls: 'differs' });
+  assert.ok(differing.includes('Wgrad error'));
+
+  await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
+  await clickTab(page, 'Wgrad error correlation');
+  const titles = await page.$$eval('.correlation-view .panel-title', (hs) => hs.map((h) => h.textContent ?? ''));
+  assert.equal(titles.length, 2);
+  assert.doesNotMatch(titles.find((t) => t.includes('H16'))!, /Wgrad error:/, 'every row (the default) goes unsaid');
+  assert.match(titles.find((t) => t.includes('RHT16'))!, / · Wgrad error: estimated from 1 in 4 rows$/);
+
+  await clickTab(page, 'Layer overview');
+  await waitText(page, '.overview-view p.note', 'mxfp4 · RHT16: Wgrad error: estimated from 1 in 4 rows.');
+  assert.doesNotMatch((await page.textContent('.overview-view p.note')) ?? '', /H16:/);
+  for (const [runId, said] of [['rht', true], ['h16', false]] as const) {
+    await host.send({ type: 'focus', mode: 'single', runIds: [runId] });
+    await clickTab(page, 'Layer heatmap');
+    await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
+    const heatmapNote = (await page.textContent('.layer-heatmap-view p.note')) ?? '';
+    assert.equal(/Wgrad error: estimated from 1 in 4 rows\.$/.test(heatmapNote), said, `${runId} heatmap note: ${heatmapNote}`);
+    if (!said) assert.doesNotMatch(heatmapNote, /Wgrad error:/);
+    await clickTab(page, 'Layer overview');
+    await waitText(page, '.overview-view p.note', 'Click a header to sort');
+    const overviewNote = (await page.textContent('.overview-view p.note')) ?? '';
+    assert.equal(overviewNote.endsWith('Wgrad error: estimated from 1 in 4 rows (the Wgrad columns).'), said, `${runId} overview note: ${overviewNote}`);
+    if (!said) assert.doesNotMatch(overviewNote, /Wgrad error:/);
+  }
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Compared runs with different Wgrad error opt-ins each get their own note; both opt-ins read as one', async () => {
+  const { host, byName } = await runsColumn('light', { wgradErrorScope: 'rank', wgradErrorRowStride: 4 }, 7, { h16: { wgradErrorRowStride: 8 } });
+  const { page } = host;
+  assert.equal(byName['mxfp4 · RHT16']!.value, "each rank's own, mean over ranks; estimated from 1 in 4 rows");
+  assert.equal(byName['mxfp4 · H16']!.value, 'whole batch; estimated from 1 in 8 rows');
+  await host.send({ type: 'focus', mode: 'compare', runIds: ['bf16', 'h16', 'rht'] });
+  await clickTab(page, 'Layer overview');
+  await waitText(page, '.overview-view p.note', 'largest difference first.');
+  assert.match(
+    (await page.textContent('.overview-view p.note')) ?? '',
+    / mxfp4 · H16: Wgrad error: estimated from 1 in 8 rows\. mxfp4 · RHT16: Wgrad error: each rank's own, mean over ranks; estimated from 1 in 4 rows\.$/,
+  );
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -28,9 +28,9 @@ test('with layer groups the look-back spans three of a layer\'s stats intervals,
   const steady = [...syntheticRun(run)].filter((record) => record.type !== 'runEnded' && (!('step' in record) || record.step < 200));
   const before = steady.find((r): r is LayerStatsRecord => r.type === 'layerStats' && r.step === 190 && r.layer === 'blocks.1.attn.v' && r.gemm === 'wgrad')!;
   const jump: LayerStatsRecord = { ...before, step: 200, wgradError: { ...before.wgradError!, relErr: before.wgradError!.relErr! * 10, errNorm: before.wgradError!.errNorm * 10 } };
-  const divergence = (groups: number, scope?: 'rank') => {
+  const divergence = (groups: number, scope?: 'rank', rowStride?: number) => {
     const tracker = new AlertTracker();
-    for (const record of steady) tracker.ingest(record.type === 'runStarted' ? { ...record, config: { ...record.config, statsLayerGroups: groups, wgradErrorScope: scope } } : record);
+    for (const record of steady) tracker.ingest(record.type === 'runStarted' ? { ...record, config: { ...record.config, statsLayerGroups: groups, wgradErrorScope: scope, wgradErrorRowStride: rowStride } } : record);
     tracker.ingest(jump);
     tracker.ingest({ type: 'step', runId: 'r', step: 239, tokens: 1, loss: null, lr: 1, gradNorm: 1, stepMs: 1 });
     return tracker.alerts.find((a) => a.kind === 'divergence')!;
@@ -39,6 +39,7 @@ test('with layer groups the look-back spans three of a layer\'s stats intervals,
   assert.equal(divergence(4).layer, 'blocks.1.attn.v', 'a layer reporting every 40 steps is looked back at over 120');
   assert.match(divergence(4).message, /Wgrad relative error [\d.]+ against a running [\d.]+ at step 200\.$/);
   assert.match(divergence(4, 'rank').message, /at step 200 \(Wgrad error: each rank's own, mean over ranks\)\.$/, 'a per-rank run says whose Wgrad error left its range');
+  assert.match(divergence(4, undefined, 4).message, /at step 200 \(Wgrad error: estimated from 1 in 4 rows\)\.$/, 'a sampled run says its Wgrad error is an estimate');
 });
 
 test('a loss event with steady layers says no layer moved', () => {

@@ -94,6 +94,8 @@ test('grad-to-error alert fires below √3', () => {
   assert.equal(alerts.alerts[0]!.message, '‖∇W‖/‖E‖ = 1.50 < √3 at step 30, first in blocks.1.attn.v');
   const perRank = records.map((r) => (r.type === 'runStarted' ? { ...r, config: { ...r.config, wgradErrorScope: 'rank' as const } } : r));
   assert.equal(feedWith(perRank).alerts.alerts[0]!.message, "‖∇W‖/‖E‖ = 1.50 < √3 at step 30, first in blocks.1.attn.v (Wgrad error: each rank's own, mean over ranks)");
+  const sampled = records.map((r) => (r.type === 'runStarted' ? { ...r, config: { ...r.config, wgradErrorRowStride: 4 } } : r));
+  assert.equal(feedWith(sampled).alerts.alerts[0]!.message, '‖∇W‖/‖E‖ = 1.50 < √3 at step 30, first in blocks.1.attn.v (Wgrad error: estimated from 1 in 4 rows)');
 });
 
 test('webview → host messages are validated', () => {

@@ -92,6 +92,17 @@ test('runs view names a run that measures each rank\'s own Wgrad error, and no r
   assert.equal(scope('rank'), wgradErrorScopeLabel('rank'), 'the dashboard\'s words');
 });
 
+test('runs view names a run whose Wgrad error is estimated from 1 in N rows, and no row for every row', () => {
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'all', name: 'all', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [] });
+  store.ingest({ type: 'runStarted', runId: 'one', name: 'one', startedAt: 't', trainer: { name: 'x', version: '1' }, config: { ...baseConfig, wgradErrorRowStride: 1 }, layers: [] });
+  store.ingest({ type: 'runStarted', runId: 'sampled', name: 'sampled', startedAt: 't', trainer: { name: 'x', version: '1' }, config: { ...baseConfig, wgradErrorRowStride: 4 }, layers: [] });
+  const rows = (runId: string) => configRows(store.get(runId)!.summary).find((r) => r.label === 'Wgrad error rows')?.value;
+  assert.equal(rows('all'), undefined);
+  assert.equal(rows('one'), undefined, 'a stride of 1 is every row, exact');
+  assert.equal(rows('sampled'), '1 in 4 (estimate)');
+});
+
 test('runs view GEMM rows say where the rotation was padded or skipped and when the stats are simulated', () => {
   const store = new RunStore();
   const hadamard = { ...baseConfig, gemms: { ...baseConfig.gemms, dgrad: { ...baseConfig.gemms.dgrad, rotation: 'hadamard' as const, hadamardBlock: 32 as const } } };

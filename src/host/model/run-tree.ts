@@ -97,6 +97,8 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
     // Only the opt-in is named (wgradErrorScopeLabel's words, localized): by default, and with one
     // process, the error is the whole batch's.
     ...(config.wgradErrorScope === 'rank' ? [{ label: t('Wgrad error'), value: t("each rank's own, mean over ranks") }] : []),
+    // Likewise only the opt-in sampling of ∇W's rows: by default the error is exact, from every row.
+    ...(config.wgradErrorRowStride !== undefined && config.wgradErrorRowStride > 1 ? [{ label: t('Wgrad error rows'), value: t('1 in {0} (estimate)', config.wgradErrorRowStride) }] : []),
     { label: t('seed'), value: String(config.seed) },
     { label: t('data'), value: config.data },
   ];

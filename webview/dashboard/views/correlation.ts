@@ -1,7 +1,7 @@
 // Wgrad error correlation for the chosen layer: cos(E_t, E_{t−1}) and cos(E_t, E_{t−k}) against
 // step, and the autocorrelation over lags from the error sketches. One panel per run, side by side,
 // so a deterministic rotation's persistent error stands next to a random rotation's decorrelated one.
-import { perRankNote, rotationNote } from '../../../src/protocol/config.js';
+import { rotationNote, wgradErrorNote } from '../../../src/protocol/config.js';
 import type { RunInfo } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
 import { lineChart, type LineDataset, type XY } from '../charts.js';
@@ -59,8 +59,8 @@ export class CorrelationView implements View {
     for (const panel of this.panels) {
       const layer = currentLayer(this.ctx);
       const note = rotationNote(panel.run.gemms.wgrad);
-      const rankNote = perRankNote(panel.run.wgradErrorScope);
-      const scope = rankNote && ` · ${rankNote}`;
+      const errorNote = wgradErrorNote(panel.run);
+      const scope = errorNote && ` · ${errorNote}`;
       panel.title.textContent = `${panel.run.name} — ${layer ?? 'no layers'} · wgrad ${panel.run.gemms.wgrad}${note ? ` (${note})` : ''}${scope}`;
       const detail = layer === null ? undefined : this.ctx.detail(panel.run.runId, layer, 'wgrad', 'dy');
       const color = this.ctx.color(panel.run.runId);

@@ -3,7 +3,7 @@
 // stats steps, brighter is worse. It answers "which layer moved first?" before a divergence.
 // Hover names the cell's layer, step and value; a click (or Enter) opens that layer's block scales
 // at that step; the chosen step (e.g. a divergence) is marked.
-import { GEMM_KINDS, perRankNote, type GemmKind } from '../../../src/protocol/config.js';
+import { GEMM_KINDS, wgradErrorNote, type GemmKind } from '../../../src/protocol/config.js';
 import { GEMM_OPERANDS } from '../../../src/protocol/telemetry.js';
 import { badness, layerMetric, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
 import { GRID_METRICS, type GridMetric, type LayerGridMessage } from '../../../src/protocol/webview.js';
@@ -67,13 +67,13 @@ export class LayerHeatmapView implements View {
     const rows = grid.layers.length;
     const columns = grid.steps.length;
     const info = layerMetric(gridMetric);
-    const rankNote = perRankNote(run.wgradErrorScope);
+    const errorNote = wgradErrorNote(run);
     this.note.textContent =
       columns === 0
         ? `${run.name}: no ${grid.gemm} layer stats yet.`
         : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.` +
           withoutStatsNote(grid.gemm, grid.withoutStats) +
-          (info.wgradOnly && rankNote ? ` ${rankNote}.` : '');
+          (info.wgradOnly && errorNote ? ` ${errorNote}.` : '');
     this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
     const { shade } = shades(grid, info.worse);
     const marker = this.ctx.state.step === null || columns === 0 ? null : stepIndex(grid.steps, this.ctx.state.step);

@@ -2,7 +2,7 @@
 // (a heatmap you can read), sorted worst first by the chosen metric; a click drills into the layer.
 // In compare mode: the chosen metric per run and the difference (last run − first run).
 import { worstFirst } from '../model/ui-state.js';
-import { perRankNote } from '../../../src/protocol/config.js';
+import { wgradErrorNote } from '../../../src/protocol/config.js';
 import { layerMetric } from '../../../src/protocol/layer-metrics.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
 import { dropdown } from '../../ui/toolkit.js';
@@ -42,8 +42,8 @@ export class OverviewView implements View {
     const metric = this.ctx.state.overviewMetric;
     const rows = worstFirst(overview.rows, metric);
     const run = this.ctx.data.run(overview.runId);
-    const scope = perRankNote(run?.wgradErrorScope);
-    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${scope ? ` ${scope} (the Wgrad columns).` : ''}`;
+    const errorNote = run ? wgradErrorNote(run) : '';
+    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${errorNote ? ` ${errorNote} (the Wgrad columns).` : ''}`;
     const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
@@ -73,8 +73,8 @@ export class OverviewView implements View {
       return { layer: row.layer, values, diff: a === null || b === null ? null : b - a };
     });
     rows.sort((x, y) => Math.abs(y.diff ?? -Infinity) - Math.abs(x.diff ?? -Infinity));
-    const perRank = layerMetric(metric).wgradOnly ? overviews.filter((o) => perRankNote(this.ctx.data.run(o.runId)?.wgradErrorScope)).map((o) => this.ctx.data.run(o.runId)!.name) : [];
-    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.${perRank.length ? ` ${perRank.join(', ')}: ${perRankNote('rank')}.` : ''}`;
+    const errorNotes = layerMetric(metric).wgradOnly ? this.wgradErrorNotes(overviews) : '';
+    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.${errorNotes}`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
     // One shading range for all runs, so equal values look equal across columns.
@@ -90,6 +90,21 @@ export class OverviewView implements View {
     });
     this.table.replaceChildren(head, ...body);
     this.csvData = { header: ['layer', ...overviews.map((o) => `${metric} ${o.runId}`), 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
+  }
+
+  /**
+   * " A, B: <note>." for each wgradErrorNote the compared runs carry, the runs that share a note
+   * named together (a per-rank run and a sampled-rows run each get their own); '' when none has one.
+   */
+  private wgradErrorNotes(overviews: LayerOverview[]): string {
+    const namesByNote = new Map<string, string[]>();
+    for (const { runId } of overviews) {
+      const run = this.ctx.data.run(runId);
+      if (!run) continue;
+      const note = wgradErrorNote(run);
+      if (note) namesByNote.set(note, [...(namesByNote.get(note) ?? []), run.name]);
+    }
+    return [...namesByNote].map(([note, names]) => ` ${names.join(', ')}: ${note}.`).join('');
   }
 
   private rowFor(layer: string): HTMLTableRowElement {
