@@ -213,9 +213,12 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     exact_in = _exact_dtype(gemm, dy.dtype)
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     errors = capture.errors
-    # wgradErrorRowStride > 1 (opt-in): E of the rows 0, stride, 2·stride, … of ∇W alone. ∇Yᵀ is still
-    # quantized whole, part by part (its stats and its random bits are the whole operand's); only the
-    # sampled rows enter the products, as row-strided views that the GEMMs read in place.
+    # wgradErrorRowStride > 1 (opt-in): E of the rows 0, stride, 2·stride, … of ∇W alone, so only those
+    # rows of ∇Yᵀ enter the products. Under MXFP4 with nearest-even rounding a row's values do not depend
+    # on its position: the kernel quantizes (and copies) the sampled rows alone, read in place, and
+    # observe_operands makes the whole ∇Yᵀ's stats in a pass that writes nothing. Stochastic rounding draws by position
+    # (draws.py), so there, and in the other formats, ∇Yᵀ is quantized whole, part by part, as without a
+    # stride, and the products take its sampled rows.
     stride = errors.row_stride
     sampled = errors.sampled_rows(layer, out_features)
     rows = errors.rows_per_chunk(layer, out_features, x.shape[1], tokens)
@@ -243,14 +246,18 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
         bq, _ = quantize_at_precision(x.t(), gemm, False, None, None, what)
         bq, sx = bq.to(operand_dtype), None
     sdy = None
+    sampled_alone = stride > 1 and block and not in_format and gemm["rounding"] != "stochastic"
     # On CUDA the chunks of ∇Yᵀ add their stats into one row.
-    row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and block and not in_format else None
+    row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and block and not in_format and not sampled_alone else None
+    step = stride if sampled_alone else 1  # the rows of a part quantized; the products take every stride-th of them
     for row0 in range(0, out_features, rows):
         row1 = min(out_features, row0 + rows)
         dwqs, dws = [], []
         for part0 in range(row0, row1, part):
-            a = dy[:, part0:min(row1, part0 + part)].t()
-            if in_format:
+            a = dy[:, part0:min(row1, part0 + part):step].t()
+            if sampled_alone:
+                aq, s, a = mx_ops.quantize_operand_and_copy(a, gemm, r, draws, what, operand_dtype)  # no stats: s is None
+            elif in_format:
                 aq, s = quantize_in_format(a, gemm, True, r, what, with_stats=capture.with_stats, tensor_amax=dy_amax)
                 aq = aq.to(operand_dtype)
             elif block:
@@ -263,9 +270,10 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
                     sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
                 else:
                     sdy = s if sdy is None else sdy.merged(s)
-            dws.append(mm_float32(a[::stride], x, dy.dtype))
+            take = stride // step
+            dws.append(mm_float32(a[::take], x, dy.dtype))
             # An fp32 GEMM of bf16/fp32 operands is the exact product: E = 0 without a second product.
-            dwqs.append(dws[-1] if gemm["precision"] == "fp32" else mm_float32(aq[::stride], bq.t(), exact_in))
+            dwqs.append(dws[-1] if gemm["precision"] == "fp32" else mm_float32(aq[::take], bq.t(), exact_in))
             del aq
         dwq, dw = (dwqs[0], dws[0]) if len(dws) == 1 else (torch.cat(dwqs), torch.cat(dws))
         del dwqs, dws

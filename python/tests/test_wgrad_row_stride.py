@@ -13,7 +13,7 @@ from unittest import mock
 import torch
 
 from mxscope_bridge import messages, wgrad_error
-from mxscope_bridge.config import ConfigError, run_config
+from mxscope_bridge.config import ConfigError, default_gemms, gemm_config, run_config
 from mxscope_bridge.emulate import emulate
 from mxscope_bridge.layers import sketch_indices
 
@@ -37,14 +37,16 @@ def _train(model, bridge, device):
         optimizer.zero_grad()
 
 
-def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu"):
-    """(the run's Wgrad error records by (step, layer), its layer infos by name, and with `capture`
-    every (step, layer)'s whole ∇Ŵ and ∇W as WgradErrors received them)."""
+def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu", gemms=None):
+    """(the run's Wgrad error records by (step, layer), its layer infos by name, with `capture` every
+    (step, layer)'s whole ∇Ŵ and ∇W as WgradErrors received them, its config, and the operand stats
+    of its Wgrad records by (step, layer))."""
     torch.manual_seed(0)
     model = TinyNet().to(device)
+    gemms = gemms or mx_gemms()
     if emulated:
-        emulate(model, mx_gemms())
-    bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-rowstride-"), stats_every=STATS_EVERY, wgrad_error_row_stride=stride)
+        emulate(model, gemms)
+    bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-rowstride-"), gemms=gemms, stats_every=STATS_EVERY, wgrad_error_row_stride=stride)
     products = {}
     add = wgrad_error.WgradErrors.add
 
@@ -70,7 +72,12 @@ def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu"):
     infos = {info["name"]: info for info in log[0]["layers"]}
     whole = {key: (torch.cat([q for _, q, _ in sorted(chunks, key=lambda c: c[0])]), torch.cat([g for _, _, g in sorted(chunks, key=lambda c: c[0])]))
              for key, chunks in products.items()}
-    return records, infos, whole, log[0]["config"]
+    operands = {(r["step"], r["layer"]): r["operands"] for r in log if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
+    return records, infos, whole, log[0]["config"], operands
+
+
+def _gemms(rounding):
+    return default_gemms(gemm_config("mxfp4", "hadamard", 32, rounding))
 
 
 def _sums(a, b):
@@ -99,12 +106,20 @@ class RowSampledWgradError(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.reference = {emulated: _run(1, emulated, capture=True, device=cls.DEVICE)[2] for emulated in (False, True)}
+        cls.reference = {}
 
-    def check_sampled(self, stride, emulated=False, chunk_bytes=None):
-        records, infos, _, config = _run(stride, emulated, chunk_bytes, device=self.DEVICE)
+    def _reference(self, emulated, rounding):
+        key = (emulated, rounding)
+        if key not in self.reference:
+            self.reference[key] = _run(1, emulated, capture=True, device=self.DEVICE, gemms=_gemms(rounding))
+        return self.reference[key]
+
+    def check_sampled(self, stride, emulated=False, chunk_bytes=None, rounding="nearest-even"):
+        records, infos, _, config, operands = _run(stride, emulated, chunk_bytes, device=self.DEVICE, gemms=_gemms(rounding))
         self.assertEqual(config["wgradErrorRowStride"], stride, "runStarted's config names the estimate")
-        whole = self.reference[emulated]
+        _, _, whole, _, exact_operands = self._reference(emulated, rounding)
+        if chunk_bytes is None:  # row chunks add ∇Yᵀ's energies in another order: the last bits of SQNR move
+            self.assertEqual(operands, exact_operands, "the Wgrad operand stats are the whole operands' whatever the stride")
         self.assertEqual(sorted(records), sorted(key for key in whole if key[0] % STATS_EVERY == 0), "every layer reports at every stats step")
         for (step, layer), got in records.items():
             info = infos[layer]
@@ -136,11 +151,16 @@ class RowSampledWgradError(unittest.TestCase):
     def test_emulated_layers(self):
         self.check_sampled(4, emulated=True)
 
+    def test_stochastic_rounding_keeps_the_whole_operands_bits(self):
+        # Its uniforms are drawn by position in the whole ∇Yᵀ: sampled rows get the bits they get there.
+        self.check_sampled(4, rounding="stochastic")
+        self.check_sampled(5, rounding="stochastic", chunk_bytes=256)
+
     def test_the_sampled_estimate_is_near_the_whole(self):
         # Not a tolerance the code could meet by accident: the exact run's figures, which the sampled
         # ones estimate, differ from them (else sampling would have been a no-op).
-        records, _, _, _ = _run(4, device=self.DEVICE)
-        exact, _, _, _ = _run(1, device=self.DEVICE)
+        records = _run(4, device=self.DEVICE)[0]
+        exact = _run(1, device=self.DEVICE)[0]
         rel = [records[key]["relErr"] / exact[key]["relErr"] for key in exact]
         self.assertTrue(all(0.7 < r < 1.3 for r in rel), rel)
         self.assertTrue(any(abs(r - 1) > 1e-6 for r in rel), "sampled and exact figures are the same")
