@@ -135,6 +135,8 @@ def main():
     parser.add_argument("--stats-layer-groups", type=int, default=1, help="opt-in: each stats step reports one of N layer groups in turn")
     parser.add_argument("--wgrad-error-scope", default="batch", choices=["batch", "rank"],
                         help="opt-in 'rank': each rank's own Wgrad error, no collective in backward (run_config's wgrad_error_scope)")
+    parser.add_argument("--wgrad-error-row-stride", type=int, default=1,
+                        help="opt-in N > 1: the Wgrad error estimated from every N-th row of grad W (run_config's wgrad_error_row_stride)")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--lr", type=float, default=3e-4)
@@ -176,7 +178,7 @@ def main():
 
     config = run_config(preset="llama-1b" if not args.tiny else "llama-tiny", seed=1234, steps=args.steps, tokens_per_step=args.batch * args.seq * world,
                         stats_every=args.stats_every, stats_layer_groups=args.stats_layer_groups,
-                        wgrad_error_scope=args.wgrad_error_scope, sketch_size=64, data="synthetic-uniform", gemms=gemms,
+                        wgrad_error_scope=args.wgrad_error_scope, wgrad_error_row_stride=args.wgrad_error_row_stride, sketch_size=64, data="synthetic-uniform", gemms=gemms,
                         model={**shape, "seqLen": args.seq, "batch": args.batch, "params": params, "impl": model_kind, "world": world},
                         optimizer={"name": "adamw", "lr": args.lr})
     bridge = Bridge(model, config, out_dir=args.out, print_listening=rank == 0, on_local_stats=on_local_stats if args.check_reduction else None)
@@ -249,7 +251,7 @@ def main():
         "rotation": args.rotation, "hadamardBlock": args.hadamard_block, "rounding": args.rounding, "steps": steps_run,
         "tokensPerStep": args.batch * args.seq * world, "statsEvery": args.stats_every, "world": world,
         "parallel": "fsdp" if args.fsdp else "ddp" if args.ddp else "none", "mode": "observe" if args.observe else "emulated", "statsLayerGroups": args.stats_layer_groups,
-        "wgradErrorScope": args.wgrad_error_scope, "backwardWorker": bridge.backward_worker is not None,
+        "wgradErrorScope": args.wgrad_error_scope, "wgradErrorRowStride": args.wgrad_error_row_stride, "backwardWorker": bridge.backward_worker is not None,
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,

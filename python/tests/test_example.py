@@ -10,12 +10,27 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class Example(unittest.TestCase):
-    def test_tiny_llama_trains_with_the_bridge_and_reports_figures(self):
+    def run_example(self, *extra):
         out = tempfile.mkdtemp(prefix="mxscope-example-")
         done = subprocess.run([sys.executable, EXAMPLE, "--tiny", "--device", "cpu", "--no-transformers", "--steps", "8", "--block", "2",
                                "--warmup", "0", "--stats-every", "4", "--seq", "32", "--batch", "2", "--rotation", "random-hadamard",
-                               "--out", out, "--results", os.path.join(out, "results.json")], capture_output=True, text=True, timeout=120)
+                               "--out", out, "--results", os.path.join(out, "results.json"), *extra], capture_output=True, text=True, timeout=120)
         self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        return out, done
+
+    def test_the_opt_in_row_stride_reaches_the_run_and_its_results(self):
+        out, _ = self.run_example("--wgrad-error-row-stride", "4")
+        with open(os.path.join(out, "results.json")) as f:
+            results = json.load(f)
+        self.assertEqual(results["wgradErrorRowStride"], 4)
+        with open(os.path.join(results["runDir"], "telemetry.ndjson")) as f:
+            started = json.loads(f.readline())
+        self.assertEqual(started["config"]["wgradErrorRowStride"], 4)
+        for layer in started["layers"]:
+            self.assertTrue(all((i // layer["inFeatures"]) % 4 == 0 for i in layer["sketchIndices"]), layer["name"])
+
+    def test_tiny_llama_trains_with_the_bridge_and_reports_figures(self):
+        out, done = self.run_example()
         self.assertTrue(done.stdout.startswith("MXSCOPE_LISTENING "), done.stdout[:200])
         with open(os.path.join(out, "results.json")) as f:
             results = json.load(f)
