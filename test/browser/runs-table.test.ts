@@ -75,69 +75,53 @@ test('Runs table: the Layer stats column labels a run whose stats steps each rep
   await host.page.close();
 });
 
-test('A run measuring each rank\'s own Wgrad error says so: Runs table, Wgrad error correlation, layer heatmap, layer overview', async () => {
-  const { host, byName, differing } = await runsColumn('light', { wgradErrorScope: 'rank' }, 7);
+/**
+ * A run whose config carries a Wgrad error opt-in (`config`) says `note` wherever its Wgrad error
+ * shows: the Runs table's column (as `column`), the correlation titles, the layer overview compared
+ * and alone, the layer heatmap; the default run beside it says nothing.
+ */
+async function optInIsSaid(theme: 'light' | 'dark', config: Parameters<typeof runsColumn>[1], column: string, note: string): Promise<void> {
+  const { host, byName, differing } = await runsColumn(theme, config, 7);
   const { page } = host;
+  const endsWithNote = (suffix: string) => new RegExp(`Wgrad error: ${note.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}${suffix}$`);
   assert.deepEqual(byName['bf16 baseline'], { value: 'whole batch', cls: '' });
-  assert.deepEqual(byName['mxfp4 · RHT16'], { value: "each rank's own, mean over ranks", cls: 'differs' });
+  assert.deepEqual(byName['mxfp4 · RHT16'], { value: column, cls: 'differs' });
   assert.ok(differing.includes('Wgrad error'));
 
   await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
   await clickTab(page, 'Wgrad error correlation');
   const titles = await page.$$eval('.correlation-view .panel-title', (hs) => hs.map((h) => h.textContent ?? ''));
   assert.equal(titles.length, 2);
-  assert.doesNotMatch(titles.find((t) => t.includes('H16'))!, /Wgrad error:/, 'the default scope goes unsaid');
-  assert.match(titles.find((t) => t.includes('RHT16'))!, / · Wgrad error: each rank's own, mean over ranks$/);
+  assert.doesNotMatch(titles.find((t) => t.includes('H16'))!, /Wgrad error:/, 'the default goes unsaid');
+  assert.match(titles.find((t) => t.includes('RHT16'))!, new RegExp(` · ${endsWithNote('').source}`));
 
-  // Compared on a Wgrad column (the default), the overview names the per-rank run.
+  // Compared on a Wgrad column (the default), the overview names the run with the opt-in.
   await clickTab(page, 'Layer overview');
-  await waitText(page, '.overview-view p.note', "mxfp4 · RHT16: Wgrad error: each rank's own, mean over ranks.");
-  assert.doesNotMatch((await page.textContent('.overview-view p.note')) ?? '', /H16:/);
-  for (const [runId, said] of [['rht', true], ['h16', false]] as const) {
-    await host.send({ type: 'focus', mode: 'single', runIds: [runId] });
-    await clickTab(page, 'Layer heatmap');
-    await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
-    assert.equal(/Wgrad error: each rank's own, mean over ranks\.$/.test((await page.textContent('.layer-heatmap-view p.note')) ?? ''), said, `${runId} heatmap note`);
-    await clickTab(page, 'Layer overview');
-    await waitText(page, '.overview-view p.note', 'Click a header to sort');
-    assert.equal(((await page.textContent('.overview-view p.note')) ?? '').endsWith("Wgrad error: each rank's own, mean over ranks (the Wgrad columns)."), said, `${runId} overview note`);
-  }
-  assert.deepEqual(host.errors, []);
-  await page.close();
-});
-
-test('A run whose Wgrad error is estimated from 1 in 4 rows says so: Runs table, Wgrad error correlation, layer heatmap, layer overview', async () => {
-  const { host, byName, differing } = await runsColumn('dark', { wgradErrorRowStride: 4 }, 7);
-  const { page } = host;
-  assert.deepEqual(byName['bf16 baseline'], { value: 'whole batch', cls: '' });
-  assert.deepEqual(byName['mxfp4 · RHT16'], { value: 'whole batch; estimated from 1 in 4 rows', cls: 'differs' });
-  assert.ok(differing.includes('Wgrad error'));
-
-  await host.send({ type: 'focus', mode: 'compare', runIds: ['h16', 'rht'] });
-  await clickTab(page, 'Wgrad error correlation');
-  const titles = await page.$$eval('.correlation-view .panel-title', (hs) => hs.map((h) => h.textContent ?? ''));
-  assert.equal(titles.length, 2);
-  assert.doesNotMatch(titles.find((t) => t.includes('H16'))!, /Wgrad error:/, 'every row (the default) goes unsaid');
-  assert.match(titles.find((t) => t.includes('RHT16'))!, / · Wgrad error: estimated from 1 in 4 rows$/);
-
-  await clickTab(page, 'Layer overview');
-  await waitText(page, '.overview-view p.note', 'mxfp4 · RHT16: Wgrad error: estimated from 1 in 4 rows.');
+  await waitText(page, '.overview-view p.note', `mxfp4 · RHT16: Wgrad error: ${note}.`);
   assert.doesNotMatch((await page.textContent('.overview-view p.note')) ?? '', /H16:/);
   for (const [runId, said] of [['rht', true], ['h16', false]] as const) {
     await host.send({ type: 'focus', mode: 'single', runIds: [runId] });
     await clickTab(page, 'Layer heatmap');
     await waitText(page, '.layer-heatmap-view p.note', 'Wgrad relative error');
     const heatmapNote = (await page.textContent('.layer-heatmap-view p.note')) ?? '';
-    assert.equal(/Wgrad error: estimated from 1 in 4 rows\.$/.test(heatmapNote), said, `${runId} heatmap note: ${heatmapNote}`);
+    assert.equal(endsWithNote('\\.').test(heatmapNote), said, `${runId} heatmap note: ${heatmapNote}`);
     if (!said) assert.doesNotMatch(heatmapNote, /Wgrad error:/);
     await clickTab(page, 'Layer overview');
     await waitText(page, '.overview-view p.note', 'Click a header to sort');
     const overviewNote = (await page.textContent('.overview-view p.note')) ?? '';
-    assert.equal(overviewNote.endsWith('Wgrad error: estimated from 1 in 4 rows (the Wgrad columns).'), said, `${runId} overview note: ${overviewNote}`);
+    assert.equal(endsWithNote(' \\(the Wgrad columns\\)\\.').test(overviewNote), said, `${runId} overview note: ${overviewNote}`);
     if (!said) assert.doesNotMatch(overviewNote, /Wgrad error:/);
   }
   assert.deepEqual(host.errors, []);
   await page.close();
+}
+
+test('A run measuring each rank\'s own Wgrad error says so: Runs table, Wgrad error correlation, layer heatmap, layer overview', async () => {
+  await optInIsSaid('light', { wgradErrorScope: 'rank' }, "each rank's own, mean over ranks", "each rank's own, mean over ranks");
+});
+
+test('A run whose Wgrad error is estimated from 1 in 4 rows says so: Runs table, Wgrad error correlation, layer heatmap, layer overview', async () => {
+  await optInIsSaid('dark', { wgradErrorRowStride: 4 }, 'whole batch; estimated from 1 in 4 rows', 'estimated from 1 in 4 rows');
 });
 
 test('Compared runs with different Wgrad error opt-ins each get their own note; both opt-ins read as one', async () => {
