@@ -214,11 +214,11 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     operand_dtype = dy.dtype if gemm["precision"] != "fp32" else torch.float32
     errors = capture.errors
     # wgradErrorRowStride > 1 (opt-in): E of the rows 0, stride, 2·stride, … of ∇W alone, so only those
-    # rows of ∇Yᵀ enter the products. Under MXFP4 with nearest-even rounding a row's values do not depend
-    # on its position: the kernel quantizes (and copies) the sampled rows alone, read in place, and
-    # observe_operands makes the whole ∇Yᵀ's stats in a pass that writes nothing. Stochastic rounding draws by position
-    # (draws.py), so there, and in the other formats, ∇Yᵀ is quantized whole, part by part, as without a
-    # stride, and the products take its sampled rows.
+    # rows of ∇Yᵀ enter the products. Under MXFP4 with nearest-even rounding a row's values do not
+    # depend on its position: the kernel quantizes (and copies) the sampled rows alone, read in place,
+    # and observe_operands makes the whole ∇Yᵀ's stats in a pass that writes nothing. Stochastic
+    # rounding draws by position (draws.py), so there, and in the other formats, ∇Yᵀ is quantized
+    # whole, part by part, as without a stride, and the products take its sampled rows.
     stride = errors.row_stride
     sampled = errors.sampled_rows(layer, out_features)
     rows = errors.rows_per_chunk(layer, out_features, x.shape[1], tokens)

@@ -24,20 +24,21 @@ STEPS, STATS_EVERY = 6, 3  # stats steps 0 and 3; step 2 keeps E for step 3's la
 REL = 1e-6
 
 
-def _train(model, bridge, device):
+def _train(model, bridge, device, micro_batches=1):
     generator = torch.Generator().manual_seed(0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(STEPS):
         bridge.begin_step(step)
         x = torch.randn(4, 16, 64, generator=generator).to(device).requires_grad_()
-        loss = model(x).pow(2).mean()
-        loss.backward()
+        for part in x.chunk(micro_batches):
+            loss = model(part).pow(2).mean()
+            loss.backward()
         bridge.end_step(loss=loss.item(), lr=0.01)
         optimizer.step()
         optimizer.zero_grad()
 
 
-def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu", gemms=None):
+def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu", gemms=None, micro_batches=1):
     """(the run's Wgrad error records by (step, layer), its layer infos by name, with `capture` every
     (step, layer)'s whole ∇Ŵ and ∇W as WgradErrors received them, its config, and the operand stats
     of its Wgrad records by (step, layer))."""
@@ -46,7 +47,8 @@ def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu", 
     gemms = gemms or mx_gemms()
     if emulated:
         emulate(model, gemms)
-    bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-rowstride-"), gemms=gemms, stats_every=STATS_EVERY, wgrad_error_row_stride=stride)
+    bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-rowstride-"), gemms=gemms, stats_every=STATS_EVERY, wgrad_error_row_stride=stride,
+                        micro_batches=micro_batches)
     products = {}
     add = wgrad_error.WgradErrors.add
 
@@ -60,7 +62,7 @@ def _run(stride, emulated=False, chunk_bytes=None, capture=False, device="cpu", 
         patch.start()
     try:
         bridge.start_run()
-        _train(model, bridge, device)
+        _train(model, bridge, device, micro_batches)
     finally:
         for patch in patches:
             patch.stop()
@@ -156,6 +158,16 @@ class RowSampledWgradError(unittest.TestCase):
         self.check_sampled(4, rounding="stochastic")
         self.check_sampled(5, rounding="stochastic", chunk_bytes=256)
 
+    def test_micro_batches_sum_the_sampled_rows_before_the_norms(self):
+        # Two micro-batches, each a mean over half the batch, sum to twice the whole batch's gradient
+        # (at step 0: the doubled gradient moves the weights apart after it).
+        whole = _run(4, device=self.DEVICE)[0]
+        split = _run(4, device=self.DEVICE, micro_batches=2)[0]
+        self.assertEqual(sorted(split), sorted(whole))
+        for key in (key for key in whole if key[0] == 0):
+            self.assertTrue(math.isclose(split[key]["gradNorm"], 2 * whole[key]["gradNorm"], rel_tol=1e-4), key)
+            self.assertTrue(math.isclose(split[key]["relErr"], whole[key]["relErr"], rel_tol=0.2), key)
+
     def test_the_sampled_estimate_is_near_the_whole(self):
         # Not a tolerance the code could meet by accident: the exact run's figures, which the sampled
         # ones estimate, differ from them (else sampling would have been a no-op).
@@ -181,6 +193,12 @@ class RowStrideConfig(unittest.TestCase):
         self.assertEqual(got, sorted(set(got)))
         self.assertTrue(all((i // 64) % 5 == 0 and i < 96 * 64 for i in got), got)
         self.assertEqual(len(sketch_indices("tiny", 3, 2, 64, 7, row_stride=4)), 2, "at most the sampled elements")
+
+    def test_sketch_positions_outside_the_sampled_rows_are_named(self):
+        errors = wgrad_error.WgradErrors(2, lambda layer: [3, 64 + 5], row_stride=2)  # 64 + 5: row 1 of a 64-column ∇W
+        errors.begin(0, with_stats=True, keep=False)
+        with self.assertRaisesRegex(ValueError, r"lm_head: sketch index in a row wgradErrorRowStride 2 does not sample"):
+            errors.add("lm_head", torch.zeros(2, 64), torch.zeros(2, 64), 0, (2, 64))
 
     def test_refused_values_name_the_field(self):
         for bad in (0, 1025, 2.5, True, "4"):
