@@ -5,7 +5,10 @@ run with every row computes (taken from its WgradErrors as they arrive): the sum
 the ratios and cosines those of the sampled rows, lag-1 against the step before's sampled rows, the
 sketch E at positions that lie in sampled rows. Observed and emulated layers, whole and in row chunks."""
 import math
+import os
 import random
+import subprocess
+import sys
 import tempfile
 import unittest
 from unittest import mock
@@ -181,6 +184,20 @@ class RowSampledWgradError(unittest.TestCase):
 @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU: the fused quantize-and-copy kernel and bf16 products with float32 output")
 class RowSampledWgradErrorOnGpu(RowSampledWgradError):
     DEVICE = "cuda"
+
+
+class AccuracyScript(unittest.TestCase):
+    def test_row_stride_accuracy_compares_two_runs_of_one_training(self):
+        script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "row_stride_accuracy.py")
+        done = subprocess.run([sys.executable, script, "--steps", "12", "--stats-every", "5", "--dim", "64", "--hidden", "128", "--vocab", "256",
+                               "--heads", "4", "--kv-heads", "2", "--seq", "32", "--batch", "2", "--no-transformers", "--device", "cpu", "--strides", "4"],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        self.assertIn("1 in 4 rows, same losses as every row:", done.stdout)
+        ratios = {line.split(":")[0].strip(): line for line in done.stdout.splitlines() if "min " in line}
+        self.assertEqual(sorted(ratios), ["gradNorm sampled / exact", "lag1Cos sampled - exact", "relErr sampled / exact"], done.stdout)
+        median = float(ratios["relErr sampled / exact"].split("median ")[1].split(",")[0])
+        self.assertTrue(0.8 < median < 1.2 and median != 1.0, ratios)
 
 
 class RowStrideConfig(unittest.TestCase):
