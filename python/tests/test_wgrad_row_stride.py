@@ -148,6 +148,9 @@ class RowSampledWgradError(unittest.TestCase):
     def test_a_stride_that_divides_no_layer(self):
         self.check_sampled(5)  # 96, 64 and 32 rows: 20, 13 and 7 sampled, the last one short
 
+    def test_a_stride_beyond_every_layer_samples_its_first_row(self):
+        self.check_sampled(128)
+
     def test_row_chunks_and_parts_start_on_sampled_rows(self):
         # 256-byte chunks: E, ∇Ŵ and ∇W of one or two sampled rows at a time, ∇Yᵀ in parts.
         self.check_sampled(4, chunk_bytes=256)
