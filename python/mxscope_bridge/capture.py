@@ -176,7 +176,7 @@ def quantized_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, r
         stride = errors.row_stride
         # Sampled (wgradErrorRowStride > 1): ∇W of the rows 0, stride, … alone, against those of ∇Ŵ.
         dw = mm_float32(a[::stride], b.t(), dy.dtype)
-        errors.add(layer, dwq[::stride].contiguous() if stride > 1 else dwq, dw, 0, (rows, dwq.shape[1]))
+        errors.add(layer, dwq[::stride].contiguous(), dw, 0, (rows, dwq.shape[1]))
         capture.observe_operands(layer, "wgrad", gemm, a, b, sums)
     return dwq
 
@@ -249,7 +249,8 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
     sampled_alone = stride > 1 and block and not in_format and gemm["rounding"] != "stochastic"
     # On CUDA the chunks of ∇Yᵀ add their stats into one row.
     row = mx_ops.stats_row(dy.device) if capture.with_stats and dy.is_cuda and block and not in_format and not sampled_alone else None
-    step = stride if sampled_alone else 1  # the rows of a part quantized; the products take every stride-th of them
+    # Rows of a part quantized (every step-th), and of those the rows the products take (every take-th).
+    step, take = (stride, 1) if sampled_alone else (1, stride)
     for row0 in range(0, out_features, rows):
         row1 = min(out_features, row0 + rows)
         dwqs, dws = [], []
@@ -270,7 +271,6 @@ def observed_wgrad(layer: str, gemm: dict, dy: torch.Tensor, x: torch.Tensor, ca
                     sdy = sdy._replace(elements=sdy.elements + s.elements, padded=sdy.padded + s.padded)
                 else:
                     sdy = s if sdy is None else sdy.merged(s)
-            take = stride // step
             dws.append(mm_float32(a[::take], x, dy.dtype))
             # An fp32 GEMM of bf16/fp32 operands is the exact product: E = 0 without a second product.
             dwqs.append(dws[-1] if gemm["precision"] == "fp32" else mm_float32(aq[::take], bq.t(), exact_in))

@@ -27,7 +27,6 @@ def end_reason(exc: Optional[BaseException], step: Optional[int]) -> Tuple[str, 
     return "failed", (message if len(message) <= 1000 else message[:997] + "...") + at
 
 
-_EXIT_HANDLED: "weakref.WeakSet[Bridge]" = weakref.WeakSet()
 def keep_sigint_exit() -> None:
     """A script that dies of an uncaught KeyboardInterrupt (Ctrl-C) exits by SIGINT, so that a shell
     loop running it stops too (bpo-1054041). CPython notes the interrupt in a flag that every eval of
@@ -53,6 +52,9 @@ def _died_of_ctrl_c() -> bool:
     if type(exc) is not KeyboardInterrupt or sys.flags.interactive or hasattr(sys, "ps1") or exc.__traceback__ is None:
         return False
     return exc.__traceback__.tb_frame.f_globals.get("__name__") in ("__main__", "runpy")
+
+
+_EXIT_HANDLED: "weakref.WeakSet[Bridge]" = weakref.WeakSet()
 
 
 def install_exit_handlers(bridge: "Bridge") -> None:

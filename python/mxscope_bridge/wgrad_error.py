@@ -419,12 +419,7 @@ class WgradErrors:
         hi = bisect.bisect_left(indices, min(row0 * cols + end, row1 * cols))
         local = None
         if lo < hi:
-            local = torch.tensor([i - row0 * cols - start for i in indices[lo:hi]], dtype=torch.long)
-            if torch.device(device).type == "cuda":
-                # From pinned memory, without waiting: a copy from pageable memory waits for the stream.
-                local = local.pin_memory().to(device, non_blocking=True)
-            else:
-                local = local.to(device)
+            local = _on_device(torch.tensor([i - row0 * cols - start for i in indices[lo:hi]], dtype=torch.long), device)
         self._slices[key] = (local, (lo, hi))
         return self._slices[key]
 
@@ -447,18 +442,21 @@ class WgradErrors:
         present = [layer for layer in layers if layer in self.vectors and layer not in self._incomplete]
         if not present:
             return [], None
-        vectors = [self.vectors[layer] for layer in present]
+        vectors = torch.stack([self.vectors[layer] for layer in present])
         if self.row_stride > 1:
-            vectors = [_scaled_sums(vector, self._row_scale.get(layer, 1.0)) for layer, vector in zip(present, vectors)]
-        return present, torch.cat(vectors)
+            # The five sums (gg, ee, eg, pp, ep) scale with the rows summed; ratios and cosines do not
+            # move, and the sketch entries are E's own values. One product for all layers.
+            scales = torch.tensor([[self._row_scale.get(layer, 1.0)] for layer in present], dtype=vectors.dtype)
+            vectors[:, :5] *= _on_device(scales, vectors.device)
+        return present, vectors.reshape(-1)
 
 
-def _scaled_sums(vector: torch.Tensor, scale: float) -> torch.Tensor:
-    # The five sums (gg, ee, eg, pp, ep) scale with the rows summed; ratios and cosines do not move, and
-    # the sketch entries are E's own values.
-    scaled = vector.clone()
-    scaled[:5] *= scale
-    return scaled
+def _on_device(tensor: torch.Tensor, device) -> torch.Tensor:
+    """A host tensor on `device`; to a GPU from pinned memory, without waiting: a copy from pageable
+    memory waits for the stream."""
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def wgrad_record(vector: List[float], sketch_size: int, has_prev: bool) -> dict:
