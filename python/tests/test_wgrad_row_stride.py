@@ -85,6 +85,10 @@ def _gemms(rounding):
     return default_gemms(gemm_config("mxfp4", "hadamard", 32, rounding))
 
 
+def _without_sqnr(operands):
+    return {key: [{k: v for k, v in stats.items() if k != "sqnrDb"} for stats in by_operand] for key, by_operand in operands.items()}
+
+
 def _sums(a, b):
     return float((a * b).to(torch.float64).sum())
 
@@ -124,7 +128,11 @@ class RowSampledWgradError(unittest.TestCase):
         self.assertEqual(config["wgradErrorRowStride"], stride, "runStarted's config names the estimate")
         _, _, whole, _, exact_operands = self._reference(emulated, rounding)
         if chunk_bytes is None:  # row chunks add ∇Yᵀ's energies in another order: the last bits of SQNR move
-            self.assertEqual(operands, exact_operands, "the Wgrad operand stats are the whole operands' whatever the stride")
+            # So do a GPU's atomic float64 sums, run to run: SQNR to 1e-12, every other field exactly.
+            self.assertEqual(_without_sqnr(operands), _without_sqnr(exact_operands), "the Wgrad operand stats are the whole operands' whatever the stride")
+            for key, stats in operands.items():
+                for got, want in zip(stats, exact_operands[key]):
+                    self.assertTrue(math.isclose(got["sqnrDb"], want["sqnrDb"], rel_tol=1e-12), (key, got["operand"], got["sqnrDb"], want["sqnrDb"]))
         self.assertEqual(sorted(records), sorted(key for key in whole if key[0] % STATS_EVERY == 0), "every layer reports at every stats step")
         for (step, layer), got in records.items():
             info = infos[layer]
