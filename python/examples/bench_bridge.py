@@ -151,6 +151,8 @@ def run_step(trainer, samples, kind, **bridge):
 
 
 HOOK_SECONDS = {}
+#: Wall time autograd's thread spent handing work to the backward worker, per step kind.
+QUEUE_WAIT_SECONDS = {}
 #: Whether the bridge block being run is timed (after its warm-up has compiled the kernels).
 TIMED = {"now": False}
 
@@ -170,6 +172,19 @@ def _time_hooks():
             kind = "stats" if capture.with_stats else "pre"
             HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
     observe._observe = timed
+
+    from mxscope_bridge.backward_worker import BackwardWorker
+    submit = BackwardWorker.submit
+
+    def waited(worker, device, work, config, capture, *args):
+        # The hooks' time in submit: almost all of it waiting for room in the worker's queue.
+        started = time.perf_counter()
+        try:
+            return submit(worker, device, work, config, capture, *args)
+        finally:
+            kind = "stats" if capture.with_stats else "pre"
+            QUEUE_WAIT_SECONDS[kind] = QUEUE_WAIT_SECONDS.get(kind, 0.0) + time.perf_counter() - started
+    BackwardWorker.submit = waited
 
 
 def _profile_hooks(path):
@@ -232,6 +247,7 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
     # starts, on a pre-stats step.
     bridge_block(timed=False, steps=stats_every * (groups + 1) - 1)
     HOOK_SECONDS.clear()
+    QUEUE_WAIT_SECONDS.clear()
     TIMED["now"] = True
     for _ in range(-(-args.rounds // groups) * groups):  # each layer group's stats step timed equally often
         for _ in range(stats_every):
@@ -341,6 +357,9 @@ def main():
             GC_MS.clear()
             hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
             print(f"  host ms of the bridge's backward work per step ({'autograd' if args.no_backward_thread else 'its worker'} thread) " + json.dumps(hook_ms), flush=True)
+            if QUEUE_WAIT_SECONDS:
+                wait_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in QUEUE_WAIT_SECONDS.items()}
+                print("  ms per step autograd's thread waited for room in the worker's queue " + json.dumps(wait_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)
