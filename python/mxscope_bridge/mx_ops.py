@@ -36,7 +36,7 @@ SLAB_ROWS = 64
 
 class _Slabs(threading.local):
     def __init__(self):
-        #: device -> (this thread's current slab, rows of it handed out)
+        #: device -> (this thread's current slab's rows, rows of it handed out)
         self.by_device = {}
 
 
@@ -46,13 +46,14 @@ _slabs = _Slabs()
 def stats_row(device) -> torch.Tensor:
     """A zeroed float64 row that the kernels add one operand's stats into: the next row of a zeroed
     slab of this thread's (a thread keeps to one stream). Rows are never handed out twice; a slab is
-    freed with its last row."""
-    key = torch.device(device)
-    slab, used = _slabs.by_device.get(key, (None, SLAB_ROWS))
+    freed with its last row. The slab's rows are made in one call (a view each costs as much as the
+    rest of this function on a GPU machine's host)."""
+    key = device if isinstance(device, torch.device) else torch.device(device)
+    rows, used = _slabs.by_device.get(key, (None, SLAB_ROWS))
     if used == SLAB_ROWS:
-        slab, used = torch.zeros(SLAB_ROWS, mxfp4_triton.STATS_LEN, dtype=torch.float64, device=key), 0
-    _slabs.by_device[key] = (slab, used + 1)
-    return slab[used]
+        rows, used = torch.zeros(SLAB_ROWS, mxfp4_triton.STATS_LEN, dtype=torch.float64, device=key).unbind(0), 0
+    _slabs.by_device[key] = (rows, used + 1)
+    return rows[used]
 
 
 def sums_of_row(row: torch.Tensor, elements: int, padded: int) -> stats.OperandSums:
