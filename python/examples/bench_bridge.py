@@ -125,6 +125,7 @@ def run_step(trainer, samples, kind, **bridge):
     if kind in samples.oom:
         return
     profiling = PROFILE_DIR and kind not in samples.ms and kind in ("plain", "stats", "pre", "off")
+    STEPS_RUN[kind] = STEPS_RUN.get(kind, 0) + 1
     try:
         if profiling:
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as profiler:
@@ -153,8 +154,16 @@ def run_step(trainer, samples, kind, **bridge):
 HOOK_SECONDS = {}
 #: Wall time autograd's thread spent handing work to the backward worker, per step kind.
 QUEUE_WAIT_SECONDS = {}
+#: Steps run per kind since the warm-up (what the two above are divided by).
+STEPS_RUN = {}
 #: Whether the bridge block being run is timed (after its warm-up has compiled the kernels).
 TIMED = {"now": False}
+
+
+def per_step(seconds: dict) -> dict:
+    """Seconds summed per step kind as ms per step of that kind run since the warm-up (timed, or
+    profiled: a profiled step runs the bridge's work too)."""
+    return {k: round(v * 1000 / max(1, STEPS_RUN.get(k, 0)), 1) for k, v in seconds.items()}
 
 
 def _time_hooks():
@@ -248,6 +257,7 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
     bridge_block(timed=False, steps=stats_every * (groups + 1) - 1)
     HOOK_SECONDS.clear()
     QUEUE_WAIT_SECONDS.clear()
+    STEPS_RUN.clear()
     TIMED["now"] = True
     for _ in range(-(-args.rounds // groups) * groups):  # each layer group's stats step timed equally often
         for _ in range(stats_every):
@@ -343,10 +353,12 @@ def main():
                 derived = bridge_step_ms(median, n)
                 rows.append((tokens, n, f"{mode}, per-kind medians", "plain bf16 median", median["plain"], derived,
                              samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
+            host_ms, wait_ms = per_step(HOOK_SECONDS), per_step(QUEUE_WAIT_SECONDS)
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every, "statsLayerGroups": groups,
                             "wgradErrorRowStride": row_stride,
                             "backwardThread": not args.no_backward_thread,
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
+                            "backwardWorkHostMsPerStep": host_ms, "queueWaitMsPerStep": wait_ms,
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
@@ -355,10 +367,8 @@ def main():
                 print(f"  the idle step after each stats step, ms over the plain median: {[round(v, 1) for v in after]} (mean {statistics.mean(after):.1f})", flush=True)
             print("  garbage collection ms per kind, all timed steps " + json.dumps({k: round(v, 1) for k, v in GC_MS.items()}), flush=True)
             GC_MS.clear()
-            hook_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in HOOK_SECONDS.items()}
-            print(f"  host ms of the bridge's backward work per step ({'autograd' if args.no_backward_thread else 'its worker'} thread) " + json.dumps(hook_ms), flush=True)
-            if QUEUE_WAIT_SECONDS:
-                wait_ms = {k: round(v * 1000 / max(1, len(samples.ms.get(k, [])) + 1), 1) for k, v in QUEUE_WAIT_SECONDS.items()}
+            print(f"  host ms of the bridge's backward work per step ({'autograd' if args.no_backward_thread else 'its worker'} thread) " + json.dumps(host_ms), flush=True)
+            if wait_ms:
                 print("  ms per step autograd's thread waited for room in the worker's queue " + json.dumps(wait_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()

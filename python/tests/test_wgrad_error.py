@@ -171,6 +171,11 @@ class Benchmark(unittest.TestCase):
         modes = [(r["mode"], r.get("statsLayerGroups"), r.get("wgradErrorRowStride")) for r in results["runs"]]
         self.assertEqual(modes, [("observe", 1, 1), ("observe", 4, 1), ("observe", 1, 4), ("mxfp4 H32 nearest-even", None, None)])
         self.assertEqual(set(results["runs"][0]["perKindMs"]), {"plain", "off", "pre", "stats"})
+        for run in results["runs"][:3]:  # the worker's host time and the hooks' wait for it, per capture step
+            for field in ("backwardWorkHostMsPerStep", "queueWaitMsPerStep"):
+                self.assertEqual(set(run[field]), {"pre", "stats"}, (run["mode"], field))
+            self.assertTrue(all(ms > 0 for ms in run["backwardWorkHostMsPerStep"].values()), run["backwardWorkHostMsPerStep"])
+        self.assertEqual(sum("waited for room in the worker's queue" in line for line in done.stdout.splitlines()), 3, done.stdout)
 
 
 if __name__ == "__main__":
