@@ -17,6 +17,7 @@ import type {
 import { WEBVIEW_LIMITS } from '../protocol/webview.js';
 import { LayerStatsSeries } from './layer-stats-series.js';
 import { ThinningSeries } from './thinning-series.js';
+import { RecentStepTimes, type TelemetryCost } from './step-cost.js';
 
 export interface StoreLimits {
   /** Stats steps kept per (layer, GEMM); beyond it older ones thin out to every 2nd, 4th… */
@@ -85,6 +86,8 @@ export interface RunView {
   layerStatsAt(step: number): LayerStatsRecord[];
   /** The (layer, GEMM) pairs that have stats. */
   seriesKeys(): SeriesKey[];
+  /** What telemetry costs the run's recent steps, against its steps without (step-cost.ts); undefined until there are both. */
+  telemetryCost(): TelemetryCost | undefined;
 }
 
 export interface StoreChange {
@@ -106,6 +109,7 @@ class StoredRun implements RunView {
   private readonly statsStepSeries: ThinningSeries<number>;
   private readonly stats = new Map<SeriesKey, LayerStatsSeries>();
   private readonly saved: CheckpointSavedRecord[] = [];
+  private readonly recentSteps = new RecentStepTimes();
 
   constructor(
     runId: string,
@@ -141,6 +145,7 @@ class StoredRun implements RunView {
         break;
       case 'step':
         this.stepSeries.push(record);
+        this.recentSteps.addStep(record.step, record.stepMs);
         if (record.step >= summary.lastStep) {
           summary.lastStep = record.step;
           summary.lastTokens = record.tokens;
@@ -160,7 +165,10 @@ class StoredRun implements RunView {
           this.stats.set(seriesKey(record.layer, record.gemm), series);
         }
         series.push(record);
-        if (this.statsStepSeries.latest !== record.step) this.statsStepSeries.push(record.step);
+        if (this.statsStepSeries.latest !== record.step) {
+          this.statsStepSeries.push(record.step);
+          this.recentSteps.addStatsStep(record.step);
+        }
         break;
       }
       case 'validation':
@@ -211,6 +219,9 @@ class StoredRun implements RunView {
   }
   seriesKeys(): SeriesKey[] {
     return [...this.stats.keys()];
+  }
+  telemetryCost(): TelemetryCost | undefined {
+    return this.recentSteps.cost();
   }
 }
 

@@ -103,6 +103,33 @@ test('runs view names a run whose Wgrad error is estimated from 1 in N rows, and
   assert.equal(rows('sampled'), '1 in 4 (estimate)');
 });
 
+test('runs view says what telemetry costs the run\'s steps once it has steps with and without stats', () => {
+  const store = new RunStore();
+  const layer: LayerInfo = { name: 'mix', kind: 'mix', block: 0, outFeatures: 64, inFeatures: 64, sketchIndices: [] };
+  store.ingest({ type: 'runStarted', runId: 'r', name: 'r', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [layer] });
+  const operand = { blocks: 0, elements: 0, histogram: { minExp: 0, counts: [], nanBlocks: 0 }, saturatedFrac: 0, flushedFrac: 0, sqnrDb: null };
+  const cost = () => configRows(store.get('r')!.summary, store.get('r')).find((r) => r.label === 'telemetry cost')?.value;
+  const step = (n: number, stepMs: number) => {
+    store.ingest({ type: 'step', runId: 'r', step: n, tokens: n, loss: 1, lr: 1, gradNorm: 1, stepMs });
+    if (n % 10 === 0) store.ingest({ type: 'layerStats', runId: 'r', step: n, layer: 'mix', gemm: 'fprop', precision: 'mxfp4', operands: [{ operand: 'x', ...operand }, { operand: 'w', ...operand }] });
+  };
+  step(0, 400);
+  assert.equal(cost(), undefined, 'no steps without stats yet');
+  for (let n = 1; n <= 20; n++) step(n, n % 10 === 0 ? 400 : (n + 1) % 10 === 0 ? 250 : 200);
+  // Steps 0…19, up to the newest stats step: 2 stats steps (400 ms), 2 before one (250 ms), 16 others (200 ms): 4,500 ms against 20 × 200.
+  assert.equal(cost(), '+12.5 % step time over the last 20 steps (medians: stats steps 400 ms, the steps before them 250 ms, others 200 ms)');
+  assert.equal(configRows(store.get('r')!.summary).find((r) => r.label === 'telemetry cost'), undefined, 'without the run\'s records, no row');
+  // A trainer that sends a step record every 5 steps (a Trainer's logging_steps) sends none before a stats step.
+  const sparse = new RunStore();
+  sparse.ingest({ type: 'runStarted', runId: 's', name: 's', startedAt: 't', trainer: { name: 'x', version: '1' }, config: baseConfig, layers: [layer] });
+  for (let n = 0; n <= 100; n += 5) {
+    sparse.ingest({ type: 'step', runId: 's', step: n, tokens: n, loss: 1, lr: 1, gradNorm: 1, stepMs: n % 10 === 0 ? 300 : 200 });
+    if (n % 10 === 0) sparse.ingest({ type: 'layerStats', runId: 's', step: n, layer: 'mix', gemm: 'fprop', precision: 'mxfp4', operands: [{ operand: 'x', ...operand }, { operand: 'w', ...operand }] });
+  }
+  assert.equal(configRows(sparse.get('s')!.summary, sparse.get('s')).find((r) => r.label === 'telemetry cost')?.value,
+    '+5.0 % step time over the last 100 steps (medians: stats steps 300 ms, others 200 ms)', 'a stats step every 10 steps, 100 ms more: 5 %');
+});
+
 test('runs view GEMM rows say where the rotation was padded or skipped and when the stats are simulated', () => {
   const store = new RunStore();
   const hadamard = { ...baseConfig, gemms: { ...baseConfig.gemms, dgrad: { ...baseConfig.gemms.dgrad, rotation: 'hadamard' as const, hadamardBlock: 32 as const } } };

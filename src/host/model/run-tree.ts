@@ -4,6 +4,7 @@ import { GEMM_KINDS, isBlockPrecision, scaleRuleOf } from '../../protocol/index.
 import type { RunStatus } from '../../protocol/index.js';
 import { withGemmNotes } from '../../shared/gemm-notes.js';
 import type { RunSummary, RunView } from '../../store/run-store.js';
+import type { TelemetryCost } from '../../store/step-cost.js';
 import { t } from './localize.js';
 import { recipeSummary } from './rotation-modes.js';
 
@@ -101,7 +102,20 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
     ...(config.wgradErrorRowStride !== undefined && config.wgradErrorRowStride > 1 ? [{ label: t('Wgrad error rows'), value: t('1 in {0} (estimate)', config.wgradErrorRowStride) }] : []),
     { label: t('seed'), value: String(config.seed) },
     { label: t('data'), value: config.data },
+    ...telemetryCostRows(run?.telemetryCost()),
   ];
+}
+
+/** What the run's telemetry costs its steps, once its own steps without it give a baseline. */
+function telemetryCostRows(cost: TelemetryCost | undefined): ConfigRow[] {
+  if (!cost) return [];
+  const percent = `${cost.overhead >= 0 ? '+' : '−'}${Math.abs(100 * cost.overhead).toFixed(1)} %`;
+  const ms = (value: number) => value.toFixed(value >= 100 ? 0 : 1);
+  const steps = cost.statsSteps + cost.beforeStatsSteps + cost.baselineSteps;
+  const value = cost.beforeStatsMs === undefined
+    ? t('{0} step time over the last {1} steps (medians: stats steps {2} ms, others {3} ms)', percent, steps, ms(cost.statsMs), ms(cost.baselineMs))
+    : t('{0} step time over the last {1} steps (medians: stats steps {2} ms, the steps before them {3} ms, others {4} ms)', percent, steps, ms(cost.statsMs), ms(cost.beforeStatsMs), ms(cost.baselineMs));
+  return [{ label: t('telemetry cost'), value }];
 }
 
 /** "10 steps", or with the opt-in layer groups which share of the layers each stats step reports. */
