@@ -66,7 +66,8 @@ export class DashboardFeed {
       let seen = cursor.runs.get(runId);
       if (!seen) cursor.runs.set(runId, (seen = { summary: run.summary, step: -1, validationStep: -1, statsVersion: -1, info: '' }));
       const info: RunInfo = runInfo(run, this.alerts.divergedAt(runId));
-      const infoKey = `${info.status}|${info.divergedAt}|${info.name}|${info.layers.length}`;
+      // The telemetry cost to a tenth of a per cent: it moves a little with every stats step.
+      const infoKey = `${info.status}|${info.divergedAt}|${info.name}|${info.layers.length}|${info.telemetryCost?.toFixed(3)}`;
       if (infoKey !== seen.info) {
         changes.runs.push(info);
         seen.info = infoKey;

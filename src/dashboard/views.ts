@@ -19,6 +19,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
   const latest = (kind: GemmKind) => run.layers.map(({ name }) => run.latestLayerStats(name, kind));
   const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, withGemmNotes(describeGemm(config.gemms[kind]), run.layers, kind, latest(kind))])) as Record<GemmKind, string>) : NO_GEMMS;
   const endedDiverged = summary.ended?.status === 'diverged' ? summary.ended.step : null;
+  const cost = run.telemetryCost();
   return {
     runId: summary.runId,
     name: summary.name,
@@ -35,6 +36,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     divergedAt: divergedAt ?? endedDiverged,
     sketchSize: config?.sketchSize ?? 0,
     ...(config ? { seed: config.seed, steps: config.steps, seedGroup: seedGroupOf(config) } : {}),
+    ...(cost ? { telemetryCost: cost.overhead } : {}),
   };
 }
 

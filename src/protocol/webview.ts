@@ -33,6 +33,8 @@ export interface RunInfo {
   steps?: number;
   /** Equal for runs whose configs differ only in seed (a hash of the rest); such runs form a seed group. */
   seedGroup?: string;
+  /** What telemetry costs the run's recent steps against its steps without (0.08: 8 % longer); absent until it has both (store/step-cost.ts). */
+  telemetryCost?: number;
 }
 
 /** A loss curve, columnar; `loss[i]` is null where the loss was non-finite. */
@@ -246,6 +248,7 @@ const runInfoSchema = object<RunInfo>({
   seed: optional(int),
   steps: optional(nonNegInt),
   seedGroup: optional(str(64)),
+  telemetryCost: optional(num),
 });
 
 const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums, gradNorm: optional(nullableNums), lr: optional(nums) });

@@ -2,7 +2,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
-import { recordedRuns } from './fixtures.js';
+import { BASE_RUN, recordedRuns } from './fixtures.js';
 import { launchChromium, openDashboard } from './harness.js';
 import { chartLabel, clickTab, settle, uiState, waitText } from './page-helpers.js';
 
@@ -42,6 +42,32 @@ test('Runs table: differing settings highlighted, header sorts, a row shows that
   const label = await chartLabel(page, '.loss-view .loss-chart canvas');
   assert.match(label, /mxfp4 · H16 · train/);
   assert.doesNotMatch(label, /bf16 baseline/);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Runs table: each run\'s telemetry cost, from its own step times, sortable and not counted as a setting', async () => {
+  // Stats steps (every 20) take 20 ms more in H16's run and 60 ms more in RHT16's than their 20 ms others.
+  const extra: Record<string, number> = { bf16: 0, h16: 20, rht: 60 };
+  const records = recordedRuns().map((record) =>
+    record.type === 'step' && record.step % BASE_RUN.statsEvery === 0 ? { ...record, stepMs: record.stepMs + extra[record.runId]! } : record,
+  );
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(records) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Runs');
+  await page.waitForSelector('table.runs-table tr.clickable');
+  const cost = () => page.$$eval('table.runs-table tr.clickable', (rows) => rows.map((row) => [row.children[0]!.textContent, row.children[9]!.textContent]));
+  await page.click('table.runs-table th:has-text("Telemetry cost")');
+  await settle(page);
+  // 20 ms more once every 20 steps of 20 ms: +5 %; 60 ms more: +15 %.
+  assert.deepEqual(await cost(), [['bf16 baseline', '+0.0 %'], ['mxfp4 · H16', '+5.0 %'], ['mxfp4 · RHT16', '+15.0 %']]);
+  await page.click('table.runs-table th:has-text("Telemetry cost")');
+  await settle(page);
+  assert.deepEqual((await cost()).map(([name]) => name), ['mxfp4 · RHT16', 'mxfp4 · H16', 'bf16 baseline'], 'a second click sorts descending');
+  const differing = await page.$$eval('table.runs-table th.differs', (ths) => ths.map((th) => th.textContent));
+  assert.deepEqual(differing, ['Fprop', 'Dgrad', 'Wgrad', 'Seed'], 'a measurement, not a setting');
+  assert.match((await page.textContent('.runs-view p.note')) ?? '', /3 runs; 4 of 8 settings differ/);
   assert.deepEqual(host.errors, []);
   await page.close();
 });

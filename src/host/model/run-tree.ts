@@ -3,6 +3,7 @@
 import { GEMM_KINDS, isBlockPrecision, scaleRuleOf } from '../../protocol/index.js';
 import type { RunStatus } from '../../protocol/index.js';
 import { withGemmNotes } from '../../shared/gemm-notes.js';
+import { percentChange } from '../../shared/percent-change.js';
 import type { RunSummary, RunView } from '../../store/run-store.js';
 import type { TelemetryCost } from '../../store/step-cost.js';
 import { t } from './localize.js';
@@ -109,7 +110,7 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
 /** What the run's telemetry costs its steps, once its own steps without it give a baseline. */
 function telemetryCostRows(cost: TelemetryCost | undefined): ConfigRow[] {
   if (!cost) return [];
-  const percent = `${cost.overhead >= 0 ? '+' : '−'}${Math.abs(100 * cost.overhead).toFixed(1)} %`;
+  const percent = percentChange(cost.overhead);
   const ms = (value: number) => value.toFixed(value >= 100 ? 0 : 1);
   const steps = cost.statsSteps + cost.beforeStatsSteps + cost.baselineSteps;
   const value = cost.beforeStatsMs === undefined

@@ -4,6 +4,7 @@
 // the Loss tab.
 import { wgradErrorRowsLabel, wgradErrorScopeLabel } from '../../../src/protocol/config.js';
 import type { RunInfo } from '../../../src/protocol/webview.js';
+import { percentChange } from '../../../src/shared/percent-change.js';
 import { activatable, element, type Context, type View } from '../context.js';
 
 interface Column {
@@ -11,6 +12,8 @@ interface Column {
   value(run: RunInfo): string;
   /** Sort key (numbers sort as numbers). */
   key?(run: RunInfo): number;
+  /** A measurement, not a setting: never highlighted as a setting that differs. */
+  measured?: boolean;
 }
 
 const COLUMNS: Column[] = [
@@ -23,7 +26,13 @@ const COLUMNS: Column[] = [
   { title: 'Layer stats', value: statsCadence },
   { title: 'Wgrad error', value: wgradErrorDescription },
   { title: 'Outcome', value: outcome },
+  { title: 'Telemetry cost', value: telemetryCost, key: (run) => run.telemetryCost ?? -Infinity, measured: true },
 ];
+
+/** "+8.2 %": how much longer the run's steps are with telemetry than without (docs/user-guide.md). */
+function telemetryCost(run: RunInfo): string {
+  return run.telemetryCost === undefined ? '—' : percentChange(run.telemetryCost);
+}
 
 /** "every 20 steps", or with the opt-in layer groups which share of the layers each stats step reports. */
 function statsCadence(run: RunInfo): string {
@@ -63,8 +72,9 @@ export class RunsTableView implements View {
     });
     // Which columns differ across the shown runs, and each column's most common value.
     const common = COLUMNS.map((col) => mostCommon(runs.map((run) => col.value(run))));
-    const differs = COLUMNS.map((col, i) => i > 0 && new Set(runs.map((run) => col.value(run))).size > 1);
-    this.note.textContent = `${runs.length} runs; ${differs.filter(Boolean).length} of ${COLUMNS.length - 1} settings differ (highlighted). Click a header to sort, a row to show that run alone on the Loss tab.`;
+    const differs = COLUMNS.map((col, i) => i > 0 && !col.measured && new Set(runs.map((run) => col.value(run))).size > 1);
+    const settings = COLUMNS.filter((col, i) => i > 0 && !col.measured).length;
+    this.note.textContent = `${runs.length} runs; ${differs.filter(Boolean).length} of ${settings} settings differ (highlighted). Click a header to sort, a row to show that run alone on the Loss tab.`;
     const head = element('tr');
     COLUMNS.forEach((col, i) => {
       const th = element('th', [i === column ? 'sorted' : '', differs[i] ? 'differs' : ''].filter(Boolean).join(' ') || undefined, `${col.title}${i === column ? (descending ? ' ▲' : ' ▼') : ''}`);
