@@ -9,6 +9,8 @@
 export const RECENT_STEPS = 512;
 /** Fewer steps without telemetry than this give no baseline worth dividing by. */
 export const MIN_BASELINE_STEPS = 5;
+/** Fewer timed stats steps than this leave a run's first one, which compiles kernels and warms caches, to set the median. */
+export const MIN_STATS_STEPS = 3;
 
 export interface TelemetryCost {
   /** Extra time over the window, as a fraction of the baseline: 0.08 = 8 % longer steps. */
@@ -36,8 +38,8 @@ function median(values: number[]): number {
  * counted by step number and timed by the median of the step times it sent: a trainer that sends a
  * step time every few steps (a Trainer's logging_steps) would otherwise weigh its stats steps by how
  * often they fall on a logged step. Steps just before a stats step that sent no time count as
- * costing what the others do. Undefined without a timed stats step and MIN_BASELINE_STEPS timed
- * others in the window (statsEvery 1, a run's first steps).
+ * costing what the others do. Undefined without MIN_STATS_STEPS timed stats steps and
+ * MIN_BASELINE_STEPS timed others in the window (statsEvery 1, a run's first steps).
  */
 export function telemetryCost(steps: ReadonlyArray<readonly [step: number, ms: number]>, statsSteps: ReadonlySet<number>): TelemetryCost | undefined {
   let oldestTimed = Infinity;
@@ -65,7 +67,7 @@ export function telemetryCost(steps: ReadonlyArray<readonly [step: number, ms: n
     else if (before.has(step)) beforeStats.push(ms);
     else baseline.push(ms);
   }
-  if (stats.length === 0 || baseline.length < MIN_BASELINE_STEPS) return undefined;
+  if (stats.length < MIN_STATS_STEPS || baseline.length < MIN_BASELINE_STEPS) return undefined;
   const statsMs = median(stats);
   const beforeStatsMs = beforeStats.length ? median(beforeStats) : undefined;
   const baselineMs = median(baseline);

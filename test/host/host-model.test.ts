@@ -115,9 +115,9 @@ test('runs view says what telemetry costs the run\'s steps once it has steps wit
   };
   step(0, 400);
   assert.equal(cost(), undefined, 'no steps without stats yet');
-  for (let n = 1; n <= 20; n++) step(n, n % 10 === 0 ? 400 : (n + 1) % 10 === 0 ? 250 : 200);
-  // Steps 0…19, up to the newest stats step: 2 stats steps (400 ms), 2 before one (250 ms), 16 others (200 ms): 4,500 ms against 20 × 200.
-  assert.equal(cost(), '+12.5 % step time over the last 20 steps (medians: stats steps 400 ms, the steps before them 250 ms, others 200 ms)');
+  for (let n = 1; n <= 30; n++) step(n, n % 10 === 0 ? 400 : (n + 1) % 10 === 0 ? 250 : 200);
+  // Steps 0…29, up to the newest stats step: 3 stats steps (400 ms), 3 before one (250 ms), 24 others (200 ms): 6,750 ms against 30 × 200.
+  assert.equal(cost(), '+12.5 % step time over the last 30 steps (medians: stats steps 400 ms, the steps before them 250 ms, others 200 ms)');
   assert.equal(configRows(store.get('r')!.summary).find((r) => r.label === 'telemetry cost'), undefined, 'without the run\'s records, no row');
   // A trainer that sends a step record every 5 steps (a Trainer's logging_steps) sends none before a stats step.
   const sparse = new RunStore();

@@ -41,11 +41,14 @@ test('medians keep one slow step (a checkpoint save, an evaluation) out of the c
 test('no cost without stats steps, or without enough steps that send none', () => {
   assert.equal(run(100, 1, () => 100).cost(), undefined, 'statsEvery 1: every step measures, none is a baseline');
   assert.equal(telemetryCost([[0, 100], [1, 100], [2, 100]], new Set()), undefined, 'no stats step');
-  // Stats at 0 and 10: steps 1…8 are the baseline; with fewer than MIN_BASELINE_STEPS of them, none.
-  const short = run(11, 10, bridgeLike);
-  assert.ok(short.cost(), 'eight steps without telemetry');
-  const tooFew = telemetryCost(Array.from({ length: 11 }, (_, step) => [step, 100] as const), new Set([0, MIN_BASELINE_STEPS]));
-  assert.equal(tooFew, undefined, `${MIN_BASELINE_STEPS - 2} baseline steps between stats steps 0 and ${MIN_BASELINE_STEPS}`);
+  // A run's first stats step compiles kernels: until MIN_STATS_STEPS are timed it would set the median alone.
+  const compiling = (step: number) => (step === 0 ? 30_000 : bridgeLike(step));
+  assert.equal(run(21, 10, compiling).cost(), undefined, 'stats steps 0 and 10 timed, before the newest (20)');
+  assert.equal(run(31, 10, compiling).cost()!.statsMs, 160, 'three timed: the median leaves the first out');
+  // Stats at 0, 1, 2 and 6: steps 3 and 4 are the baseline; with fewer than MIN_BASELINE_STEPS of them, none.
+  const tooFew = telemetryCost(Array.from({ length: 11 }, (_, step) => [step, 100] as const), new Set([0, 1, 2, MIN_BASELINE_STEPS + 1]));
+  assert.equal(tooFew, undefined, `${MIN_BASELINE_STEPS - 3} baseline steps`);
+  assert.ok(telemetryCost(Array.from({ length: 11 }, (_, step) => [step, 100] as const), new Set([0, 1, 2, MIN_BASELINE_STEPS + 4])), 'enough baseline steps');
 });
 
 test('a stretch of dense stats (every step, after a loss spike) counts as stats steps', () => {
