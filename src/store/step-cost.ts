@@ -74,8 +74,12 @@ export function telemetryCost(steps: ReadonlyArray<readonly [step: number, ms: n
   const count = last - first;
   const baselineSteps = count - statsCount - before.size;
   const total = statsCount * statsMs + before.size * (beforeStatsMs ?? baselineMs) + baselineSteps * baselineMs;
+  const overhead = total / (count * baselineMs) - 1;
+  // Step times of 0 (nothing to divide by) or up to Number.MAX_VALUE (sums past it) are valid records,
+  // but give no cost a view can show.
+  if (!Number.isFinite(overhead)) return undefined;
   return {
-    overhead: baselineMs > 0 ? total / (count * baselineMs) - 1 : 0,
+    overhead,
     statsMs, beforeStatsMs, baselineMs,
     statsSteps: statsCount, beforeStatsSteps: before.size, baselineSteps,
   };

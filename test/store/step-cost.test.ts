@@ -75,3 +75,9 @@ test('only the newest steps count, and what is kept stays bounded', () => {
   const dense = run(5 * RECENT_STEPS, 1, () => 100) as unknown as { stats: Set<number> };
   assert.ok(dense.stats.size <= RECENT_STEPS, String(dense.stats.size));
 });
+
+test('step times too large to add up give no cost rather than an infinite one', () => {
+  const huge = run(100, 10, (step) => (step % 10 === 0 ? Number.MAX_VALUE : 100));
+  assert.equal(huge.cost(), undefined);
+  assert.equal(run(100, 10, (step) => (step % 10 === 0 ? 50 : 0)).cost(), undefined, 'steps of 0 ms: nothing to divide by');
+});
