@@ -7,7 +7,7 @@ import { hostToWebviewSchema, WEBVIEW_LIMITS } from '../../src/protocol/webview.
 import { RunStore } from '../../src/store/run-store.js';
 import { AlertTracker, MAX_ALERTS } from '../../src/dashboard/alerts.js';
 import { DashboardFeed } from '../../src/dashboard/feed.js';
-import { syntheticRunStarted } from '../fixtures/synthetic-llama8b.js';
+import { forEachStatsRecord, syntheticRunStarted, syntheticStep } from '../fixtures/synthetic-llama8b.js';
 
 function wired(): { store: RunStore; alerts: AlertTracker; feed: DashboardFeed } {
   const store = new RunStore();
@@ -47,4 +47,21 @@ test('a diverged run with a 4096-character reason makes an alert the webview acc
   assert.equal(message.alerts.length, 1);
   assert.ok(message.alerts[0]!.message.length < 1100, `alert message of ${message.alerts[0]!.message.length} characters`);
   assert.equal(message.runs[0]!.divergedAt, 3);
+});
+
+test('a run\'s telemetry cost reaches the webview while its step times allow one, and nothing invalid when they do not', () => {
+  for (const [statsMs, want] of [[1800, 1 / 10], [Number.MAX_VALUE, undefined]] as const) {
+    const { store, feed } = wired();
+    const started = syntheticRunStarted('r', 100, 10);
+    store.ingest(started);
+    for (let step = 0; step <= 40; step++) {
+      store.ingest({ ...syntheticStep('r', step), stepMs: step % 10 === 0 ? statsMs : 900 });
+      if (step % 10 === 0) forEachStatsRecord('r', step, started.layers.slice(0, 1), (record) => store.ingest(record));
+    }
+    const { message } = feed.snapshot();
+    check(hostToWebviewSchema, message);
+    const cost = message.runs[0]!.telemetryCost;
+    if (want === undefined) assert.equal(cost, undefined, 'stats steps of Number.MAX_VALUE ms: no finite cost');
+    else assert.ok(Math.abs(cost! - want) < 1e-12, `stats steps 900 ms longer every 10 steps of 900: +10 %, got ${cost}`);
+  }
 });
