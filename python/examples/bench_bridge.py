@@ -49,6 +49,7 @@ class Trainer:
 
     def __init__(self, args, batch: int, seq: int, checkpointing: bool):
         self.device = torch.device(args.device)
+        self.backward_ms = None
         torch.manual_seed(1234)
         shape = SHAPES["tiny" if args.tiny else "1b"]
         if hasattr(torch, "get_default_device"):  # build on the device: a 1.1B init on the CPU takes a minute
@@ -76,7 +77,10 @@ class Trainer:
             logits = logits_of(self.model, tokens[:, :-1])
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
         del logits
+        backward_started = time.perf_counter()
         loss.backward()
+        # The host's time in backward: a bridge whose work cannot keep up holds up autograd's thread here.
+        self.backward_ms = (time.perf_counter() - backward_started) * 1000
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         if bridge is not None:
             bridge.end_step(loss=loss, lr=3e-4, grad_norm=grad_norm)  # tensors: the bridge reads them without a sync
@@ -93,9 +97,11 @@ def _is_oom(error: BaseException) -> bool:
 
 class Samples:
     def __init__(self):
-        self.ms, self.peak, self.oom = {}, {}, set()
+        self.ms, self.peak, self.oom, self.backward_ms = {}, {}, set(), {}
 
-    def add(self, kind, ms, peak):
+    def add(self, kind, ms, peak, backward_ms=None):
+        if backward_ms is not None:
+            self.backward_ms.setdefault(kind, []).append(backward_ms)
         self.ms.setdefault(kind, []).append(ms)
         self.peak[kind] = max(self.peak.get(kind, 0), peak)
 
@@ -148,7 +154,7 @@ def run_step(trainer, samples, kind, **bridge):
         torch.cuda.empty_cache()
         print(f"  {kind}: out of memory", flush=True)
         return
-    samples.add(kind, ms, peak)
+    samples.add(kind, ms, peak, trainer.backward_ms)
 
 
 HOOK_SECONDS = {}
@@ -354,11 +360,13 @@ def main():
                 rows.append((tokens, n, f"{mode}, per-kind medians", "plain bf16 median", median["plain"], derived,
                              samples.peak_gib("plain"), samples.peak_gib("stats", "pre", "off"), samples.oom))
             host_ms, wait_ms = per_step(HOOK_SECONDS), per_step(QUEUE_WAIT_SECONDS)
+            backward_ms = {k: round(statistics.median(v), 1) for k, v in samples.backward_ms.items()}
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": "observe", "statsEvery": args.stats_every, "statsLayerGroups": groups,
                             "wgradErrorRowStride": row_stride,
                             "backwardThread": not args.no_backward_thread,
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "backwardWorkHostMsPerStep": host_ms, "queueWaitMsPerStep": wait_ms,
+                            "backwardHostMsMedian": backward_ms,
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
@@ -370,6 +378,7 @@ def main():
             print(f"  host ms of the bridge's backward work per step ({'autograd' if args.no_backward_thread else 'its worker'} thread) " + json.dumps(host_ms), flush=True)
             if wait_ms:
                 print("  ms per step autograd's thread waited for room in the worker's queue " + json.dumps(wait_ms), flush=True)
+            print("  loss.backward's host ms per kind (medians) " + json.dumps(backward_ms), flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)

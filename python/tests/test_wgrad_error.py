@@ -175,6 +175,7 @@ class Benchmark(unittest.TestCase):
             for field in ("backwardWorkHostMsPerStep", "queueWaitMsPerStep"):
                 self.assertEqual(set(run[field]), {"pre", "stats"}, (run["mode"], field))
             self.assertTrue(all(ms > 0 for ms in run["backwardWorkHostMsPerStep"].values()), run["backwardWorkHostMsPerStep"])
+            self.assertEqual(set(run["backwardHostMsMedian"]), {"plain", "off", "pre", "stats"}, run["mode"])
         self.assertEqual(sum("waited for room in the worker's queue" in line for line in done.stdout.splitlines()), 3, done.stdout)
 
 
