@@ -26,6 +26,8 @@ class RunsTree implements vscode.TreeDataProvider<Node> {
     if (node.kind === 'config') {
       const item = new vscode.TreeItem(node.label);
       item.description = node.value;
+      // A narrow side bar cuts the value short (a GEMM's recipe, the telemetry cost): hovering shows it whole.
+      item.tooltip = `${node.label}: ${node.value}`;
       return item;
     }
     const row = runRow(node.summary);
