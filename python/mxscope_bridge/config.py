@@ -56,9 +56,7 @@ def check_wgrad_error_row_stride(config: dict) -> None:
     opt-in estimate: each layer's Wgrad error comes from the rows 0, N, 2N, … of ∇W alone (its norms
     scaled to the whole tensor's rows; ratios and cosines those of the sampled rows), so the two
     Wgrad-sized products behind it cost about an N-th; the operand stats stay exact."""
-    stride = config.get("wgradErrorRowStride", 1)
-    if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= 1024:
-        raise ConfigError(f"wgradErrorRowStride: expected an integer from 1 to 1024 (1: every row of ∇W, exact), got {stride!r}")
+    _count(config, "wgradErrorRowStride", " (1: every row of ∇W, exact)")
 
 
 def check_wgrad_error_scope(config: dict) -> None:
@@ -73,12 +71,18 @@ def check_wgrad_error_scope(config: dict) -> None:
 
 def check_layer_groups(config: dict) -> None:
     """Refuses a statsLayerGroups the bridge cannot honour, naming what to change."""
-    groups = config.get("statsLayerGroups", 1)
-    if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= 1024:
-        raise ConfigError(f"statsLayerGroups: expected an integer from 1 to 1024, got {groups!r}")
+    groups = _count(config, "statsLayerGroups")
     if groups > 1 and config["statsEvery"] < 2:
         # The step before a stats step keeps E of the next group for lag-1: it cannot be a stats step itself.
         raise ConfigError(f"statsLayerGroups {groups} needs statsEvery of at least 2 (got {config['statsEvery']}): raise statsEvery or set statsLayerGroups to 1")
+
+
+def _count(config: dict, key: str, meaning: str = "") -> int:
+    """config[key] (absent: 1), refused unless an integer from 1 to 1024 (a bool is not one)."""
+    value = config.get(key, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
+        raise ConfigError(f"{key}: expected an integer from 1 to 1024{meaning}, got {value!r}")
+    return value
 
 
 class ConfigError(ValueError):
