@@ -278,8 +278,18 @@ export function wgradErrorScopeLabel(scope: WgradErrorScope | undefined): string
  * How a run's Wgrad error was sampled (RunConfig.wgradErrorRowStride), in the words views show;
  * '' for the default, every row (exact), which goes unsaid.
  */
-export function wgradErrorRowsLabel(rowStride: number | undefined): string {
+function wgradErrorRowsLabel(rowStride: number | undefined): string {
   return rowStride !== undefined && rowStride > 1 ? `estimated from 1 in ${rowStride} rows` : '';
+}
+
+/**
+ * What a run's Wgrad error describes: "whole batch", or what the opt-ins changed ("each rank's own,
+ * mean over ranks", "…; estimated from 1 in 4 rows"). Without `sayDefault` the default scope goes
+ * unsaid ('' for a run with no opt-in).
+ */
+export function wgradErrorDescription(run: Pick<RunConfig, 'wgradErrorScope' | 'wgradErrorRowStride'>, sayDefault = true): string {
+  const scope = sayDefault || run.wgradErrorScope === 'rank' ? wgradErrorScopeLabel(run.wgradErrorScope) : '';
+  return [scope, wgradErrorRowsLabel(run.wgradErrorRowStride)].filter((part) => part !== '').join('; ');
 }
 
 /**
@@ -289,8 +299,8 @@ export function wgradErrorRowsLabel(rowStride: number | undefined): string {
  * every row). One note, so every view and alert says the same.
  */
 export function wgradErrorNote(run: Pick<RunConfig, 'wgradErrorScope' | 'wgradErrorRowStride'>): string {
-  const parts = [run.wgradErrorScope === 'rank' ? wgradErrorScopeLabel('rank') : '', wgradErrorRowsLabel(run.wgradErrorRowStride)].filter((part) => part !== '');
-  return parts.length === 0 ? '' : `Wgrad error: ${parts.join('; ')}`;
+  const description = wgradErrorDescription(run, false);
+  return description === '' ? '' : `Wgrad error: ${description}`;
 }
 
 /**

@@ -2,7 +2,7 @@
 // block and rounding; seed; steps; outcome), columns whose values differ highlighted (and the cells
 // that differ from the most common value), sortable by any column; a row shows that run alone on
 // the Loss tab.
-import { wgradErrorRowsLabel, wgradErrorScopeLabel } from '../../../src/protocol/config.js';
+import { wgradErrorDescription } from '../../../src/protocol/config.js';
 import type { RunInfo } from '../../../src/protocol/webview.js';
 import { percentChange } from '../../../src/shared/percent-change.js';
 import { activatable, element, type Context, type View } from '../context.js';
@@ -39,11 +39,6 @@ function statsCadence(run: RunInfo): string {
   const groups = run.statsLayerGroups ?? 1;
   if (groups === 1) return `every ${run.statsEvery} steps`;
   return `every ${run.statsEvery} steps, 1 of ${groups} layer groups each (a layer every ${run.statsEvery * groups})`;
-}
-
-/** "whole batch", or what the opt-ins changed: "each rank's own, mean over ranks", "…; estimated from 1 in 4 rows". */
-function wgradErrorDescription(run: RunInfo): string {
-  return [wgradErrorScopeLabel(run.wgradErrorScope), wgradErrorRowsLabel(run.wgradErrorRowStride)].filter((part) => part !== '').join('; ');
 }
 
 function outcome(run: RunInfo): string {
