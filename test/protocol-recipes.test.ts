@@ -26,7 +26,7 @@ const config: RunConfig = {
 };
 
 test('protocol 1.2: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
-  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 5 });
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 6 });
   check(runConfigSchema, config);
   const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
   check(runConfigSchema, recipes);
@@ -56,6 +56,23 @@ test('protocol 1.5: wgradErrorRowStride is optional, an integer from 1 to 1024',
   for (const good of [1, 4, 1024]) assert.equal(check(runConfigSchema, { ...config, wgradErrorRowStride: good }).wgradErrorRowStride, good);
   for (const bad of [0, 1025, 2.5, '4']) {
     assert.throws(() => check(runConfigSchema, { ...config, wgradErrorRowStride: bad }), /\.wgradErrorRowStride: expected an integer in \[1, 1024\]/, `wgradErrorRowStride ${JSON.stringify(bad)}`);
+  }
+});
+
+test('protocol 1.6: a next-run change sets statsLayerGroups and wgradErrorRowStride; fields it does not name keep their value', () => {
+  const change = check(nextRunConfigSchema, { statsEvery: 20, statsLayerGroups: 4, wgradErrorRowStride: 8 });
+  const next = mergeRunConfig(config, change);
+  assert.deepEqual([next.statsEvery, next.statsLayerGroups, next.wgradErrorRowStride], [20, 4, 8]);
+  const unnamed = mergeRunConfig(next, { seed: 2 });
+  assert.deepEqual([unnamed.statsLayerGroups, unnamed.wgradErrorRowStride], [4, 8], 'a change that does not name them keeps them');
+  const back = mergeRunConfig(next, { statsLayerGroups: 1, wgradErrorRowStride: 1 });
+  assert.deepEqual([back.statsLayerGroups, back.wgradErrorRowStride], [1, 1]);
+  assert.equal(check(runConfigSchema, back), back);
+  assert.ok(!('statsLayerGroups' in mergeRunConfig(config, { seed: 3 })), 'an absent opt-in stays absent');
+  for (const field of ['statsLayerGroups', 'wgradErrorRowStride']) {
+    for (const bad of [0, 1025, 2.5, '4', true]) {
+      assert.throws(() => check(nextRunConfigSchema, { [field]: bad }), new RegExp(`\\.${field}: expected an integer in \\[1, 1024\\]`), `${field} ${JSON.stringify(bad)}`);
+    }
   }
 });
 

@@ -152,22 +152,27 @@ def recipe_problems(gemm: dict) -> List[str]:
 
 
 def next_run_problems(config: dict) -> str:
-    """Why a next-run config cannot run (every GEMM's problem, joined), or "" when it can."""
+    """Why a next-run config cannot run (every GEMM's problem, and a layer grouping the stats interval
+    cannot honour, joined), or "" when it can."""
     problems = []
     for kind in GEMM_KINDS:
         try:
             check_gemm(config["gemms"][kind], f"gemms.{kind}")
         except ConfigError as error:
             problems.append(str(error))
+    try:
+        check_layer_groups(config)
+    except ConfigError as error:
+        problems.append(str(error))
     return "; ".join(problems)
 
 
 def merge_run_config(base: dict, change: dict) -> dict:
-    """mergeRunConfig: fields the change does not name keep their value."""
+    """mergeRunConfig: fields the change does not name keep their value (the opt-ins, protocol 1.6, too)."""
     merged = copy.deepcopy(base)
     for kind, patch in (change.get("gemms") or {}).items():
         merged["gemms"][kind].update(patch)
-    for key in ("seed", "steps", "statsEvery", "preset"):
+    for key in ("seed", "steps", "statsEvery", "statsLayerGroups", "wgradErrorRowStride", "preset"):
         if key in change:
             merged[key] = change[key]
     return merged

@@ -66,6 +66,54 @@ class RunLoop(unittest.TestCase):
         with self.assertRaisesRegex(EOFError, "closed with 1001"):
             client.recv_until(lambda m: False)
 
+    def test_stats_opt_ins_switch_between_runs_from_the_editor(self):
+        """Protocol 1.6: setNextRunConfig sets statsLayerGroups and wgradErrorRowStride for the next run
+        (what the extension's "Set Stats Cadence and Coverage" sends); the run honours them, and a
+        change back to 1 gives every layer and the exact error again. A grouping the stats interval
+        cannot honour is refused when asked for, naming what to change."""
+        torch.manual_seed(0)
+        model = TinyNet()
+        config = run_config(steps=4, stats_every=2, tokens_per_step=64, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32)))
+        bridge = Bridge(model, config, out_dir=tempfile.mkdtemp(), port=0, print_listening=False, handle_exit=False)
+
+        def script():
+            with bridge:
+                for run in bridge.runs(max_runs=2, idle_timeout=60):
+                    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                    for _ in run.steps():
+                        model(torch.randn(2, 16, 64)).pow(2).mean().backward()
+                        run.end_step(loss=1.0)
+                        optimizer.step()
+                        optimizer.zero_grad()
+        thread = threading.Thread(target=script)
+        thread.start()
+        client = Client(bridge.server.connect_url)
+        self.addCleanup(client.close)
+        client.recv()
+        client.send({"type": "subscribe", "id": "s"})
+        client.send({"type": "setNextRunConfig", "id": "bad", "change": {"statsEvery": 1, "statsLayerGroups": 2}})
+        refused = client.recv_until(lambda m: m.get("id") == "bad")[-1]
+        self.assertEqual((refused["type"], refused["code"]), ("error", "invalid-message"))
+        self.assertIn("statsLayerGroups 2 needs statsEvery of at least 2 (got 1): raise statsEvery or set statsLayerGroups to 1", refused["message"])
+        client.send({"type": "setNextRunConfig", "id": "zero", "change": {"wgradErrorRowStride": 0}})
+        self.assertIn("change.wgradErrorRowStride", client.recv_until(lambda m: m.get("id") == "zero")[-1]["message"])
+        layers_at_stats = []
+        for i, (groups, stride) in enumerate([(2, 2), (1, 1)]):
+            client.send({"type": "setNextRunConfig", "id": f"c{i}", "change": {"statsLayerGroups": groups, "wgradErrorRowStride": stride}})
+            client.send({"type": "startRun", "id": f"r{i}"})
+            messages = client.recv_until(lambda m: m.get("type") == "runEnded")
+            started = next(m for m in messages if m.get("type") == "runStarted")
+            self.assertEqual((started["config"].get("statsLayerGroups"), started["config"].get("wgradErrorRowStride")), (groups, stride))
+            self.assertEqual(started["config"]["statsEvery"], 2, "fields the change did not name keep their value")
+            stats = [m for m in messages if m.get("type") == "layerStats" and m["gemm"] == "wgrad"]
+            layers_at_stats.append(sorted({(m["step"], m["layer"]) for m in stats}))
+        thread.join(30)
+        self.assertFalse(thread.is_alive())
+        grouped, every = layers_at_stats
+        self.assertEqual(len(every), 2 * 5, "every layer at each of the two stats steps")
+        self.assertEqual(len(grouped), 5, "one of two layer groups at each stats step")
+        self.assertEqual({layer for _, layer in grouped}, {layer for _, layer in every}, "the groups take turns: every layer once")
+
     def test_stop_is_acked_after_run_ended(self):
         model = TinyNet()
         # Steps paced at ~1 ms: without a model a step takes microseconds, and the loop could finish

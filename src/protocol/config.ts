@@ -165,6 +165,10 @@ export interface NextRunConfig {
   seed?: number;
   steps?: number;
   statsEvery?: number;
+  /** Optional (protocol 1.6): RunConfig.statsLayerGroups of the next run (1 = every layer at every stats step). */
+  statsLayerGroups?: number;
+  /** Optional (protocol 1.6): RunConfig.wgradErrorRowStride of the next run (1 = every row, exact). */
+  wgradErrorRowStride?: number;
   preset?: string;
 }
 
@@ -231,6 +235,8 @@ export const nextRunConfigSchema: Schema<NextRunConfig> = partialOf<NextRunConfi
     seed: nonNegInt,
     steps: intIn(1, 100_000_000),
     statsEvery: intIn(1, 1_000_000),
+    statsLayerGroups: intIn(1, 1024),
+    wgradErrorRowStride: intIn(1, 1024),
     preset: str(128),
   },
   'a next-run config',
@@ -249,6 +255,9 @@ export function mergeRunConfig(base: RunConfig, change: NextRunConfig): RunConfi
     seed: change.seed ?? base.seed,
     steps: change.steps ?? base.steps,
     statsEvery: change.statsEvery ?? base.statsEvery,
+    // The opt-ins stay absent (base's own, spread above) unless the change names them.
+    ...(change.statsLayerGroups !== undefined ? { statsLayerGroups: change.statsLayerGroups } : {}),
+    ...(change.wgradErrorRowStride !== undefined ? { wgradErrorRowStride: change.wgradErrorRowStride } : {}),
     preset: change.preset ?? base.preset,
   };
 }

@@ -6,6 +6,7 @@
 // child applies next-run changes to it with applyEmulationChange.
 import { mergeRunConfig, type NextRunConfig, type RunConfig } from '../protocol/config.js';
 import { modelShape } from './model.js';
+import { checkEmbeddedOptIns } from './stats-opt-ins.js';
 import { PRESET_NAMES, presetConfig, type PresetName } from './presets.js';
 
 /**
@@ -47,8 +48,9 @@ export function emulationSettingsChange(settings: EmulationSettings): NextRunCon
 export function applyEmulationChange(base: RunConfig, change: NextRunConfig): RunConfig {
   const merged = mergedChange(base, change);
   // Refused now, naming what to change (a recipe that cannot run, a shape a format block does not
-  // divide), rather than when the run starts.
+  // divide, a stats opt-in this trainer does not offer), rather than when the run starts.
   modelShape(merged);
+  checkEmbeddedOptIns(merged);
   return merged;
 }
 

@@ -9,6 +9,7 @@ import { RunLogWriter } from '../runlog/writer.js';
 import { Trainer } from './trainer.js';
 import { layerRotationFit } from './rotation-fit.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
+import { checkEmbeddedOptIns } from './stats-opt-ins.js';
 
 export const TRAINER_INFO = { name: 'mxscope-train', version: '0.1.0' } as const;
 
@@ -49,15 +50,7 @@ const nextTick = (): Promise<void> => new Promise((resolve) => setImmediate(reso
 
 export function startRun(options: RunOptions): RunHandle {
   const config = check(runConfigSchema, options.config, 'config');
-  if ((config.statsLayerGroups ?? 1) !== 1) {
-    // Layer groups cut a large model's stats cost in the bridge; this trainer's stats cost little.
-    throw new Error(`config.statsLayerGroups: the embedded trainer reports every layer at every stats step; set statsLayerGroups to 1 or leave it out (got ${config.statsLayerGroups})`);
-  }
-  if ((config.wgradErrorRowStride ?? 1) !== 1) {
-    // Sampling rows cuts the full-tensor error's cost on a GPU; this trainer's models are small, and
-    // its runs must not carry a label that says their error is an estimate when it is exact.
-    throw new Error(`config.wgradErrorRowStride: the embedded trainer computes the Wgrad error on every row; set wgradErrorRowStride to 1 or leave it out (got ${config.wgradErrorRowStride})`);
-  }
+  checkEmbeddedOptIns(config);
   const runId = newRunId();
   const trainer = new Trainer(config, runId);
   const dir = resolve(options.outDir, runId);

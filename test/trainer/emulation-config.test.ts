@@ -44,3 +44,13 @@ test("switching preset brings that preset's model and keeps the chosen GEMM sett
 test('an unknown preset is refused by name', () => {
   assert.throws(() => applyEmulationChange(presetConfig('tiny'), { preset: 'huge' }), /unknown preset "huge": this trainer has tiny, small/);
 });
+
+test('the stats opt-ins of protocol 1.6 are refused when a next-run change asks for them, naming the Python bridge; 1 is the default and taken', () => {
+  const tiny = presetConfig('tiny');
+  assert.throws(() => applyEmulationChange(tiny, { statsLayerGroups: 4 }), /statsLayerGroups: the embedded trainer reports every layer at every stats step \(layer groups are for the Python bridge on large models\); set statsLayerGroups to 1 or leave it out \(got 4\)/);
+  assert.throws(() => applyEmulationChange(tiny, { statsEvery: 20, wgradErrorRowStride: 8 }), /wgradErrorRowStride: .*sampled rows are for the Python bridge.*\(got 8\)/);
+  const exact = applyEmulationChange(tiny, { statsEvery: 20, statsLayerGroups: 1, wgradErrorRowStride: 1 });
+  assert.equal(exact.statsEvery, 20);
+  assert.equal(exact.statsLayerGroups, 1);
+  assert.equal(exact.wgradErrorRowStride, 1);
+});

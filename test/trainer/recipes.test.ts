@@ -100,6 +100,6 @@ test('a format/block/rotation combination that cannot work is refused when the r
   assert.throws(() => startRun({ config: mxfp8On48, outDir: tmpdir() }), /fprop: reduction dimension dim = 48 is not a multiple of the mxfp8 block 32; change the model shape or the precision/);
   assert.throws(() => startRun({ config: microConfig({ dgrad: { precision: 'nvfp4', scaleRule: 'even' } }), outDir: tmpdir() }), /dgrad: scale rule 'even' is for MX formats/);
   assert.throws(() => startRun({ config: microConfig({ wgrad: { precision: 'mxfp8', rounding: 'stochastic' } }), outDir: tmpdir() }), /wgrad: stochastic rounding is implemented for mxfp4 only/);
-  assert.throws(() => startRun({ config: { ...microConfig({}), statsLayerGroups: 2 }, outDir: tmpdir() }), /statsLayerGroups: the embedded trainer reports every layer at every stats step; set statsLayerGroups to 1/);
-  assert.throws(() => startRun({ config: { ...microConfig({}), wgradErrorRowStride: 4 }, outDir: tmpdir() }), /wgradErrorRowStride: the embedded trainer computes the Wgrad error on every row; set wgradErrorRowStride to 1 or leave it out \(got 4\)/);
+  assert.throws(() => startRun({ config: { ...microConfig({}), statsLayerGroups: 2 }, outDir: tmpdir() }), /statsLayerGroups: the embedded trainer reports every layer at every stats step \(layer groups are for the Python bridge on large models\); set statsLayerGroups to 1/);
+  assert.throws(() => startRun({ config: { ...microConfig({}), wgradErrorRowStride: 4 }, outDir: tmpdir() }), /wgradErrorRowStride: the embedded trainer computes the Wgrad error on every row \(sampled rows are for the Python bridge on large models\); set wgradErrorRowStride to 1 or leave it out \(got 4\)/);
 });
