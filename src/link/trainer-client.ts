@@ -9,6 +9,7 @@ import {
   MAX_FRAME_BYTES,
   type AckMessage,
   type ClientMessage,
+  type ErrorCode,
   type RunConfig,
   type ServerHello,
   type ServerMessage,
@@ -17,6 +18,13 @@ import {
 import { splitTokenUrl } from './auth.js';
 import { frameTooLarge, readFrame } from './frames.js';
 import { WsClient } from './ws-client.js';
+
+/** A request the trainer answered with an error: it refused it (as opposed to no reply, or no connection). */
+export class TrainerRefusal extends Error {
+  constructor(reason: string, readonly code: ErrorCode) {
+    super(`${reason} [${code}]`);
+  }
+}
 
 export type ConnectionState = 'connecting' | 'connected' | 'reconnecting' | 'closed';
 
@@ -174,7 +182,7 @@ export class TrainerClient {
         return this.settle(message.id, (entry) => entry.resolve(message));
       case 'error':
         if (message.id === undefined || !this.pending.has(message.id)) return this.log(`trainer error (${message.code}): ${message.message}`);
-        return this.settle(message.id, (entry) => entry.reject(new Error(`${message.message} [${message.code}]`)));
+        return this.settle(message.id, (entry) => entry.reject(new TrainerRefusal(message.message, message.code)));
       default:
         if (message.seq <= this.connectionSeq) {
           // A server's seqs never go back along one connection. When they do (a bogus seq such as

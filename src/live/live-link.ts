@@ -2,7 +2,7 @@
 // plus the next-run changes the user made while no trainer was connected (sent on connect).
 // Plain Node (no vscode), so it is tested against a real server.
 import { mergeRunConfig, type AckMessage, type NextRunConfig, type RunConfig } from '../protocol/index.js';
-import { TrainerClient, type ClientRequest, type ConnectionState } from '../link/trainer-client.js';
+import { TrainerClient, TrainerRefusal, type ClientRequest, type ConnectionState } from '../link/trainer-client.js';
 import type { RunStore, RunSummary } from '../store/run-store.js';
 import { combineChanges, isEmptyChange } from './next-run-change.js';
 
@@ -55,7 +55,7 @@ export class LiveLink {
         if (this.client !== client) return;
         this.detail = detail;
         this.log(`${state}${detail ? `: ${detail}` : ''}`);
-        if (state === 'connected') void this.flushPending();
+        if (state === 'connected') this.flushPending().catch((error: Error) => this.log(`the trainer refused the next-run change made while it was not connected, which is dropped: ${error.message}`));
         if (state === 'closed') this.store.markOrphaned('live');
         this.emit();
       },
@@ -103,7 +103,7 @@ export class LiveLink {
     this.emit();
   }
 
-  /** Applies to the connected trainer now, or is kept and sent when one connects. Returns what happened. */
+  /** Applies to the connected trainer now, or is kept and sent when one connects. Returns what happened; throws the trainer's refusal (which names what to change). */
   async changeNextRun(change: NextRunConfig): Promise<string> {
     this.pending = combineChanges(this.pending, change);
     this.emit();
@@ -122,6 +122,12 @@ export class LiveLink {
     return { dispose: () => this.listeners.delete(listener) };
   }
 
+  /**
+   * Sends the pending change. One the trainer refuses (it says why) is dropped and the refusal thrown:
+   * kept, it would show as the next run's config and ride along with every later change, which the
+   * trainer would refuse too. One that could not be sent (no reply, no connection) is kept for the
+   * next connection.
+   */
   private async flushPending(): Promise<void> {
     if (isEmptyChange(this.pending)) return;
     const change = this.pending;
@@ -129,7 +135,12 @@ export class LiveLink {
       await this.request({ type: 'setNextRunConfig', change });
       if (this.pending === change) this.pending = {};
     } catch (error) {
-      this.log(`could not send the next-run config: ${(error as Error).message}`);
+      if (!(error instanceof TrainerRefusal)) this.log(`could not send the next-run config: ${(error as Error).message}`);
+      else {
+        if (this.pending === change) this.pending = {};
+        this.emit();
+        throw error;
+      }
     }
     this.emit();
   }

@@ -7,7 +7,10 @@ import { spawnTrainer } from '../../src/live/trainer-process.js';
 import { rotationChange } from '../../src/host/model/rotation-modes.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { until } from '../link/helpers.js';
-import { baseConfig } from '../link/fake-run.js';
+import { baseConfig, fakeLauncher } from '../link/fake-run.js';
+import { startTrainerServer } from '../../src/link/trainer-server.js';
+import { mergeRunConfig } from '../../src/protocol/index.js';
+import { checkEmbeddedOptIns } from '../../src/trainer/stats-opt-ins.js';
 
 function alive(pid: number): boolean {
   try {
@@ -77,5 +80,32 @@ test('a trainer that restarts (new session) leaves its unfinished live run unkno
   } finally {
     link.disconnect();
     wss.close();
+  }
+});
+
+test('a next-run change the trainer refuses is reported to whoever asked and dropped: the next run config and later changes do not carry it', async () => {
+  const server = await startTrainerServer({
+    baseConfig,
+    launch: fakeLauncher().launch,
+    applyChange: (base, change) => {
+      const merged = mergeRunConfig(base, change);
+      checkEmbeddedOptIns(merged);
+      return merged;
+    },
+    token: 'tok',
+  });
+  const logs: string[] = [];
+  const link = new LiveLink(new RunStore(), (line) => logs.push(line));
+  try {
+    link.connect(server.url, 'tok');
+    await until(() => link.connected && link.nextRunConfig() !== undefined, 'connected');
+    await assert.rejects(link.changeNextRun({ statsLayerGroups: 4 }), /statsLayerGroups: the embedded trainer reports every layer .* \(got 4\) \[invalid-message\]/);
+    assert.equal(link.nextRunConfig()?.statsLayerGroups, undefined, 'the refused change is not shown as the next run');
+    assert.match(await link.changeNextRun({ statsEvery: 20 }), /sent to the trainer/);
+    await until(() => link.nextRunConfig()?.statsEvery === 20, 'the next change is taken: it does not carry the refused one');
+    assert.equal(link.nextRunConfig()?.statsLayerGroups, undefined);
+  } finally {
+    link.disconnect();
+    await server.close();
   }
 });
