@@ -10,7 +10,7 @@ import { registerDashboard } from './dashboard/register.js';
 import { connectToTrainer, disconnect, showQuickActions, startEmulatedRun } from './commands/connection.js';
 import { useTranslator } from './model/localize.js';
 import { userMessage } from './model/user-message.js';
-import { saveCheckpoint, setGemmPrecision, setScaleRule, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
+import { saveCheckpoint, setGemmPrecision, setScaleRule, setStatsCoverage, startFromCheckpoint, startNextRun, stopRun, switchRotationMode } from './commands/next-run.js';
 import { emulationConfig } from '../trainer/emulation-config.js';
 import { EmulationTrainer } from './emulation.js';
 import { LiveLink } from '../live/live-link.js';
@@ -63,6 +63,7 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     command('mxscope.switchRotationMode', () => switchRotationMode(services, context)),
     command('mxscope.setGemmPrecision', () => setGemmPrecision(services)),
     command('mxscope.setScaleRule', () => setScaleRule(services)),
+    command('mxscope.setStatsCoverage', () => setStatsCoverage(services)),
     command('mxscope.startNextRun', () => startNextRun(services)),
     command('mxscope.startFromCheckpoint', (target) => startFromCheckpoint(services, target instanceof vscode.Uri ? target : undefined)),
     command('mxscope.stopRun', () => stopRun(services)),

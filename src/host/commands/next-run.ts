@@ -13,6 +13,7 @@ import {
   type RotationMode,
 } from '../model/rotation-modes.js';
 import { defaultRuleGemms, ruleGemms, scaleRuleChange, scaleRulesNow, SCALE_RULE_CHOICES } from '../model/scale-rules.js';
+import { COVERAGE_CHOICES, coverageChange, coverageOf, coverageSummary, intervalChoices, measuredCost, sameCoverage } from '../model/stats-coverage.js';
 import type { HostServices } from '../services.js';
 
 const LAST_GEMMS_KEY = 'mxscope.rotationGemms';
@@ -98,6 +99,34 @@ export async function setScaleRule(services: HostServices): Promise<void> {
   const kinds = gemms.map((g) => g.gemm);
   const outcome = await services.link.changeNextRun(scaleRuleChange(rule, kinds, current));
   void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: scale rule {0} on {1} — {2}.', rule, kinds.join(', '), outcome));
+}
+
+/**
+ * How often the next run measures stats, and what each stats step measures: every layer exactly, or
+ * an opt-in that cuts what telemetry costs a large model (layer groups, a sampled Wgrad error), each
+ * shown with what an earlier run with the same choice measured it to cost.
+ */
+export async function setStatsCoverage(services: HostServices): Promise<void> {
+  const next = services.link.nextRunConfig();
+  const interval = await vscode.window.showQuickPick(
+    intervalChoices(next?.statsEvery).map((every) => ({ label: vscode.l10n.t('every {0} steps', every), description: every === next?.statsEvery ? vscode.l10n.t('(now)') : '', every })),
+    { title: vscode.l10n.t('MX Scope: how often the next run measures stats (1/2)'), placeHolder: vscode.l10n.t('Steps between two stats steps: what telemetry costs falls with it'), ignoreFocusOut: true },
+  );
+  if (!interval) return;
+  const runs = services.store.list().map((run) => ({ name: run.name, config: run.config, cost: services.store.get(run.runId)?.telemetryCost() }));
+  const now = next ? coverageOf(next) : undefined;
+  const coverage = await vscode.window.showQuickPick(
+    COVERAGE_CHOICES.map((choice) => ({
+      label: choice.label,
+      detail: choice.detail,
+      description: [now && sameCoverage(choice, now) ? vscode.l10n.t('(now)') : '', measuredCost(runs, interval.every, choice) ?? ''].filter((part) => part !== '').join(' · '),
+      choice,
+    })),
+    { title: vscode.l10n.t('MX Scope: what each stats step measures (2/2)'), placeHolder: vscode.l10n.t('The opt-ins cut what telemetry costs a large model on a GPU; the Runs view shows what it cost each run'), ignoreFocusOut: true },
+  );
+  if (!coverage) return;
+  const outcome = await services.link.changeNextRun(coverageChange(interval.every, coverage.choice));
+  void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: stats {0} — {1}.', coverageSummary(interval.every, coverage.choice), outcome));
 }
 
 export async function startNextRun(services: HostServices): Promise<void> {

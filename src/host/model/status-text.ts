@@ -74,6 +74,7 @@ export function quickActions(state: ConnectionState | undefined, runActive: bool
     { command: 'mxscope.switchRotationMode', label: t('$(symbol-misc) Switch Rotation Mode…') },
     { command: 'mxscope.setGemmPrecision', label: t('$(settings) Set GEMM Precision…') },
     { command: 'mxscope.setScaleRule', label: t('$(symbol-ruler) Set MX Scale Rule…') },
+    { command: 'mxscope.setStatsCoverage', label: t('$(pulse) Set Stats Cadence and Coverage…') },
   );
   actions.push({ command: 'mxscope.openRunLog', label: t('$(folder-opened) Open Run Log…') });
   if (state !== undefined && state !== 'closed') actions.push({ command: 'mxscope.disconnect', label: t('$(debug-disconnect) Disconnect') });

@@ -10,9 +10,10 @@ import { restore } from './restore.e2e.js';
 import { rotation } from './rotation.e2e.js';
 import { scaleRule } from './scale-rule.e2e.js';
 import { secondRun } from './second-run.e2e.js';
+import { statsCoverage } from './stats-coverage.e2e.js';
 import { stopRun } from './stop-run.e2e.js';
 
-export const scenarios: Scenario[] = [palette, emulatedRun, dashboard, runsView, rotation, scaleRule, checkpoint, stopRun, secondRun, restore];
+export const scenarios: Scenario[] = [palette, emulatedRun, dashboard, runsView, rotation, scaleRule, statsCoverage, checkpoint, stopRun, secondRun, restore];
 
 /** Creates the folder code-server opens as the workspace. */
 export function prepareWorkspace(dir: string): string {

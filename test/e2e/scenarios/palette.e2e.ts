@@ -11,6 +11,8 @@ export const palette: Scenario = {
     let listed: string[] = [];
     for (let attempt = 0; attempt < 20; attempt++) {
       listed = await wb.paletteTitles('MX Scope:');
+      // The list renders the rows in view only (17 at this window's height): look for the others by name.
+      for (const title of expected.filter((t) => !listed.includes(t))) listed.push(...(await wb.paletteTitles(title)).filter((t) => t === title));
       if (expected.every((title) => listed.includes(title))) break;
       await new Promise((r) => setTimeout(r, 500));
     }

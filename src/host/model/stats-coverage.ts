@@ -1,0 +1,89 @@
+// The quick-pick model behind "Set Stats Cadence and Coverage": how often the next run measures
+// stats, what each stats step measures (every layer exactly, or one of the opt-ins that cut what
+// telemetry costs a large model on a GPU), the next-run change a choice means, and what earlier runs
+// with the same choice measured it to cost. No vscode here, so it is unit tested.
+import { percentChange } from '../../shared/percent-change.js';
+import type { NextRunConfig, RunConfig } from '../../protocol/index.js';
+import type { TelemetryCost } from '../../store/step-cost.js';
+import { t } from './localize.js';
+
+/** Steps between two stats steps offered; the current interval is offered too when it is another. */
+export const STATS_INTERVALS: readonly number[] = [10, 20, 50, 100];
+
+export function intervalChoices(current: number | undefined): number[] {
+  return current === undefined || STATS_INTERVALS.includes(current) ? [...STATS_INTERVALS] : [...STATS_INTERVALS, current].sort((a, b) => a - b);
+}
+
+/** What each stats step measures: RunConfig.statsLayerGroups and wgradErrorRowStride (1 and 1: every layer, exact). */
+export interface Coverage {
+  statsLayerGroups: number;
+  wgradErrorRowStride: number;
+}
+
+export interface CoverageChoice extends Coverage {
+  label: string;
+  detail: string;
+}
+
+const exact: Coverage = { statsLayerGroups: 1, wgradErrorRowStride: 1 };
+const groups = (n: number): Coverage => ({ statsLayerGroups: n, wgradErrorRowStride: 1 });
+const rows = (n: number): Coverage => ({ statsLayerGroups: 1, wgradErrorRowStride: n });
+
+// Labels and details are getters: they are read after activate() has installed the translator.
+function choice(coverage: Coverage, text: () => { label: string; detail: string }): CoverageChoice {
+  return { ...coverage, get label() { return text().label; }, get detail() { return text().detail; } };
+}
+
+export const COVERAGE_CHOICES: readonly CoverageChoice[] = [
+  choice(exact, () => ({ label: t('Every layer, exact (default)'), detail: t("Every layer's operand stats and its full-tensor Wgrad error at every stats step") })),
+  ...[2, 4, 8].map((n) => choice(groups(n), () => ({
+    label: t('1 in {0} layers per stats step (layer groups)', n),
+    detail: t('The layers take turns in {0} groups: what is reported stays exact, each layer every {0} stats steps (Python bridge)', n),
+  }))),
+  ...[4, 8].map((n) => choice(rows(n), () => ({
+    label: t('Wgrad error from 1 in {0} rows (estimate)', n),
+    detail: t('Every layer at every stats step and exact operand stats; the Wgrad error estimated from every {0}th row of ∇W, labelled so (Python bridge)', n),
+  }))),
+];
+
+/** The coverage a config runs with (absent opt-ins are 1). */
+export function coverageOf(config: Pick<RunConfig, 'statsLayerGroups' | 'wgradErrorRowStride'>): Coverage {
+  return { statsLayerGroups: config.statsLayerGroups ?? 1, wgradErrorRowStride: config.wgradErrorRowStride ?? 1 };
+}
+
+export function sameCoverage(a: Coverage, b: Coverage): boolean {
+  return a.statsLayerGroups === b.statsLayerGroups && a.wgradErrorRowStride === b.wgradErrorRowStride;
+}
+
+/** The change "stats every `statsEvery` steps with `coverage`": both opt-ins named, so 1 turns one off. */
+export function coverageChange(statsEvery: number, coverage: Coverage): NextRunConfig {
+  return { statsEvery, statsLayerGroups: coverage.statsLayerGroups, wgradErrorRowStride: coverage.wgradErrorRowStride };
+}
+
+/** A run the picker may quote: its name, config and measured telemetry cost. */
+export interface MeasuredRun {
+  name: string;
+  config: RunConfig | undefined;
+  cost: TelemetryCost | undefined;
+}
+
+/**
+ * "measured +2.3 % in run NAME": the newest of `runs` (oldest first) that ran with this interval and
+ * coverage and whose own steps measured what telemetry cost it; undefined when none did.
+ */
+export function measuredCost(runs: readonly MeasuredRun[], statsEvery: number, coverage: Coverage): string | undefined {
+  for (let i = runs.length - 1; i >= 0; i--) {
+    const { name, config, cost } = runs[i]!;
+    if (cost && config && config.statsEvery === statsEvery && sameCoverage(coverageOf(config), coverage)) {
+      return t('measured {0} in {1}', percentChange(cost.overhead), name);
+    }
+  }
+  return undefined;
+}
+
+/** "every 20 steps · Every layer, exact (default)", as the confirmation says it. */
+export function coverageSummary(statsEvery: number, coverage: Coverage): string {
+  const chosen = COVERAGE_CHOICES.find((c) => sameCoverage(c, coverage));
+  const what = chosen?.label ?? t('{0} layer groups, Wgrad error from 1 in {1} rows', coverage.statsLayerGroups, coverage.wgradErrorRowStride);
+  return t('every {0} steps · {1}', statsEvery, what);
+}

@@ -1,0 +1,68 @@
+import * as assert from 'node:assert/strict';
+import { requireCommands, type Scenario } from '../harness/scenario.js';
+import { poll, type Workbench } from '../harness/workbench.js';
+import { STATUS_STEP, withPickRetries } from './live-run.js';
+
+const COMMAND = 'MX Scope: Set Stats Cadence and Coverage…';
+const EXACT = 'Every layer, exact (default)';
+const GROUPS = '1 in 4 layers per stats step (layer groups)';
+const QUICK_PICK_ROW = '.quick-input-widget .monaco-list-row';
+const TREE_ROW = '.monaco-workbench .part.sidebar .monaco-list-row';
+
+/** The two picks: an interval, then (once the second step shows) a coverage; returns the coverage rows' texts as shown. */
+async function pickCoverage(wb: Workbench, interval: string, coverage: string, screenshot?: string): Promise<string[]> {
+  // A quick pick closes when it loses focus; start from the side bar, not from the dashboard webview.
+  await wb.focusSideBar();
+  await wb.runCommand(COMMAND);
+  await wb.pick(interval);
+  await wb.page.locator('.quick-input-widget').getByText('what each stats step measures').waitFor({ timeout: 10_000 });
+  const rows = (await wb.page.locator(QUICK_PICK_ROW).allInnerTexts()).map((text) => text.replace(/\s+/g, ' ').trim());
+  if (screenshot) await wb.screenshot(screenshot);
+  await wb.pick(coverage);
+  return rows;
+}
+
+export const statsCoverage: Scenario = {
+  slug: 'stats-coverage',
+  title: '"Set Stats Cadence and Coverage" quotes what telemetry cost earlier runs, the embedded trainer refuses layer groups by name, and the next run measures every 20 steps',
+  unsupported: ({ manifest }) => requireCommands(manifest, COMMAND, 'MX Scope: Stop Run', 'MX Scope: Start Next Run'),
+  async run({ wb, log }) {
+    if (await wb.waitForStatusBarText(STATUS_STEP, 1_000).catch(() => undefined)) await wb.runCommand('MX Scope: Stop Run');
+    await wb.waitForStatusBarText(/^MX Scope: idle\b/, 30_000);
+
+    // Every 10 steps, as the runs so far: the default row is the current one and quotes what an
+    // earlier run measured it to cost (the runs-view scenario's run was measured).
+    await withPickRetries(wb, log, 'layer groups', async () => {
+      const rows = await pickCoverage(wb, 'every 10 steps', GROUPS, 'stats-coverage-picker');
+      const exact = rows.find((text) => text.startsWith(EXACT));
+      assert.match(exact ?? '', /\(now\) · measured [+-]\d+\.\d % in /, `the default row: ${exact}`);
+      log(`picker: ${exact}`);
+      // The embedded trainer measures every layer (its stats cost it little): it refuses, naming why.
+      await wb.page.locator('.notification-list-item', { hasText: 'the embedded trainer reports every layer at every stats step' }).first().waitFor({ timeout: 5_000 });
+    });
+
+    await withPickRetries(wb, log, 'every 20 steps', async () => {
+      await pickCoverage(wb, 'every 20 steps', EXACT);
+      await wb.page.locator('.notification-list-item', { hasText: 'stats every 20 steps · Every layer, exact (default)' }).first().waitFor({ timeout: 5_000 });
+    });
+
+    await wb.runCommand('MX Scope: Start Next Run');
+    await wb.waitForStatusBarText(STATUS_STEP, 60_000);
+    await wb.runCommand('MX Scope: Focus on Runs View');
+    try {
+      const run = wb.page.locator(`${TREE_ROW}[aria-expanded]`).first();
+      await run.waitFor({ state: 'visible', timeout: 20_000 });
+      if ((await run.getAttribute('aria-expanded')) !== 'true') await run.click();
+      const cadence = await poll(
+        "the new run's stats interval row",
+        async () => (await wb.page.locator(TREE_ROW).allInnerTexts()).map((text) => text.replace(/\s+/g, ' ').trim()).find((text) => text.startsWith('stats every')),
+        30_000,
+        500,
+      );
+      assert.match(cadence, /^stats every ?20 steps$/);
+      log(cadence);
+    } finally {
+      await wb.runCommand('View: Show Explorer');
+    }
+  },
+};

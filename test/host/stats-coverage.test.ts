@@ -1,0 +1,89 @@
+// "Set Stats Cadence and Coverage…": the intervals and coverages offered, the change a choice sends,
+// what earlier runs measured a choice to cost, and what the next run then shows in the Runs view.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { check, mergeRunConfig, nextRunConfigSchema, runConfigSchema, type RunConfig } from '../../src/protocol/index.js';
+import { configRows } from '../../src/host/model/run-tree.js';
+import { quickActions } from '../../src/host/model/status-text.js';
+import {
+  COVERAGE_CHOICES,
+  coverageChange,
+  coverageOf,
+  coverageSummary,
+  intervalChoices,
+  measuredCost,
+  type MeasuredRun,
+} from '../../src/host/model/stats-coverage.js';
+import { RunStore } from '../../src/store/run-store.js';
+import type { TelemetryCost } from '../../src/store/step-cost.js';
+import { baseConfig } from '../link/fake-run.js';
+
+const cost = (overhead: number): TelemetryCost => ({ overhead, statsMs: 350, beforeStatsMs: 290, baselineMs: 221, statsSteps: 50, beforeStatsSteps: 50, baselineSteps: 400 });
+const config = (statsEvery: number, extra: Partial<RunConfig> = {}): RunConfig => ({ ...baseConfig, statsEvery, ...extra });
+
+test('the intervals offered are 10, 20, 50 and 100 steps, and the current one where it is another', () => {
+  assert.deepEqual(intervalChoices(10), [10, 20, 50, 100]);
+  assert.deepEqual(intervalChoices(undefined), [10, 20, 50, 100]);
+  assert.deepEqual(intervalChoices(30), [10, 20, 30, 50, 100]);
+  assert.deepEqual(intervalChoices(500), [10, 20, 50, 100, 500]);
+});
+
+test('the coverages offered: every layer exactly first, then layer groups and sampled Wgrad rows, each saying what it gives up', () => {
+  assert.deepEqual(COVERAGE_CHOICES.map((c) => [c.statsLayerGroups, c.wgradErrorRowStride]), [[1, 1], [2, 1], [4, 1], [8, 1], [1, 4], [1, 8]]);
+  assert.match(COVERAGE_CHOICES[0]!.label, /default/);
+  assert.equal(new Set(COVERAGE_CHOICES.map((c) => c.label)).size, COVERAGE_CHOICES.length, 'no two read alike');
+  for (const choice of COVERAGE_CHOICES.slice(1)) assert.match(choice.detail, /\(Python bridge\)$/, `${choice.label} says where it applies`);
+  assert.match(COVERAGE_CHOICES[4]!.label, /1 in 4 rows \(estimate\)/);
+  assert.match(COVERAGE_CHOICES[2]!.detail, /stays exact, each layer every 4 stats steps/);
+});
+
+test('a choice sends the interval and both opt-ins, so going back to every layer turns them off; the next run shows it in the Runs view', () => {
+  const grouped = coverageChange(20, COVERAGE_CHOICES[2]!);
+  assert.deepEqual(check(nextRunConfigSchema, grouped), { statsEvery: 20, statsLayerGroups: 4, wgradErrorRowStride: 1 });
+  const next = mergeRunConfig(baseConfig, grouped);
+  check(runConfigSchema, next);
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'g', name: 'grouped', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: next, layers: [] });
+  assert.equal(configRows(store.list()[0]!).find((r) => r.label === 'stats every')?.value, '20 steps, 1 of 4 layer groups each (a layer every 80 steps)');
+
+  const sampled = mergeRunConfig(next, coverageChange(10, COVERAGE_CHOICES[4]!));
+  store.ingest({ type: 'runStarted', runId: 's', name: 'sampled', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: sampled, layers: [] });
+  const rows = configRows(store.list()[1]!);
+  assert.equal(rows.find((r) => r.label === 'stats every')?.value, '10 steps', 'the layer groups are off again');
+  assert.equal(rows.find((r) => r.label === 'Wgrad error rows')?.value, '1 in 4 (estimate)');
+
+  const back = mergeRunConfig(sampled, coverageChange(10, COVERAGE_CHOICES[0]!));
+  assert.deepEqual(coverageOf(back), { statsLayerGroups: 1, wgradErrorRowStride: 1 });
+  store.ingest({ type: 'runStarted', runId: 'e', name: 'exact', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: back, layers: [] });
+  assert.ok(!configRows(store.list()[2]!).some((r) => r.label === 'Wgrad error rows'), 'exact again: no estimate row');
+});
+
+test('each choice quotes the newest run that measured it at that interval; absent opt-ins count as 1', () => {
+  const runs: MeasuredRun[] = [
+    { name: 'old exact', config: config(10), cost: cost(0.091) },
+    { name: 'groups', config: config(10, { statsLayerGroups: 4 }), cost: cost(0.023) },
+    { name: 'new exact', config: config(10, { statsLayerGroups: 1, wgradErrorRowStride: 1 }), cost: cost(0.082) },
+    { name: 'exact at 100', config: config(100), cost: cost(0.008) },
+    { name: 'not measured yet', config: config(10, { wgradErrorRowStride: 4 }), cost: undefined },
+    { name: 'no config yet', config: undefined, cost: cost(0.5) },
+  ];
+  assert.equal(measuredCost(runs, 10, COVERAGE_CHOICES[0]!), 'measured +8.2 % in new exact');
+  assert.equal(measuredCost(runs, 10, COVERAGE_CHOICES[2]!), 'measured +2.3 % in groups');
+  assert.equal(measuredCost(runs, 100, COVERAGE_CHOICES[0]!), 'measured +0.8 % in exact at 100');
+  assert.equal(measuredCost(runs, 20, COVERAGE_CHOICES[0]!), undefined, 'no run at that interval');
+  assert.equal(measuredCost(runs, 10, COVERAGE_CHOICES[4]!), undefined, 'a run without a cost yet is not quoted');
+});
+
+test('the confirmation says the interval and the coverage in the words of the picker', () => {
+  assert.equal(coverageSummary(20, COVERAGE_CHOICES[0]!), 'every 20 steps · Every layer, exact (default)');
+  assert.equal(coverageSummary(10, COVERAGE_CHOICES[5]!), 'every 10 steps · Wgrad error from 1 in 8 rows (estimate)');
+  assert.equal(coverageSummary(10, { statsLayerGroups: 3, wgradErrorRowStride: 2 }), 'every 10 steps · 3 layer groups, Wgrad error from 1 in 2 rows');
+});
+
+test('the quick actions offer it after the scale rule, in every connection state', () => {
+  for (const [state, running] of [[undefined, false], ['connected', false], ['connected', true]] as const) {
+    const commands = quickActions(state, running).map((a) => a.command);
+    const at = commands.indexOf('mxscope.setStatsCoverage');
+    assert.ok(at > 0 && commands[at - 1] === 'mxscope.setScaleRule', `${state} ${running}: ${commands.join()}`);
+  }
+});
