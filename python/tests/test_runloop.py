@@ -22,6 +22,25 @@ FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exit_fixture
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def serve_runs(bridge, model, max_runs, on_run=lambda run: None):
+    """A training script driven by a client: `max_runs` runs of `bridge.runs()` on TinyNet, SGD, one
+    synthetic batch a step; `on_run(run)` sees each run as it starts. Returns the started thread."""
+    def script():
+        with bridge:
+            for run in bridge.runs(max_runs=max_runs, idle_timeout=60):
+                on_run(run)
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                for _ in run.steps():
+                    model(torch.randn(2, 16, 64)).pow(2).mean().backward()
+                    run.end_step(loss=1.0)
+                    optimizer.step()
+                    optimizer.zero_grad()
+    thread = threading.Thread(target=script)
+    thread.start()
+    return thread
+
+
+
 class RunLoop(unittest.TestCase):
     def test_runs_switch_configs_and_start_right_after_run_ended(self):
         torch.manual_seed(0)
@@ -31,19 +50,10 @@ class RunLoop(unittest.TestCase):
         emulation = emulate(model, default_gemms(gemm_config("fp32")))  # after Bridge(): no order trap
         seen = []
 
-        def script():
-            with bridge:
-                for run in bridge.runs(max_runs=4, idle_timeout=60):
-                    run.reset(model)
-                    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-                    seen.append((run.seed, emulation.gemms["wgrad"]["rotation"], emulation.gemms["wgrad"]["precision"]))
-                    for _ in run.steps():
-                        model(torch.randn(2, 16, 64)).pow(2).mean().backward()
-                        run.end_step(loss=1.0)
-                        optimizer.step()
-                        optimizer.zero_grad()
-        thread = threading.Thread(target=script)
-        thread.start()
+        def on_run(run):
+            run.reset(model)
+            seen.append((run.seed, emulation.gemms["wgrad"]["rotation"], emulation.gemms["wgrad"]["precision"]))
+        thread = serve_runs(bridge, model, 4, on_run)
         client = Client(bridge.server.connect_url)
         self.addCleanup(client.close)
         client.recv()
@@ -75,18 +85,7 @@ class RunLoop(unittest.TestCase):
         model = TinyNet()
         config = run_config(steps=4, stats_every=2, tokens_per_step=64, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32)))
         bridge = Bridge(model, config, out_dir=tempfile.mkdtemp(), port=0, print_listening=False, handle_exit=False)
-
-        def script():
-            with bridge:
-                for run in bridge.runs(max_runs=2, idle_timeout=60):
-                    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-                    for _ in run.steps():
-                        model(torch.randn(2, 16, 64)).pow(2).mean().backward()
-                        run.end_step(loss=1.0)
-                        optimizer.step()
-                        optimizer.zero_grad()
-        thread = threading.Thread(target=script)
-        thread.start()
+        thread = serve_runs(bridge, model, 2)
         client = Client(bridge.server.connect_url)
         self.addCleanup(client.close)
         client.recv()

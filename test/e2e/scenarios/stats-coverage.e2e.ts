@@ -1,13 +1,13 @@
 import * as assert from 'node:assert/strict';
 import { requireCommands, type Scenario } from '../harness/scenario.js';
-import { poll, type Workbench } from '../harness/workbench.js';
+import type { Workbench } from '../harness/workbench.js';
+import { newestRunRow } from './runs-tree.js';
 import { STATUS_STEP, withPickRetries } from './live-run.js';
 
 const COMMAND = 'MX Scope: Set Stats Cadence and Coverage…';
 const EXACT = 'Every layer, exact (default)';
 const GROUPS = '1 in 4 layers per stats step (layer groups)';
 const QUICK_PICK_ROW = '.quick-input-widget .monaco-list-row';
-const TREE_ROW = '.monaco-workbench .part.sidebar .monaco-list-row';
 
 /** The two picks: an interval, then (once the second step shows) a coverage; returns the coverage rows' texts as shown. */
 async function pickCoverage(wb: Workbench, interval: string, coverage: string, screenshot?: string): Promise<string[]> {
@@ -48,17 +48,8 @@ export const statsCoverage: Scenario = {
 
     await wb.runCommand('MX Scope: Start Next Run');
     await wb.waitForStatusBarText(STATUS_STEP, 60_000);
-    await wb.runCommand('MX Scope: Focus on Runs View');
     try {
-      const run = wb.page.locator(`${TREE_ROW}[aria-expanded]`).first();
-      await run.waitFor({ state: 'visible', timeout: 20_000 });
-      if ((await run.getAttribute('aria-expanded')) !== 'true') await run.click();
-      const cadence = await poll(
-        "the new run's stats interval row",
-        async () => (await wb.page.locator(TREE_ROW).allInnerTexts()).map((text) => text.replace(/\s+/g, ' ').trim()).find((text) => text.startsWith('stats every')),
-        30_000,
-        500,
-      );
+      const cadence = await newestRunRow(wb, 'stats every', 30_000, 500);
       assert.match(cadence, /^stats every ?20 steps$/);
       log(cadence);
     } finally {
