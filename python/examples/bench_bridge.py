@@ -242,9 +242,10 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
     config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms,
                         stats_layer_groups=groups, wgrad_error_row_stride=row_stride)
-    bridge = Bridge(trainer.model, config, out_dir=tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
+    # --run-logs keeps each run's log (its step times are what the extension's telemetry cost reads).
+    bridge = Bridge(trainer.model, config, out_dir=args.run_logs or tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
                     log=lambda line: None, handle_exit=False, backward_thread=not args.no_backward_thread)
-    bridge.start_run(name="bench observe")
+    bridge.start_run(name=f"bench {trainer.batch}x{trainer.seq} {observe_label(groups, row_stride, args.no_backward_thread)}")
     k = 0
 
     def bridge_block(timed, steps=stats_every):
@@ -314,6 +315,7 @@ def main():
     parser.add_argument("--skip-observe", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
+    parser.add_argument("--run-logs", default=None, help="write the observing runs' run logs here (for the extension's telemetry cost of each; default: a temporary folder)")
     parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables and timelines (trace-*.json, for trace_gaps.py) of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
     parser.add_argument("--no-backward-thread", action="store_true",
                         help="the bridge's backward work in the hooks, on autograd's thread (what torch.distributed runs), not on its worker thread")
