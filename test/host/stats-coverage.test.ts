@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { check, mergeRunConfig, nextRunConfigSchema, runConfigSchema, type RunConfig } from '../../src/protocol/index.js';
 import { configRows } from '../../src/host/model/run-tree.js';
-import { quickActions } from '../../src/host/model/status-text.js';
+import { quickActions, statusText } from '../../src/host/model/status-text.js';
 import {
   COVERAGE_CHOICES,
   coverageChange,
@@ -86,4 +86,17 @@ test('the quick actions offer it after the scale rule, in every connection state
     const at = commands.indexOf('mxscope.setStatsCoverage');
     assert.ok(at > 0 && commands[at - 1] === 'mxscope.setScaleRule', `${state} ${running}: ${commands.join()}`);
   }
+});
+
+test("the status bar's tooltip says how often and what the next run measures, and the running run too", () => {
+  const next = mergeRunConfig(baseConfig, coverageChange(20, COVERAGE_CHOICES[2]!));
+  const idle = statusText({ state: 'connected', url: 'ws://x', run: undefined, nextRunConfig: next });
+  assert.match(idle.tooltip, /^next run: all mxfp4 · stats every 20 steps, 1 of 4 layer groups each \(a layer every 80 steps\)$/m);
+  const sampled = mergeRunConfig(baseConfig, coverageChange(10, COVERAGE_CHOICES[5]!));
+  assert.match(statusText({ state: 'connected', url: 'ws://x', run: undefined, nextRunConfig: sampled }).tooltip, /^next run: all mxfp4 · stats every 10 steps · Wgrad error from 1 in 8 rows \(estimate\)$/m);
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'r', name: 'running', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: baseConfig, layers: [] });
+  const running = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: next });
+  assert.match(running.tooltip, /^this run: all mxfp4 · stats every 5 steps$/m);
+  assert.match(running.tooltip, /^next run: .* · stats every 20 steps, 1 of 4 layer groups each/m);
 });

@@ -8,6 +8,7 @@ import type { RunSummary, RunView } from '../../store/run-store.js';
 import type { TelemetryCost } from '../../store/step-cost.js';
 import { t } from './localize.js';
 import { recipeSummary } from './rotation-modes.js';
+import { statsCadence } from './stats-coverage.js';
 
 export interface RunRow {
   label: string;
@@ -119,7 +120,3 @@ function telemetryCostRows(cost: TelemetryCost | undefined): ConfigRow[] {
   return [{ label: t('telemetry cost'), value }];
 }
 
-/** "10 steps", or with the opt-in layer groups which share of the layers each stats step reports. */
-function statsCadence(every: number, groups: number): string {
-  return groups === 1 ? t('{0} steps', every) : t('{0} steps, 1 of {1} layer groups each (a layer every {2} steps)', every, groups, every * groups);
-}

@@ -41,10 +41,26 @@ export const COVERAGE_CHOICES: readonly CoverageChoice[] = [
     detail: t('The layers take turns in {0} groups: what is reported stays exact, each layer every {0} stats steps (Python bridge)', n),
   }))),
   ...[4, 8].map((n) => choice(rows(n), () => ({
-    label: t('Wgrad error from 1 in {0} rows (estimate)', n),
+    label: rowsLabel(n),
     detail: t('Every layer at every stats step and exact operand stats; the Wgrad error estimated from every {0}th row of ∇W, labelled so (Python bridge)', n),
   }))),
 ];
+
+/** "10 steps", or with the opt-in layer groups which share of the layers each stats step reports. */
+export function statsCadence(every: number, groups: number): string {
+  return groups === 1 ? t('{0} steps', every) : t('{0} steps, 1 of {1} layer groups each (a layer every {2} steps)', every, groups, every * groups);
+}
+
+/** What a run measures and how often, for the status bar's tooltip: "stats every 10 steps", "… · Wgrad error from 1 in 4 rows (estimate)". */
+export function statsPlan(config: Pick<RunConfig, 'statsEvery' | 'statsLayerGroups' | 'wgradErrorRowStride'>): string {
+  const { statsLayerGroups, wgradErrorRowStride } = coverageOf(config);
+  const every = t('stats every {0}', statsCadence(config.statsEvery, statsLayerGroups));
+  return wgradErrorRowStride === 1 ? every : `${every} · ${rowsLabel(wgradErrorRowStride)}`;
+}
+
+function rowsLabel(stride: number): string {
+  return t('Wgrad error from 1 in {0} rows (estimate)', stride);
+}
 
 /** The coverage a config runs with (absent opt-ins are 1). */
 export function coverageOf(config: Pick<RunConfig, 'statsLayerGroups' | 'wgradErrorRowStride'>): Coverage {

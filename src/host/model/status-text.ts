@@ -5,6 +5,7 @@ import type { RunSummary } from '../../store/run-store.js';
 import { t } from './localize.js';
 import { formatLoss, runLabel, statusText as runStatusText } from './run-tree.js';
 import { describeGemms, recipeSummary } from './rotation-modes.js';
+import { statsPlan } from './stats-coverage.js';
 
 export interface StatusInput {
   /** undefined: never connected (or disconnected by the user). */
@@ -43,8 +44,8 @@ export function statusText(input: StatusInput): StatusText {
   const tooltip = [
     t('MX Scope: {0} to {1}', stateWord(input.state), input.url ?? t('a trainer')),
     run ? t('run: {0} ({1})', run.name, runStatusText(run.status)) : t('no run yet'),
-    live && run.config ? t('this run: {0}', describeGemms(run.config)) : undefined,
-    input.nextRunConfig ? t('next run: {0}', describeGemms(input.nextRunConfig)) : undefined,
+    live && run.config ? t('this run: {0}', `${describeGemms(run.config)} · ${statsPlan(run.config)}`) : undefined,
+    input.nextRunConfig ? t('next run: {0}', `${describeGemms(input.nextRunConfig)} · ${statsPlan(input.nextRunConfig)}`) : undefined,
     t('Click for quick actions.'),
   ].filter((line): line is string => line !== undefined).join('\n');
   return { text: `${icon} MX Scope: ${parts.join(' · ')}`, tooltip };
