@@ -55,6 +55,8 @@ export function activate(context: vscode.ExtensionContext): HostServices {
     output,
     trainer,
     { dispose: () => link.disconnect() },
+    link.onDidRefuseChange((reason) =>
+      void vscode.window.showWarningMessage(vscode.l10n.t('MX Scope: the trainer refused the next-run change made while it was not connected, so it was dropped: {0}', reason))),
     createStatusBar(link),
     createRunsView(store),
     command('mxscope.startEmulatedRun', () => startEmulatedRun(services, trainer)),

@@ -22,6 +22,7 @@ export class LiveLink {
   private detail: string | undefined;
   private pending: NextRunConfig = {};
   private readonly listeners = new Set<() => void>();
+  private readonly refusalListeners = new Set<(reason: string) => void>();
   /** Records the store refused on the current connection (a hostile or buggy trainer can send many). */
   private refused = 0;
 
@@ -55,7 +56,7 @@ export class LiveLink {
         if (this.client !== client) return;
         this.detail = detail;
         this.log(`${state}${detail ? `: ${detail}` : ''}`);
-        if (state === 'connected') this.flushPending().catch((error: Error) => this.log(`the trainer refused the next-run change made while it was not connected, which is dropped: ${error.message}`));
+        if (state === 'connected') this.flushPending().catch((error: Error) => this.refusedOnConnect(error.message));
         if (state === 'closed') this.store.markOrphaned('live');
         this.emit();
       },
@@ -120,6 +121,17 @@ export class LiveLink {
   onDidChange(listener: () => void): { dispose(): void } {
     this.listeners.add(listener);
     return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /** A change made while no trainer was connected, refused by the trainer on connect (and dropped): no command is there to say so. */
+  onDidRefuseChange(listener: (reason: string) => void): { dispose(): void } {
+    this.refusalListeners.add(listener);
+    return { dispose: () => this.refusalListeners.delete(listener) };
+  }
+
+  private refusedOnConnect(reason: string): void {
+    this.log(`the trainer refused the next-run change made while it was not connected, which is dropped: ${reason}`);
+    for (const listener of this.refusalListeners) listener(reason);
   }
 
   /**

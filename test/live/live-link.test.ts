@@ -109,3 +109,29 @@ test('a next-run change the trainer refuses is reported to whoever asked and dro
     await server.close();
   }
 });
+
+test('a change made while disconnected that the trainer refuses on connect is dropped and said to the refusal listeners', async () => {
+  const server = await startTrainerServer({
+    baseConfig,
+    launch: fakeLauncher().launch,
+    applyChange: (base, change) => {
+      const merged = mergeRunConfig(base, change);
+      checkEmbeddedOptIns(merged);
+      return merged;
+    },
+    token: 'tok',
+  });
+  const refusals: string[] = [];
+  const link = new LiveLink(new RunStore(), () => {});
+  link.onDidRefuseChange((reason) => refusals.push(reason));
+  try {
+    assert.match(await link.changeNextRun({ wgradErrorRowStride: 4 }), /saved/);
+    link.connect(server.url, 'tok');
+    await until(() => refusals.length === 1, 'the refusal reaches the listener');
+    assert.match(refusals[0]!, /wgradErrorRowStride: the embedded trainer computes the Wgrad error on every row .* \(got 4\)/);
+    await until(() => link.nextRunConfig()?.wgradErrorRowStride === undefined, 'dropped');
+  } finally {
+    link.disconnect();
+    await server.close();
+  }
+});
