@@ -51,7 +51,7 @@ function firstLines(error: unknown): string {
 }
 
 /** The screenshots worth showing in docs/ (the others only prove a step). */
-const DOCS_SHOTS = ['palette', 'dashboard-loss', 'dashboard', 'checkpoint', 'restore', 'npm-start'];
+const DOCS_SHOTS = ['palette', 'dashboard-loss', 'dashboard', 'stats-coverage-picker', 'checkpoint', 'restore', 'npm-start'];
 
 /** "03-dashboard-loss.png" → docs/images/e2e-dashboard-loss.png, for the shots in DOCS_SHOTS. */
 function copyScreenshotsToDocs(shotDir: string): void {

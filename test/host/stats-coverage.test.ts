@@ -32,9 +32,11 @@ test('the coverages offered: every layer exactly first, then layer groups and sa
   assert.deepEqual(COVERAGE_CHOICES.map((c) => [c.statsLayerGroups, c.wgradErrorRowStride]), [[1, 1], [2, 1], [4, 1], [8, 1], [1, 4], [1, 8]]);
   assert.match(COVERAGE_CHOICES[0]!.label, /default/);
   assert.equal(new Set(COVERAGE_CHOICES.map((c) => c.label)).size, COVERAGE_CHOICES.length, 'no two read alike');
-  for (const choice of COVERAGE_CHOICES.slice(1)) assert.match(choice.detail, /\(Python bridge\)$/, `${choice.label} says where it applies`);
+  for (const choice of COVERAGE_CHOICES.slice(1)) assert.match(choice.detail, /^Python bridge: /, `${choice.label} says where it applies`);
+  for (const choice of COVERAGE_CHOICES) assert.ok(choice.detail.length <= 90, `${choice.label}: the picker shows about 90 characters of a detail`);
   assert.match(COVERAGE_CHOICES[4]!.label, /1 in 4 rows \(estimate\)/);
-  assert.match(COVERAGE_CHOICES[2]!.detail, /stays exact, each layer every 4 stats steps/);
+  assert.match(COVERAGE_CHOICES[2]!.detail, /layers take turns in 4 groups, each every 4 stats steps; values exact/);
+  assert.match(COVERAGE_CHOICES[5]!.detail, /Wgrad error from every 8th row of ∇W$/);
 });
 
 test('a choice sends the interval and both opt-ins, so going back to every layer turns them off; the next run shows it in the Runs view', () => {

@@ -122,7 +122,7 @@ export async function setStatsCoverage(services: HostServices): Promise<void> {
       description: [now && sameCoverage(choice, now) ? vscode.l10n.t('(now)') : '', measuredCost(runs, interval.every, choice) ?? ''].filter((part) => part !== '').join(' · '),
       choice,
     })),
-    { title: vscode.l10n.t('MX Scope: what each stats step measures (2/2)'), placeHolder: vscode.l10n.t('The opt-ins cut what telemetry costs a large model on a GPU; the Runs view shows what it cost each run'), ignoreFocusOut: true },
+    { title: vscode.l10n.t('MX Scope: what each stats step measures (2/2)'), placeHolder: vscode.l10n.t('Opt-ins cut what telemetry costs a large model; the Runs view shows each run\'s cost'), ignoreFocusOut: true },
   );
   if (!coverage) return;
   const outcome = await services.link.changeNextRun(coverageChange(interval.every, coverage.choice));

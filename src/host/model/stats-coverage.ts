@@ -35,14 +35,14 @@ function choice(coverage: Coverage, text: () => { label: string; detail: string 
 }
 
 export const COVERAGE_CHOICES: readonly CoverageChoice[] = [
-  choice(exact, () => ({ label: t('Every layer, exact (default)'), detail: t("Every layer's operand stats and its full-tensor Wgrad error at every stats step") })),
+  choice(exact, () => ({ label: t('Every layer, exact (default)'), detail: t("Every layer's operand stats and full-tensor Wgrad error, every stats step") })),
   ...[2, 4, 8].map((n) => choice(groups(n), () => ({
     label: t('1 in {0} layers per stats step (layer groups)', n),
-    detail: t('The layers take turns in {0} groups: what is reported stays exact, each layer every {0} stats steps (Python bridge)', n),
+    detail: t('Python bridge: layers take turns in {0} groups, each every {0} stats steps; values exact', n),
   }))),
   ...[4, 8].map((n) => choice(rows(n), () => ({
     label: rowsLabel(n),
-    detail: t('Every layer at every stats step and exact operand stats; the Wgrad error estimated from every {0}th row of ∇W, labelled so (Python bridge)', n),
+    detail: t('Python bridge: every layer, exact operand stats; Wgrad error from every {0}th row of ∇W', n),
   }))),
 ];
 

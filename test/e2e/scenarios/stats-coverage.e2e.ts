@@ -17,7 +17,12 @@ async function pickCoverage(wb: Workbench, interval: string, coverage: string, s
   await wb.pick(interval);
   await wb.page.locator('.quick-input-widget').getByText('what each stats step measures').waitFor({ timeout: 10_000 });
   const rows = (await wb.page.locator(QUICK_PICK_ROW).allInnerTexts()).map((text) => text.replace(/\s+/g, ' ').trim());
-  if (screenshot) await wb.screenshot(screenshot);
+  if (screenshot) {
+    // The widget fades in as it changes step: shoot it once it is opaque.
+    await wb.page.waitForFunction("getComputedStyle(document.querySelector('.quick-input-widget')).opacity === '1'", undefined, { timeout: 5_000 }).catch(() => undefined);
+    await wb.page.waitForTimeout(300);
+    await wb.screenshot(screenshot);
+  }
   await wb.pick(coverage);
   return rows;
 }
