@@ -400,6 +400,7 @@ class Bridge:
                               "lr": float(lr), "gradNorm": grad_norm, "stepMs": max(0.0, float(step_ms or 0.0))})
         if step_stats is not None:
             self._publish_stats(step_stats)
+        self._send_step()  # end_step twice without a begin_step between: the first record is not lost
         if step_ms is not None:
             self._publish(record)
         else:

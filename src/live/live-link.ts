@@ -147,12 +147,12 @@ export class LiveLink {
       await this.request({ type: 'setNextRunConfig', change });
       if (this.pending === change) this.pending = {};
     } catch (error) {
-      if (!(error instanceof TrainerRefusal)) this.log(`could not send the next-run config: ${(error as Error).message}`);
-      else {
+      if (error instanceof TrainerRefusal) {
         if (this.pending === change) this.pending = {};
         this.emit();
         throw error;
       }
+      this.log(`could not send the next-run config: ${(error as Error).message}`);
     }
     this.emit();
   }

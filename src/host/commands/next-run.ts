@@ -13,7 +13,7 @@ import {
   type RotationMode,
 } from '../model/rotation-modes.js';
 import { defaultRuleGemms, ruleGemms, scaleRuleChange, scaleRulesNow, SCALE_RULE_CHOICES } from '../model/scale-rules.js';
-import { COVERAGE_CHOICES, coverageChange, coverageOf, coverageSummary, intervalChoices, measuredCost, sameCoverage } from '../model/stats-coverage.js';
+import { COVERAGE_CHOICES, coverageChange, coverageOf, coverageSummary, intervalChoices, measuredCost, sameCoverage, type Coverage } from '../model/stats-coverage.js';
 import type { HostServices } from '../services.js';
 
 const LAST_GEMMS_KEY = 'mxscope.rotationGemms';
@@ -108,18 +108,21 @@ export async function setScaleRule(services: HostServices): Promise<void> {
  */
 export async function setStatsCoverage(services: HostServices): Promise<void> {
   const next = services.link.nextRunConfig();
+  const runs = services.store.list().map((run) => ({ name: run.name, config: run.config, cost: services.store.get(run.runId)?.telemetryCost() }));
+  const now = next ? coverageOf(next) : undefined;
+  // "(now) · measured +8.2 % in <run>": what is set, and what a run with it measured.
+  const description = (isNow: boolean, every: number, coverage: Coverage) =>
+    [isNow ? vscode.l10n.t('(now)') : '', measuredCost(runs, every, coverage) ?? ''].filter((part) => part !== '').join(' · ');
   const interval = await vscode.window.showQuickPick(
-    intervalChoices(next?.statsEvery).map((every) => ({ label: vscode.l10n.t('every {0} steps', every), description: every === next?.statsEvery ? vscode.l10n.t('(now)') : '', every })),
+    intervalChoices(next?.statsEvery).map((every) => ({ label: vscode.l10n.t('every {0} steps', every), description: description(every === next?.statsEvery, every, now ?? COVERAGE_CHOICES[0]!), every })),
     { title: vscode.l10n.t('MX Scope: how often the next run measures stats (1/2)'), placeHolder: vscode.l10n.t('Steps between two stats steps: what telemetry costs falls with it'), ignoreFocusOut: true },
   );
   if (!interval) return;
-  const runs = services.store.list().map((run) => ({ name: run.name, config: run.config, cost: services.store.get(run.runId)?.telemetryCost() }));
-  const now = next ? coverageOf(next) : undefined;
   const coverage = await vscode.window.showQuickPick(
     COVERAGE_CHOICES.map((choice) => ({
       label: choice.label,
       detail: choice.detail,
-      description: [now && sameCoverage(choice, now) ? vscode.l10n.t('(now)') : '', measuredCost(runs, interval.every, choice) ?? ''].filter((part) => part !== '').join(' · '),
+      description: description(now !== undefined && sameCoverage(choice, now), interval.every, choice),
       choice,
     })),
     { title: vscode.l10n.t('MX Scope: what each stats step measures (2/2)'), placeHolder: vscode.l10n.t('Opt-ins cut what telemetry costs a large model; the Runs view shows each run\'s cost'), ignoreFocusOut: true },

@@ -9,14 +9,21 @@ const EXACT = 'Every layer, exact (default)';
 const GROUPS = '1 in 4 layers per stats step (layer groups)';
 const QUICK_PICK_ROW = '.quick-input-widget .monaco-list-row';
 
-/** The two picks: an interval, then (once the second step shows) a coverage; returns the coverage rows' texts as shown. */
-async function pickCoverage(wb: Workbench, interval: string, coverage: string, screenshot?: string): Promise<string[]> {
+/** The rows of the open quick pick, as shown. */
+async function shownRows(wb: Workbench): Promise<string[]> {
+  return (await wb.page.locator(QUICK_PICK_ROW).allInnerTexts()).map((text) => text.replace(/\s+/g, ' ').trim());
+}
+
+/** The two picks: an interval, then (once the second step shows) a coverage; returns both steps' rows as shown. */
+async function pickCoverage(wb: Workbench, interval: string, coverage: string, screenshot?: string): Promise<{ intervals: string[]; rows: string[] }> {
   // A quick pick closes when it loses focus; start from the side bar, not from the dashboard webview.
   await wb.focusSideBar();
   await wb.runCommand(COMMAND);
+  await wb.page.locator('.quick-input-widget').getByText('how often the next run measures stats').waitFor({ timeout: 10_000 });
+  const intervals = await shownRows(wb);
   await wb.pick(interval);
   await wb.page.locator('.quick-input-widget').getByText('what each stats step measures').waitFor({ timeout: 10_000 });
-  const rows = (await wb.page.locator(QUICK_PICK_ROW).allInnerTexts()).map((text) => text.replace(/\s+/g, ' ').trim());
+  const rows = await shownRows(wb);
   if (screenshot) {
     // The widget fades in as it changes step: shoot it once it is opaque.
     await wb.page.waitForFunction("getComputedStyle(document.querySelector('.quick-input-widget')).opacity === '1'", undefined, { timeout: 5_000 }).catch(() => undefined);
@@ -24,7 +31,7 @@ async function pickCoverage(wb: Workbench, interval: string, coverage: string, s
     await wb.screenshot(screenshot);
   }
   await wb.pick(coverage);
-  return rows;
+  return { intervals, rows };
 }
 
 export const statsCoverage: Scenario = {
@@ -38,7 +45,9 @@ export const statsCoverage: Scenario = {
     // Every 10 steps, as the runs so far: the default row is the current one and quotes what an
     // earlier run measured it to cost (the runs-view scenario's run was measured).
     await withPickRetries(wb, log, 'layer groups', async () => {
-      const rows = await pickCoverage(wb, 'every 10 steps', GROUPS, 'stats-coverage-picker');
+      const { intervals, rows } = await pickCoverage(wb, 'every 10 steps', GROUPS, 'stats-coverage-picker');
+      const tenSteps = intervals.find((text) => text.startsWith('every 10 steps'));
+      assert.match(tenSteps ?? '', /\(now\) · measured [+-]\d+\.\d % in /, `the current interval's row: ${tenSteps}`);
       const exact = rows.find((text) => text.startsWith(EXACT));
       assert.match(exact ?? '', /\(now\) · measured [+-]\d+\.\d % in /, `the default row: ${exact}`);
       log(`picker: ${exact}`);
