@@ -39,22 +39,24 @@ test('the coverages offered: every layer exactly first, then layer groups and sa
   assert.match(COVERAGE_CHOICES[5]!.detail, /Wgrad error from every 8th row of ∇W$/);
 });
 
-test('a choice sends the interval and both opt-ins, so going back to every layer turns them off; the next run shows it in the Runs view', () => {
+test('a choice sends the interval and the opt-ins it changes, so going back to every layer turns them off; the next run shows it in the Runs view', () => {
   const grouped = coverageChange(20, COVERAGE_CHOICES[2]!);
-  assert.deepEqual(check(nextRunConfigSchema, grouped), { statsEvery: 20, statsLayerGroups: 4, wgradErrorRowStride: 1 });
+  assert.deepEqual(check(nextRunConfigSchema, grouped), { statsEvery: 20, statsLayerGroups: 4 });
+  assert.deepEqual(coverageChange(50, COVERAGE_CHOICES[0]!, coverageOf(baseConfig)), { statsEvery: 50 }, 'an interval alone: what a trainer before protocol 1.6 takes');
   const next = mergeRunConfig(baseConfig, grouped);
   check(runConfigSchema, next);
   const store = new RunStore();
   store.ingest({ type: 'runStarted', runId: 'g', name: 'grouped', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: next, layers: [] });
   assert.equal(configRows(store.list()[0]!).find((r) => r.label === 'stats every')?.value, '20 steps, 1 of 4 layer groups each (a layer every 80 steps)');
 
-  const sampled = mergeRunConfig(next, coverageChange(10, COVERAGE_CHOICES[4]!));
+  const sampled = mergeRunConfig(next, coverageChange(10, COVERAGE_CHOICES[4]!, coverageOf(next)));
   store.ingest({ type: 'runStarted', runId: 's', name: 'sampled', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: sampled, layers: [] });
   const rows = configRows(store.list()[1]!);
   assert.equal(rows.find((r) => r.label === 'stats every')?.value, '10 steps', 'the layer groups are off again');
   assert.equal(rows.find((r) => r.label === 'Wgrad error rows')?.value, '1 in 4 (estimate)');
 
-  const back = mergeRunConfig(sampled, coverageChange(10, COVERAGE_CHOICES[0]!));
+  assert.deepEqual(coverageChange(10, COVERAGE_CHOICES[4]!, coverageOf(next)), { statsEvery: 10, statsLayerGroups: 1, wgradErrorRowStride: 4 });
+  const back = mergeRunConfig(sampled, coverageChange(10, COVERAGE_CHOICES[0]!, coverageOf(sampled)));
   assert.deepEqual(coverageOf(back), { statsLayerGroups: 1, wgradErrorRowStride: 1 });
   store.ingest({ type: 'runStarted', runId: 'e', name: 'exact', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: back, layers: [] });
   assert.ok(!configRows(store.list()[2]!).some((r) => r.label === 'Wgrad error rows'), 'exact again: no estimate row');

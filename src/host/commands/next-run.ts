@@ -128,7 +128,7 @@ export async function setStatsCoverage(services: HostServices): Promise<void> {
     { title: vscode.l10n.t('MX Scope: what each stats step measures (2/2)'), placeHolder: vscode.l10n.t('Opt-ins cut what telemetry costs a large model; the Runs view shows each run\'s cost'), ignoreFocusOut: true },
   );
   if (!coverage) return;
-  const outcome = await services.link.changeNextRun(coverageChange(interval.every, coverage.choice));
+  const outcome = await services.link.changeNextRun(coverageChange(interval.every, coverage.choice, now));
   void vscode.window.showInformationMessage(vscode.l10n.t('MX Scope: stats {0} — {1}.', coverageSummary(interval.every, coverage.choice), outcome));
 }
 

@@ -25,7 +25,7 @@ export interface CoverageChoice extends Coverage {
   detail: string;
 }
 
-const exact: Coverage = { statsLayerGroups: 1, wgradErrorRowStride: 1 };
+const EXACT: Coverage = { statsLayerGroups: 1, wgradErrorRowStride: 1 };
 const groups = (n: number): Coverage => ({ statsLayerGroups: n, wgradErrorRowStride: 1 });
 const rows = (n: number): Coverage => ({ statsLayerGroups: 1, wgradErrorRowStride: n });
 
@@ -35,7 +35,7 @@ function choice(coverage: Coverage, text: () => { label: string; detail: string 
 }
 
 export const COVERAGE_CHOICES: readonly CoverageChoice[] = [
-  choice(exact, () => ({ label: t('Every layer, exact (default)'), detail: t("Every layer's operand stats and full-tensor Wgrad error, every stats step") })),
+  choice(EXACT, () => ({ label: t('Every layer, exact (default)'), detail: t("Every layer's operand stats and full-tensor Wgrad error, every stats step") })),
   ...[2, 4, 8].map((n) => choice(groups(n), () => ({
     label: t('1 in {0} layers per stats step (layer groups)', n),
     detail: t('Python bridge: layers take turns in {0} groups, each every {0} stats steps; values exact', n),
@@ -71,9 +71,17 @@ export function sameCoverage(a: Coverage, b: Coverage): boolean {
   return a.statsLayerGroups === b.statsLayerGroups && a.wgradErrorRowStride === b.wgradErrorRowStride;
 }
 
-/** The change "stats every `statsEvery` steps with `coverage`": both opt-ins named, so 1 turns one off. */
-export function coverageChange(statsEvery: number, coverage: Coverage): NextRunConfig {
-  return { statsEvery, statsLayerGroups: coverage.statsLayerGroups, wgradErrorRowStride: coverage.wgradErrorRowStride };
+/**
+ * The change "stats every `statsEvery` steps with `coverage`", from the `current` coverage: an opt-in
+ * is named when it changes (1 turns one off), so a change of interval alone stays one that a trainer
+ * older than protocol 1.6, which knows no opt-in field, takes.
+ */
+export function coverageChange(statsEvery: number, coverage: Coverage, current: Coverage = EXACT): NextRunConfig {
+  return {
+    statsEvery,
+    ...(coverage.statsLayerGroups !== current.statsLayerGroups ? { statsLayerGroups: coverage.statsLayerGroups } : {}),
+    ...(coverage.wgradErrorRowStride !== current.wgradErrorRowStride ? { wgradErrorRowStride: coverage.wgradErrorRowStride } : {}),
+  };
 }
 
 /** A run the picker may quote: its name, config and measured telemetry cost. */
