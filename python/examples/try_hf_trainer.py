@@ -112,8 +112,11 @@ def main():
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--layer-groups", type=int, default=1, help="stats_layer_groups (opt-in): each stats step measures one N-th of the layers")
+    parser.add_argument("--setups", default="full,lora", help="comma-separated: full (full fine-tuning), lora")
+    parser.add_argument("--modes", default="observed,emulated", help="comma-separated modes measured against the plain Trainer: observed, emulated (and, with LoRA, the adapters in bf16)")
+    parser.add_argument("--run-logs", default=None, help="write the bridge's run logs here (for the extension's telemetry cost of each; default: a temporary folder)")
     opts = parser.parse_args()
-    out_dir = tempfile.mkdtemp(prefix="mxscope-hf-")
+    out_dir = opts.run_logs or tempfile.mkdtemp(prefix="mxscope-hf-")
     print(f"Llama hidden {opts.hidden}, {opts.layers} layers, {opts.batch} x {opts.seq} tokens/step, bf16 autocast, AdamW, "
           f"steps {opts.warmup}..{opts.steps - 1} timed (statsEvery 10: stats steps 0, 10, 20, ..., each after a step that keeps E for lag-1), "
           f"layer groups {opts.layer_groups}; "
@@ -121,9 +124,10 @@ def main():
           f"torch {torch.__version__}, transformers {transformers.__version__}")
     print("| setup | mode | mean ms | median ms | mean vs plain Trainer (same setup) | steps 9 + 10, ms (once per run, untimed) | peak GiB | stats steps | layers reporting | with Wgrad |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for lora in (False, True):
+    modes = opts.modes.split(",")
+    for lora in [setup == "lora" for setup in opts.setups.split(",")]:
         base = None
-        for mode in ("plain", "observed", "emulated") + ((EMULATED_BASE,) if lora else ()):
+        for mode in ["plain"] + [m for m in ("observed", "emulated") if m in modes] + ([EMULATED_BASE] if lora and "emulated" in modes else []):
             mean, median, peak, held, first_pair = one(opts, lora, mode, out_dir)
             base = base or mean
             ratio = "baseline" if mode == "plain" else f"{mean / base:.3f}x"
