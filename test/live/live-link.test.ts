@@ -83,8 +83,9 @@ test('a trainer that restarts (new session) leaves its unfinished live run unkno
   }
 });
 
-test('a next-run change the trainer refuses is reported to whoever asked and dropped: the next run config and later changes do not carry it', async () => {
-  const server = await startTrainerServer({
+/** A trainer that refuses the stats opt-ins, as the embedded one does (token "tok"). */
+function refusingOptInsServer() {
+  return startTrainerServer({
     baseConfig,
     launch: fakeLauncher().launch,
     applyChange: (base, change) => {
@@ -94,8 +95,11 @@ test('a next-run change the trainer refuses is reported to whoever asked and dro
     },
     token: 'tok',
   });
-  const logs: string[] = [];
-  const link = new LiveLink(new RunStore(), (line) => logs.push(line));
+}
+
+test('a next-run change the trainer refuses is reported to whoever asked and dropped: the next run config and later changes do not carry it', async () => {
+  const server = await refusingOptInsServer();
+  const link = new LiveLink(new RunStore(), () => {});
   try {
     link.connect(server.url, 'tok');
     await until(() => link.connected && link.nextRunConfig() !== undefined, 'connected');
@@ -111,16 +115,7 @@ test('a next-run change the trainer refuses is reported to whoever asked and dro
 });
 
 test('a change made while disconnected that the trainer refuses on connect is dropped and said to the refusal listeners', async () => {
-  const server = await startTrainerServer({
-    baseConfig,
-    launch: fakeLauncher().launch,
-    applyChange: (base, change) => {
-      const merged = mergeRunConfig(base, change);
-      checkEmbeddedOptIns(merged);
-      return merged;
-    },
-    token: 'tok',
-  });
+  const server = await refusingOptInsServer();
   const refusals: string[] = [];
   const link = new LiveLink(new RunStore(), () => {});
   link.onDidRefuseChange((reason) => refusals.push(reason));
