@@ -375,8 +375,10 @@ class Bridge:
         self.capture.add_kernel_operand(layer, gemm, operand, stats.operand_sums(q))
 
     def end_step(self, loss=None, lr: float = 0.0, grad_norm=None, tokens: Optional[int] = None, step_ms: Optional[float] = None) -> None:
-        """Call after backward (before or after the optimizer step); publishes the step and its stats.
-        Every rank must call it (stats are reduced collectively)."""
+        """Call after backward (before or after the optimizer step); publishes the step's stats now and
+        its step record when the next step begins (or the run ends), timed from this step's begin_step
+        to then: the whole iteration. With `step_ms` (a time the script measured itself) the record
+        goes out now with it. Every rank must call it (stats are reduced collectively)."""
         if self.run_id is None:
             raise RuntimeError("end_step with no active run: start a run first")
         if self.backward_worker is not None:
