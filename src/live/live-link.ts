@@ -109,8 +109,8 @@ export class LiveLink {
     this.pending = combineChanges(this.pending, change);
     this.emit();
     if (!this.connected) return 'saved; it is sent to the trainer when one connects';
-    await this.flushPending();
-    return 'sent to the trainer; it applies at the next run start';
+    if (await this.flushPending()) return 'sent to the trainer; it applies at the next run start';
+    return 'kept: the trainer did not take it (see the MX Scope output); it is sent again on the next connection';
   }
 
   request(request: ClientRequest): Promise<AckMessage> {
@@ -138,14 +138,16 @@ export class LiveLink {
    * Sends the pending change. One the trainer refuses (it says why) is dropped and the refusal thrown:
    * kept, it would show as the next run's config and ride along with every later change, which the
    * trainer would refuse too. One that could not be sent (no reply, no connection) is kept for the
-   * next connection.
+   * next connection. Resolves to whether the trainer took it.
    */
-  private async flushPending(): Promise<void> {
-    if (isEmptyChange(this.pending)) return;
+  private async flushPending(): Promise<boolean> {
+    if (isEmptyChange(this.pending)) return true;
     const change = this.pending;
     try {
       await this.request({ type: 'setNextRunConfig', change });
       if (this.pending === change) this.pending = {};
+      this.emit();
+      return true;
     } catch (error) {
       if (error instanceof TrainerRefusal) {
         if (this.pending === change) this.pending = {};
@@ -153,8 +155,9 @@ export class LiveLink {
         throw error;
       }
       this.log(`could not send the next-run config: ${(error as Error).message}`);
+      this.emit();
+      return false;
     }
-    this.emit();
   }
 
   /** Logs the first refusals of a connection, then every 1000th, so a flood cannot flood the output too. */

@@ -130,3 +130,33 @@ test('a change made while disconnected that the trainer refuses on connect is dr
     await server.close();
   }
 });
+
+test('a change the connection lost before the trainer answered is said to be kept, not sent, and goes again on the next connection', async () => {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  const changes: unknown[] = [];
+  let connections = 0;
+  wss.on('connection', (socket) => {
+    const first = ++connections === 1;
+    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 6 }, trainer: { name: 't', version: '1' }, sessionId: 's', capabilities: [], lastSeq: 0 }));
+    socket.on('message', (data) => {
+      const message = JSON.parse(data.toString()) as { type: string; id: string; change?: unknown };
+      if (message.type !== 'setNextRunConfig') return;
+      changes.push(message.change);
+      if (first) socket.terminate();
+      else socket.send(JSON.stringify({ type: 'ack', seq: 0, id: message.id, detail: 'applies at the next run start' }));
+    });
+  });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  const link = new LiveLink(new RunStore(), () => {}, baseConfig);
+  try {
+    link.connect(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+    await until(() => link.connected, 'connected');
+    assert.match(await link.changeNextRun({ statsEvery: 20 }), /^kept: the trainer did not take it/);
+    assert.equal(link.nextRunConfig()?.statsEvery, 20, 'still the next run');
+    await until(() => changes.length === 2, 'sent again once reconnected', 15_000);
+    assert.deepEqual(changes, [{ statsEvery: 20 }, { statsEvery: 20 }]);
+  } finally {
+    link.disconnect();
+    wss.close();
+  }
+});
