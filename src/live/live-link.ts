@@ -143,20 +143,19 @@ export class LiveLink {
   private async flushPending(): Promise<boolean> {
     if (isEmptyChange(this.pending)) return true;
     const change = this.pending;
+    let answered = true;
     try {
       await this.request({ type: 'setNextRunConfig', change });
-      if (this.pending === change) this.pending = {};
-      this.emit();
       return true;
     } catch (error) {
-      if (error instanceof TrainerRefusal) {
-        if (this.pending === change) this.pending = {};
-        this.emit();
-        throw error;
-      }
+      if (error instanceof TrainerRefusal) throw error;
+      answered = false;
       this.log(`could not send the next-run config: ${(error as Error).message}`);
-      this.emit();
       return false;
+    } finally {
+      // Taken or refused, the change is done with; only one the trainer never answered waits.
+      if (answered && this.pending === change) this.pending = {};
+      this.emit();
     }
   }
 

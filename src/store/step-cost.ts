@@ -33,13 +33,14 @@ function median(values: number[]): number {
 
 /**
  * The cost over whole blocks of steps: from the oldest stats step at or after the first step time
- * given up to, not including, the newest stats step (a stats step's records arrive after its step
- * record, so the steps after the newest one may yet turn out to precede one). Each kind of step is
- * counted by step number and timed by the median of the step times it sent: a trainer that sends a
- * step time every few steps (a Trainer's logging_steps) would otherwise weigh its stats steps by how
- * often they fall on a logged step. Steps just before a stats step that sent no time count as
- * costing what the others do. Undefined without MIN_STATS_STEPS timed stats steps and
- * MIN_BASELINE_STEPS timed others in the window (statsEvery 1, a run's first steps).
+ * given up to, not including, the newest stats step (its step time may not have come yet: the
+ * Python bridge sends a step's record when the next step begins; and the steps after it may yet
+ * turn out to precede one). Each kind of step is counted by step number and timed by the median of
+ * the step times it sent: a trainer that sends a step time every few steps (a Trainer's
+ * logging_steps) would otherwise weigh its stats steps by how often they fall on a logged step.
+ * Steps just before a stats step that sent no time count as costing what the others do. Undefined
+ * without MIN_STATS_STEPS timed stats steps and MIN_BASELINE_STEPS timed others in the window
+ * (statsEvery 1, a run's first steps).
  */
 export function telemetryCost(steps: ReadonlyArray<readonly [step: number, ms: number]>, statsSteps: ReadonlySet<number>): TelemetryCost | undefined {
   let oldestTimed = Infinity;

@@ -119,4 +119,3 @@ function telemetryCostRows(cost: TelemetryCost | undefined): ConfigRow[] {
     : t('{0} step time over the last {1} steps (medians: stats steps {2} ms, the steps before them {3} ms, others {4} ms)', percent, steps, ms(cost.statsMs), ms(cost.beforeStatsMs), ms(cost.baselineMs));
   return [{ label: t('telemetry cost'), value }];
 }
-
