@@ -57,7 +57,7 @@ let residentFactory: (() => ResidentScaleKernels | undefined) | undefined;
 /**
  * One set kept between readers: its buffers are already in memory, and touching fresh ones costs
  * about as much as reading them full (~55 ms per 16 MiB buffer here; page faults). Holds at most the
- * largest pair of chunk buffers asked for (2 × 16 MiB with the default chunk size).
+ * largest pair of chunk buffers asked for (2 × 8 MiB with the default chunk size).
  */
 let idle: ResidentScaleKernels | undefined;
 const madeBy = new WeakMap<ResidentScaleKernels, () => ResidentScaleKernels | undefined>();
