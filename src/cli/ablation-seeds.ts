@@ -3,13 +3,14 @@
 // interval covers 0 is "not distinguishable from the baseline" (one seed cannot say that).
 import { extraPctInterval, indistinguishable, meanInterval } from '../shared/intervals.js';
 import { tokensToTarget, type AblationResult } from '../trainer/ablation.js';
+import { signedFixed } from '../shared/percent-change.js';
 
 /** `bySeed[s][r]`: seed s, series run r (the baseline first). */
 export function formatSeedTable(bySeed: readonly (readonly AblationResult[])[], target: number): string {
   const runs = bySeed[0]?.length ?? 0;
   const tokens = (r: number) => bySeed.map((results) => (results[r] ? tokensToTarget(results[r]!.validation, target) : undefined)).filter((t): t is number => t !== undefined);
   const baseline = tokens(0);
-  const signed = (v: number) => `${v >= 0 ? '+' : ''}${v.toFixed(1)}%`;
+  const signed = (v: number) => `${signedFixed(v)}%`;
   const rows = Array.from({ length: runs }, (_, r) => {
     const values = tokens(r);
     const mean = values.length > 0 ? meanInterval(values) : undefined;

@@ -95,7 +95,7 @@ async function runsColumn(theme: 'light' | 'dark', config: Record<string, unknow
 test('Runs table: the Layer stats column labels a run whose stats steps each report one layer group', async () => {
   const { host, byName, differing } = await runsColumn('dark', { statsLayerGroups: 4 }, 6);
   assert.deepEqual(byName['bf16 baseline'], { value: 'every 20 steps', cls: '' });
-  assert.deepEqual(byName['mxfp4 · RHT16'], { value: 'every 20 steps, 1 of 4 layer groups each (a layer every 80)', cls: 'differs' });
+  assert.deepEqual(byName['mxfp4 · RHT16'], { value: 'every 20 steps, 1 of 4 layer groups each (a layer every 80 steps)', cls: 'differs' });
   assert.ok(differing.includes('Layer stats'));
   assert.deepEqual(host.errors, []);
   await host.page.close();

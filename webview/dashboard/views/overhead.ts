@@ -6,6 +6,7 @@ import type { RunInfo } from '../../../src/protocol/webview.js';
 import { element, formatNumber, formatTokens, type Context, type View } from '../context.js';
 import { extraPctInterval, indistinguishable, meanInterval, type Interval } from '../../../src/shared/intervals.js';
 import { groupName, seedGroups } from '../model/seed-groups.js';
+import { signedFixed } from '../../../src/shared/percent-change.js';
 
 export class OverheadView implements View {
   readonly root = element('div', 'view overhead-view');
@@ -52,7 +53,7 @@ export class OverheadView implements View {
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.ctx.color(row.runId);
       name.append(swatch, run.name + (row.runId === baseline ? ' (baseline)' : ''));
-      const extra = row.extraPct === null ? '—' : `${row.extraPct >= 0 ? '+' : ''}${row.extraPct.toFixed(1)} %`;
+      const extra = row.extraPct === null ? '—' : `${signedFixed(row.extraPct)} %`;
       tr.append(name, element('td', undefined, run.gemms.wgrad), element('td', 'num', formatTokens(row.tokens)), element('td', row.extraPct !== null && row.extraPct > 0 ? 'num worse' : 'num', extra));
       return tr;
     });
@@ -91,8 +92,7 @@ export class OverheadView implements View {
         name.append(swatch, `${groupName(group)} (${values.length} of ${group.runs.length} seeds${group === baseGroup ? ', baseline' : ''})`);
         const pm = (i: Interval) => (Number.isFinite(i.hi) ? ` ± ${formatTokens((i.hi - i.lo) / 2)}` : '');
         const tokenText = tokens ? `${formatTokens(tokens.mean)}${pm(tokens)}` : 'not reached';
-        const signed = (v: number) => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`;
-        const extraText = !extra ? '—' : Number.isFinite(extra.hi) ? `${signed(extra.mean)} % [${signed(extra.lo)}, ${signed(extra.hi)}]${indistinguishable(extra) ? ' · not distinguishable from the baseline' : ''}` : `${signed(extra.mean)} % (one run each: no interval)`;
+        const extraText = !extra ? '—' : Number.isFinite(extra.hi) ? `${signedFixed(extra.mean)} % [${signedFixed(extra.lo)}, ${signedFixed(extra.hi)}]${indistinguishable(extra) ? ' · not distinguishable from the baseline' : ''}` : `${signedFixed(extra.mean)} % (one run each: no interval)`;
         const worse = extra !== null && Number.isFinite(extra.lo) && extra.lo > 0;
         tr.append(name, element('td', undefined, group.runs[0]!.gemms.wgrad), element('td', 'num', tokenText), element('td', worse ? 'num worse' : 'num', extraText));
         this.groupCsv.push([group.key, `${groupName(group)} (${values.length} seeds)`, this.target, tokens?.mean ?? null, tokens && Number.isFinite(tokens.lo) ? tokens.lo : null, tokens && Number.isFinite(tokens.hi) ? tokens.hi : null, extra?.mean ?? null, extra && Number.isFinite(extra.lo) ? extra.lo : null, extra && Number.isFinite(extra.hi) ? extra.hi : null]);

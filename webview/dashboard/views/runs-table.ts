@@ -38,7 +38,7 @@ function telemetryCost(run: RunInfo): string {
 function statsCadence(run: RunInfo): string {
   const groups = run.statsLayerGroups ?? 1;
   if (groups === 1) return `every ${run.statsEvery} steps`;
-  return `every ${run.statsEvery} steps, 1 of ${groups} layer groups each (a layer every ${run.statsEvery * groups})`;
+  return `every ${run.statsEvery} steps, 1 of ${groups} layer groups each (a layer every ${run.statsEvery * groups} steps)`;
 }
 
 function outcome(run: RunInfo): string {
