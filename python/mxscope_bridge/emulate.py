@@ -66,7 +66,10 @@ class _EmulatedLinearFunction(torch.autograd.Function):
         needs_dx, needs_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         ctx.save_for_backward(x if needs_dw else None, weight if needs_dx else None)
         ctx.meta = (layer, emulation, capture, dtype, tuple(x.shape), x.dtype, weight.dtype)
-        return y.reshape(*x.shape[:-1], weight.shape[0])
+        # Not y.reshape: autograd refuses in-place changes to a view made inside a custom Function,
+        # and models add to a projection's output in place (transformers' RoCBert, Llama 4). y is
+        # this call's own fresh tensor, so its storage under another shape is safe to hand out.
+        return torch.ops.aten._unsafe_view(y, (*x.shape[:-1], weight.shape[0]))
 
     @staticmethod
     def backward(ctx, dy):

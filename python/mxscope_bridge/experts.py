@@ -2,13 +2,20 @@
 since v5: `gate_up_proj` [E, 2I, H] and `down_proj` [E, H, I] of a `…Experts` module, each expert's
 GEMM an `F.linear(x, param[e])`) seen as one linear layer per expert and parameter.
 
+Some keep each expert's weight as [in, out] and multiply with `@`, `torch.matmul` or one `torch.bmm`
+over all experts (transformers' GPT-OSS, Llama 4, Aria): those parameters are "transposed", and an
+expert's GEMM weight [out, in] is `param[e].t()`. The layout comes from the module's `is_transposed`
+(transformers' use_experts_implementation sets it), else from its `in_features`/`out_features`, else
+from which side of the parameter holds its `hidden_size`.
+
 No module holds an expert's weight, so no module hook can see its GEMM. While a hooked or emulated
-expert's block runs its forward, a torch-function mode watches `F.linear`: a call whose weight is
-expert e of a registered parameter runs that expert's hooks around it (the observing hooks of
-observe.py, which take the slice as their module) or, emulated, runs as the emulated GEMM. Experts
-that an implementation multiplies another way (transformers' grouped_mm or batched_mm kernels)
-run their eager implementation instead while hooked (a capturing step) or emulated: the same
-products, one GEMM per expert."""
+expert's block runs its forward, a torch-function mode watches `F.linear` and the matmul family: a
+product by expert e of a registered parameter runs that expert's hooks around it (the observing
+hooks of observe.py, which take the slice as their module) or, emulated, runs as the emulated GEMM;
+a `bmm` by a whole registered parameter runs as one such product per expert. Experts that an
+implementation multiplies another way (transformers' grouped_mm or batched_mm kernels) run their
+eager implementation instead while hooked (a capturing step) or emulated: the same products, one
+GEMM per expert."""
 from __future__ import annotations
 
 import types
@@ -30,18 +37,20 @@ class _Handle:
 
 
 class ExpertSlice:
-    """Expert `index` of the 3-D parameter `param` of module `owner`: weight [out, in] = param[index]
-    (index None: a 2-D parameter its owner multiplies itself, attention.py). It takes forward hooks
-    and pre-hooks as a module does; its owner's watched forward calls them."""
+    """Expert `index` of the 3-D parameter `param` of module `owner`: weight [out, in] = param[index],
+    or param[index].t() where the parameter is `transposed` ([E, in, out]) (index None: a 2-D
+    parameter its owner multiplies itself, attention.py). It takes forward hooks and pre-hooks as a
+    module does; its owner's watched forward calls them."""
 
-    def __init__(self, owner: torch.nn.Module, param: torch.nn.Parameter, index: Optional[int]):
-        self.owner, self.param, self.index = owner, param, index
+    def __init__(self, owner: torch.nn.Module, param: torch.nn.Parameter, index: Optional[int], transposed: bool = False):
+        self.owner, self.param, self.index, self.transposed = owner, param, index, transposed
         self.forward_hooks: List[Callable] = []
         self.pre_hooks: List[Callable] = []
 
     @property
     def weight(self) -> torch.Tensor:
-        return self.param if self.index is None else self.param[self.index]
+        weight = self.param if self.index is None else self.param[self.index]
+        return weight.t() if self.transposed else weight
 
     def register_forward_hook(self, fn) -> _Handle:
         self.forward_hooks.append(fn)
@@ -64,10 +73,33 @@ def expert_slices(name: str, module: torch.nn.Module) -> List[Tuple[str, ExpertS
         by_param = {}
         for param_name, param in module.named_parameters(recurse=False):
             if param.dim() == 3:
-                by_param[param_name] = [ExpertSlice(module, param, e) for e in range(param.shape[0])]
+                transposed = is_transposed(module, param_name, param)
+                by_param[param_name] = [ExpertSlice(module, param, e, transposed) for e in range(param.shape[0])]
         module._mxscope_experts = by_param
         module.forward = types.MethodType(_watched_forward, module)
     return [(f"{name}.{param_name}.{e}", s) for param_name, slices in by_param.items() for e, s in enumerate(slices)]
+
+
+def is_transposed(module: torch.nn.Module, param_name: str, param: torch.nn.Parameter) -> bool:
+    """Whether an experts parameter keeps each expert's weight as [in, out] (multiplied as x @ W[e])
+    rather than [out, in] (F.linear(x, W[e])): the module's `is_transposed` where it has one, else
+    its `in_features`/`out_features`, else where its `hidden_size` lies (a down projection's output
+    is the hidden state, every other projection's input); [out, in] when none of them tells."""
+    flag = getattr(module, "is_transposed", None)
+    if isinstance(flag, bool):
+        return flag
+    rows, cols = param.shape[1], param.shape[2]
+    features = getattr(module, "in_features", None), getattr(module, "out_features", None)
+    if all(isinstance(f, int) for f in features) and features[0] != features[1]:
+        if (rows, cols) == features:
+            return True
+        if (cols, rows) == features:
+            return False
+    hidden = getattr(module, "hidden_size", None)
+    if isinstance(hidden, int) and rows != cols and hidden in (rows, cols):
+        output_is_hidden = "down" in param_name
+        return (cols == hidden) if output_is_hidden else (rows == hidden)
+    return False
 
 
 def _watched_forward(self: torch.nn.Module, *args, **kwargs):
@@ -94,6 +126,16 @@ def _per_expert_forward(module: torch.nn.Module):
     return forward
 
 
+#: Products a watched forward may multiply an expert's weight by, as (input, weight [in, out]).
+_MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm, torch.Tensor.bmm)
+
+
+def _matmul_linear(x: torch.Tensor, weight: torch.Tensor, bias) -> torch.Tensor:
+    """x @ weight.t() (+ bias): an expert's product by its [out, in] weight, the way `@` multiplies it."""
+    y = torch.matmul(x, weight.t())
+    return y if bias is None else y + bias
+
+
 class _ExpertCalls(TorchFunctionMode):
     def __init__(self, slices: List[ExpertSlice]):
         super().__init__()
@@ -102,25 +144,48 @@ class _ExpertCalls(TorchFunctionMode):
         self.params = {id(s.param): s.param for s in slices}
 
     def _slice(self, weight) -> Optional[ExpertSlice]:
+        """The expert whose GEMM weight [out, in] `weight` is (the same view of its parameter), if any."""
         base = getattr(weight, "_base", None) if isinstance(weight, torch.Tensor) else None
         if base is None or id(base) not in self.params:
             return None
         found = self.slices.get((id(base), weight.storage_offset()))
-        if found is None or weight.shape != found.param.shape[1:] or weight.stride() != found.param.stride()[1:]:
+        if found is None:
+            return None
+        own = found.weight
+        if weight.shape != own.shape or weight.stride() != own.stride():
             return None
         return found
 
+    def _param(self, weights) -> Optional[torch.nn.Parameter]:
+        """The registered parameter that 3-D `weights` [E, in, out] holds all experts of (itself or a view), if any."""
+        if not isinstance(weights, torch.Tensor) or weights.dim() != 3:
+            return None
+        param = self.params.get(id(weights))
+        if param is None:
+            param = self.params.get(id(getattr(weights, "_base", None)))
+        if param is None or weights.shape[0] != param.shape[0]:
+            return None
+        return param
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is not torch.nn.functional.linear:
-            return func(*args, **kwargs)
-        x = args[0] if args else kwargs.get("input")
-        weight = args[1] if len(args) > 1 else kwargs.get("weight")
-        bias = args[2] if len(args) > 2 else kwargs.get("bias")
-        found = self._slice(weight)
-        if found is None:
-            return func(*args, **kwargs)
-        return run_linear(found, x, weight, bias, func)
+        if func is torch.nn.functional.linear:
+            x = args[0] if args else kwargs.get("input")
+            weight = args[1] if len(args) > 1 else kwargs.get("weight")
+            bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            found = self._slice(weight)
+            return func(*args, **kwargs) if found is None else run_linear(found, x, weight, bias, func)
+        if func in _MATMULS and len(args) == 2 and not kwargs:
+            x, weights = args
+            if isinstance(weights, torch.Tensor) and weights.dim() == 2:
+                found = self._slice(weights.t())
+                if found is not None:
+                    return run_linear(found, x, weights.t(), None, _matmul_linear)
+            elif self._param(weights) is not None and isinstance(x, torch.Tensor) and x.dim() == 3:
+                experts = [self._slice(weights[e].t()) for e in range(weights.shape[0])]
+                if all(found is not None for found in experts):
+                    return torch.stack([run_linear(found, x[e], weights[e].t(), None, _matmul_linear) for e, found in enumerate(experts)])
+        return func(*args, **kwargs)
 
 
 def _hooks(target) -> Tuple[list, list]:

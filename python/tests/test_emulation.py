@@ -101,6 +101,29 @@ class EmulatedLinear(unittest.TestCase):
                 self.assertGreater(rel, 0.01)  # it really quantized
                 self.assertLess(rel, 0.5)
 
+    def test_its_output_can_be_changed_in_place(self):
+        # transformers' RoCBert and Llama 4 add to a projection's output in place: autograd refuses
+        # that on a view made inside a custom Function, so the output must not be one.
+        for bias, shape in ((True, (4, 16, 64)), (False, (4, 16, 64)), (False, (16, 64))):
+            with self.subTest(bias=bias, shape=shape):
+                torch.manual_seed(0)
+                layer = torch.nn.Linear(64, 48, bias=bias)
+                reference = torch.nn.Linear(64, 48, bias=bias)
+                reference.load_state_dict(layer.state_dict())
+                emulate(layer, default_gemms(gemm_config("fp32")))
+                x = torch.randn(*shape, requires_grad=True)
+                x_ref = x.detach().clone().requires_grad_(True)
+                residual = torch.randn(*shape[:-1], 48)
+                y = layer(x)
+                y += residual
+                y.mul_(2).sum().backward()
+                y_ref = reference(x_ref)
+                y_ref += residual
+                y_ref.mul_(2).sum().backward()
+                torch.testing.assert_close(y, y_ref)
+                torch.testing.assert_close(x.grad, x_ref.grad)
+                torch.testing.assert_close(layer.weight.grad, reference.weight.grad)
+
     def test_random_hadamard_draws_signs_per_operand_and_keeps_the_product(self):
         torch.manual_seed(0)
         layer = torch.nn.Linear(64, 32, bias=False)

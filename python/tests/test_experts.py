@@ -96,6 +96,145 @@ class Moe(torch.nn.Module):
         return self.experts(h, choice).reshape(x.shape)
 
 
+class MatmulExperts(torch.nn.Module):
+    """GPT-OSS's layout: gate_up_proj [E, H, 2I] and down_proj [E, I, H], multiplied as x @ W[e]
+    (e a 0-d tensor, as its loop over the experts hit gives it), the layout named by `is_transposed`."""
+
+    is_transposed = True
+
+    def __init__(self, stacked: StackedExperts):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Parameter(stacked.gate_up_proj.detach().transpose(1, 2).contiguous())
+        self.down_proj = torch.nn.Parameter(stacked.down_proj.detach().transpose(1, 2).contiguous())
+
+    def forward(self, h, choice):
+        out = torch.zeros_like(h)
+        for e in torch.arange(EXPERTS):
+            tokens = (choice == e).nonzero().squeeze(-1)
+            gate, up = (h[tokens] @ self.gate_up_proj[e]).chunk(2, dim=-1)
+            out = out.index_add(0, tokens, torch.matmul(F.silu(gate) * up, self.down_proj[e]))
+        return out
+
+
+class GemmExperts(torch.nn.Module):
+    """Aria's grouped GEMM fallback: one [E, in, out] weight, its in_features and out_features named."""
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.in_features, self.out_features = weight.shape[2], weight.shape[1]
+        self.weight = torch.nn.Parameter(weight.detach().transpose(1, 2).contiguous())
+
+    def forward(self, h, choice):
+        out = h.new_zeros(h.shape[0], self.out_features)
+        for e in range(EXPERTS):
+            tokens = (choice == e).nonzero().squeeze(-1)
+            out = out.index_add(0, tokens, torch.matmul(h[tokens], self.weight[e]))
+        return out
+
+
+class GemmMoeExperts(torch.nn.Module):
+    def __init__(self, stacked: StackedExperts):
+        super().__init__()
+        self.gate_up = GemmExperts(stacked.gate_up_proj)
+        self.down = GemmExperts(stacked.down_proj)
+
+    def forward(self, h, choice):
+        gate, up = self.gate_up(h, choice).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up, choice)
+
+
+class BmmExperts(torch.nn.Module):
+    """Llama 4's layout and product: [E, in, out] weights, every expert on every token (routing
+    weighs the inputs), one torch.bmm over all experts; only `hidden_size` says which side is which."""
+
+    def __init__(self, stacked: StackedExperts):
+        super().__init__()
+        self.hidden_size = DIM
+        self.gate_up_proj = torch.nn.Parameter(stacked.gate_up_proj.detach().transpose(1, 2).contiguous())
+        self.down_proj = torch.nn.Parameter(stacked.down_proj.detach().transpose(1, 2).contiguous())
+
+    def forward(self, h, choice):
+        routed = torch.stack([h * (choice == e).unsqueeze(-1) for e in range(EXPERTS)])
+        gate, up = torch.bmm(routed, self.gate_up_proj).chunk(2, dim=-1)
+        return torch.bmm(F.silu(gate) * up, self.down_proj).sum(0)
+
+
+class ReferenceBmmExperts(StackedExperts):
+    """BmmExperts' arithmetic with F.linear per expert, in the [out, in] layout (its class name says
+    Experts: that is how experts modules are found)."""
+
+    def forward(self, h, choice):
+        out = torch.zeros_like(h)
+        for e in range(EXPERTS):
+            gate, up = F.linear(h * (choice == e).unsqueeze(-1), self.gate_up_proj[e]).chunk(2, dim=-1)
+            out = out + F.linear(F.silu(gate) * up, self.down_proj[e])
+        return out
+
+
+class ExpertsMultipliedByMatmul(unittest.TestCase):
+    """Experts kept [in, out] and multiplied with @, torch.matmul or torch.bmm (transformers' GPT-OSS,
+    Aria, Llama 4) are layers with the [out, in] weight, observed and emulated like F.linear's."""
+
+    def variants(self):
+        """(kind, experts, the same experts multiplied by F.linear, their two parameters' names)."""
+        def stacked(kind=StackedExperts):
+            torch.manual_seed(0)
+            return kind()
+        return [("matmul", MatmulExperts(stacked()), stacked(), ("gate_up_proj", "down_proj")),
+                ("gemm", GemmMoeExperts(stacked()), stacked(), ("gate_up.weight", "down.weight")),
+                ("bmm", BmmExperts(stacked()), stacked(ReferenceBmmExperts), ("gate_up_proj", "down_proj"))]
+
+    def test_layers_have_the_out_in_shape(self):
+        for kind, experts, _, (gate_up, down) in self.variants():
+            with self.subTest(kind):
+                infos = {name: layers.layer_info(name, module, 4, 0) for name, module, _ in layers.observed_modules(Moe(experts))}
+                self.assertEqual(len(infos), 2 * EXPERTS)
+                self.assertEqual((infos[f"experts.{gate_up}.1"]["outFeatures"], infos[f"experts.{gate_up}.1"]["inFeatures"]), (2 * HIDDEN, DIM))
+                self.assertEqual((infos[f"experts.{down}.1"]["outFeatures"], infos[f"experts.{down}.1"]["inFeatures"]), (DIM, HIDDEN))
+
+    def test_emulated_like_experts_multiplied_by_f_linear(self):
+        x = torch.randn(4, 16, DIM)
+        for kind, experts, reference, (gate_up, down) in self.variants():
+            with self.subTest(kind):
+                model, twin = Moe(experts), Moe(reference)
+                plain = model(x)
+                for m in (model, twin):
+                    emulate(m, mx_gemms())
+                y, y_ref = model(x), twin(x)
+                y.pow(2).mean().backward()
+                y_ref.pow(2).mean().backward()
+                self.assertFalse(torch.equal(y, plain), "the experts' GEMMs ran in MXFP4")
+                self.assertTrue(torch.equal(y, y_ref))
+                params = {gate_up: reference.gate_up_proj, down: reference.down_proj}
+                for name, ref_param in params.items():
+                    param = dict(experts.named_parameters())[name]
+                    self.assertTrue(torch.equal(param.grad, ref_param.grad.transpose(1, 2)), (kind, name))
+
+    def test_observed_per_expert(self):
+        for kind, experts, _, (gate_up, down) in self.variants():
+            with self.subTest(kind):
+                model = Moe(experts)
+                bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-matmul-experts-"), stats_every=1)
+                bridge.start_run()
+                bridge.begin_step(0)
+                model(torch.randn(4, 16, DIM)).pow(2).mean().backward()
+                bridge.end_step(loss=0.0)
+                run_dir = bridge.run_dir
+                bridge.end_run()
+                bridge.close()
+                records = {(r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}
+                for name in (gate_up, down):
+                    grad = dict(experts.named_parameters())[name].grad
+                    for e in range(EXPERTS):
+                        layer = f"experts.{name}.{e}"
+                        # the first projection's input needs no gradient: it has no Dgrad
+                        self.assertEqual({g for (l, g) in records if l == layer}, {"fprop", "wgrad"} | ({"dgrad"} if name == down else set()), layer)
+                        wgrad = records[(layer, "wgrad")]["wgradError"]
+                        self.assertTrue(math.isclose(wgrad["gradNorm"], grad[e].norm().item(), rel_tol=1e-5, abs_tol=1e-12), layer)
+                        w = records[(layer, "fprop")]["operands"][1]
+                        self.assertEqual(w["elements"], grad[e].numel(), layer)
+
+
 class Experts(unittest.TestCase):
     def test_one_layer_per_expert_and_parameter(self):
         found = [(name, type(module).__name__) for name, module, _ in layers.observed_modules(Moe(StackedExperts()))]

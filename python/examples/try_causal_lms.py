@@ -1,0 +1,175 @@
+"""Every causal-LM architecture of the installed `transformers`, built small from its config's defaults
+(a few fields set for size) with random weights, trained two steps observed and two emulated. Prints
+per architecture: the share of its GEMM weights the bridge observes, the kinds it does not, the expert
+layers it found, and the first error of each mode. `BUILD` lines are architectures this generic
+shrinking could not build, or whose model fails a step without the bridge: not the bridge's failures.
+
+    python3 python/examples/try_causal_lms.py [--only moe,mixtral,...] [--seconds 60]
+    (a GPU with torch 2.x and transformers 5)
+"""
+import argparse
+import os
+import signal
+import sys
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+
+from mxscope_bridge import Bridge, default_gemms, gemm_config, run_config  # noqa: E402
+from mxscope_bridge.experts import ExpertSlice  # noqa: E402
+from try_models import gemm_weights  # noqa: E402
+
+#: Size fields, set where a config has them (and in its text_config); the rest keep their defaults.
+SMALL = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
+             moe_intermediate_size=128, shared_expert_intermediate_size=128, num_experts=4, num_local_experts=4, n_routed_experts=4,
+             num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0, head_dim=32, qk_rope_head_dim=16, qk_nope_head_dim=16,
+             v_head_dim=32, kv_lora_rank=32, q_lora_rank=32, decoder_sparse_step=1, mlp_only_layers=[], rotary_dim=16,
+             n_embd=128, n_layer=2, n_head=4, n_positions=256, max_position_embeddings=256, d_model=128, ffn_dim=256, num_layers=2,
+             num_heads=4, n_inner=256, decoder_layers=2, encoder_layers=2, decoder_attention_heads=4, encoder_attention_heads=4,
+             decoder_ffn_dim=256, encoder_ffn_dim=256)
+#: Architectures with more parameters than this once shrunk are left out (a config this shrinking misses).
+MAX_PARAMETERS = 100_000_000
+TOKENS = (2, 32)
+
+
+class TimedOut(Exception):
+    pass
+
+
+def causal_lm_types(only):
+    """(model_type, config class) of every architecture AutoModelForCausalLM builds, filtered by substrings of `only`."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    for model_type in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        if only and not any(word in model_type for word in only):
+            continue
+        try:
+            yield model_type, CONFIG_MAPPING[model_type]
+        except KeyError:
+            continue
+
+
+def shrink(config):
+    for key, value in SMALL.items():
+        if hasattr(config, key):
+            try:
+                setattr(config, key, value)
+            except (AttributeError, TypeError, ValueError):  # derived properties, strict fields
+                pass
+    if getattr(config, "layer_types", None) is not None and hasattr(config, "num_hidden_layers"):
+        try:
+            config.layer_types = config.layer_types[:config.num_hidden_layers]
+        except AttributeError:
+            pass
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) >= SMALL["vocab_size"]:
+            setattr(config, key, 0)
+    text = getattr(config, "text_config", None)
+    if text is not None and text is not config:
+        shrink(text)
+
+
+def small_model(config_class):
+    """The architecture with its config shrunk, on the GPU; ValueError when it is still large."""
+    import transformers as tf
+    config = config_class()
+    shrink(config)
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in tf.AutoModelForCausalLM.from_config(config).parameters())
+    if parameters > MAX_PARAMETERS:
+        raise ValueError(f"{parameters / 1e6:.0f} M parameters once shrunk")
+    return tf.AutoModelForCausalLM.from_config(config).cuda()
+
+
+def train_step(model):
+    ids = torch.randint(1, 1000, TOKENS, device="cuda")
+    with torch.autocast("cuda", torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    model.zero_grad()
+    return loss.detach()
+
+
+def where(error):
+    return " < ".join(f"{os.path.basename(f.filename)}:{f.lineno}" for f in traceback.extract_tb(error.__traceback__)[-3:])
+
+
+def probe(model, mode):
+    """Two steps with the bridge; (layers, expert layers, observed parameter ids, names of the layers
+    without records in the last step, error or '')."""
+    bridge = Bridge(model, run_config(stats_every=1, sketch_size=8, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32))),
+                    emulate=mode == "emulate", serve=False, out_dir=None, print_listening=False, handle_exit=False, log=lambda line: None)
+    layers = bridge.layers
+    observed = {id(module.param if isinstance(module, ExpertSlice) else module.weight) for _, module, _ in layers}
+    experts = sum(isinstance(module, ExpertSlice) for _, module, _ in layers)
+    with_stats = set()  # layers with records in the last step (emulated: the layers whose GEMMs ran emulated)
+    bridge._publish_stats = lambda stats, publish=bridge._publish_stats: (with_stats.clear(), with_stats.update(k[0] for k in stats.keys), publish(stats))[-1]
+    error = ""
+    try:
+        bridge.start_run()
+        for step in range(2):
+            bridge.begin_step(step)
+            ids = torch.randint(1, 1000, TOKENS, device="cuda")
+            with torch.autocast("cuda", torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            bridge.end_step(loss=loss.detach())
+            model.zero_grad()
+    except TimedOut:
+        raise
+    except Exception as e:  # noqa: BLE001 - the point is to report it
+        error = f"{type(e).__name__}: {str(e)[:150]} @ {where(e)}"
+    finally:
+        bridge.close()
+    silent = [name for name, _, _ in layers if name not in with_stats]
+    return len(layers), experts, observed, silent, error
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="", help="comma-separated substrings of model types (default: all)")
+    parser.add_argument("--seconds", type=int, default=30, help="per architecture, build and both modes")
+    args = parser.parse_args()
+    import transformers
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}", flush=True)
+
+    def alarm(signum, frame):
+        raise TimedOut()
+    signal.signal(signal.SIGALRM, alarm)
+    failed = 0
+    for model_type, config_class in causal_lm_types([w for w in args.only.split(",") if w]):
+        signal.alarm(args.seconds)
+        try:
+            try:
+                torch.manual_seed(0)
+                model = small_model(config_class)
+                train_step(model)
+            except TimedOut:
+                raise
+            except Exception as e:  # noqa: BLE001
+                print(f"BUILD {model_type}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+                continue
+            weights = gemm_weights(model)
+            total = sum(p.numel() for p in weights.values()) or 1
+            results = []
+            for mode in ("observe", "emulate"):
+                count, experts, observed, silent, error = probe(model, mode)
+                share = sum(p.numel() for p in weights.values() if id(p) in observed) / total
+                missed = sorted({n.rsplit(".", 1)[0].split(".")[-1] for n, p in weights.items() if id(p) not in observed})
+                failed += bool(error)
+                results.append(f"{mode} {'FAILED ' + error if error else 'ok'}; {count} layers ({experts} experts), {share:.0%} of GEMM weight elements"
+                               + (f", not observed: {', '.join(missed)}" if missed else "")
+                               + (f", {len(silent)} without records (e.g. {', '.join(silent[:3])})" if silent and not error else ""))
+            print(f"PROBE {model_type}: " + " | ".join(results), flush=True)
+        except TimedOut:
+            print(f"TIMEOUT {model_type}: over {args.seconds} s", flush=True)
+        finally:
+            signal.alarm(0)
+            torch.cuda.empty_cache()
+    print(f"{failed} modes failed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
