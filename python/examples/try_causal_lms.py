@@ -51,19 +51,43 @@ def causal_lm_types(only):
             continue
 
 
+def _set(config, key, value) -> bool:
+    """config.key = value where the config has the key and takes the value (derived properties,
+    strict fields and per-layer attributes refuse); whether it did."""
+    try:
+        if not hasattr(config, key):
+            return False
+        setattr(config, key, value)
+        return True
+    except Exception:  # noqa: BLE001 - each config refuses in its own way
+        return False
+
+
+def _layers_for_every_type(config) -> int:
+    """The fewest first layers that hold every kind of layer the config lists (a hybrid model's
+    attention and linear-attention layers), at least SMALL's."""
+    types = list(getattr(config, "layer_types", None) or [])
+    wanted = set(types)
+    for count in range(SMALL["num_hidden_layers"], len(types) + 1):
+        if set(types[:count]) == wanted:
+            return count
+    return SMALL["num_hidden_layers"]
+
+
 def shrink(config):
+    layers = _layers_for_every_type(config)
     for key, value in SMALL.items():
-        if hasattr(config, key):
-            try:
-                setattr(config, key, value)
-            except (AttributeError, TypeError, ValueError):  # derived properties, strict fields
-                pass
-    if getattr(config, "layer_types", None) is not None and hasattr(config, "num_hidden_layers"):
-        try:
-            config.layer_types = config.layer_types[:config.num_hidden_layers]
-        except AttributeError:
-            pass
-    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if key == "head_dim" and hasattr(config, "qk_rope_head_dim"):
+            continue  # multi-head latent attention derives its own
+        _set(config, key, layers if key == "num_hidden_layers" else value)
+    types = getattr(config, "layer_types", None)
+    if types is not None and isinstance(getattr(config, "num_hidden_layers", None), int):
+        _set(config, "layer_types", types[:config.num_hidden_layers])
+    for key in ("num_encoder_layers", "num_decoder_layers"):
+        _set(config, key, SMALL["num_hidden_layers"])
+    _set(config, "decoder_vocab_size", SMALL["vocab_size"])
+    _set(config, "is_decoder", True)
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
         if isinstance(getattr(config, key, None), int) and getattr(config, key) >= SMALL["vocab_size"]:
             setattr(config, key, 0)
     text = getattr(config, "text_config", None)
@@ -86,7 +110,7 @@ def small_model(config_class):
 def train_step(model):
     ids = torch.randint(1, 1000, TOKENS, device="cuda")
     with torch.autocast("cuda", torch.bfloat16):
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
     loss.backward()
     model.zero_grad()
     return loss.detach()
@@ -113,7 +137,7 @@ def probe(model, mode):
             bridge.begin_step(step)
             ids = torch.randint(1, 1000, TOKENS, device="cuda")
             with torch.autocast("cuda", torch.bfloat16):
-                loss = model(input_ids=ids, labels=ids).loss
+                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
             loss.backward()
             bridge.end_step(loss=loss.detach())
             model.zero_grad()
