@@ -62,9 +62,23 @@ function outlierCount(histogram: ScaleHistogram, median: number | null, binades:
   return histogram.counts.reduce((sum, count, i) => (histogram.minExp + i >= median + binades ? sum + count : sum), 0);
 }
 
+/**
+ * Checkpoints already in MXFP4 (GPT-OSS's experts) keep each weight as two U8 tensors: `<name>_blocks`,
+ * two FP4 codes a byte, and `<name>_scales`, one E8M0 scale per block. Said so rather than "not a
+ * floating-point dtype", which reads as if the weight were missing.
+ */
+function packedMxfp4Reason(tensor: CheckpointTensor): string | undefined {
+  const packed = /^(.+)_(blocks|scales)$/.exec(tensor.name);
+  if (tensor.dtype !== 'U8' || !packed) return undefined;
+  const [, base, part] = packed;
+  return part === 'blocks'
+    ? `packed MXFP4 codes of ${base} (two FP4 values a byte, E8M0 scales in ${base}_scales): stored MXFP4 is not analysed`
+    : `E8M0 scales of ${base} (packed MXFP4, codes in ${base}_blocks): stored MXFP4 is not analysed`;
+}
+
 /** Why a tensor gets no MXFP4 analysis, or undefined when it does. */
 function skipReason(tensor: CheckpointTensor): string | undefined {
-  if (!isFloatDtype(tensor.dtype)) return `${tensor.dtype} is not a floating-point dtype`;
+  if (!isFloatDtype(tensor.dtype)) return packedMxfp4Reason(tensor) ?? `${tensor.dtype} is not a floating-point dtype`;
   if (tensor.shape.length < 2) return tensor.shape.length === 0 ? 'scalar' : '1-D (not a weight matrix)';
   if (tensor.elements === 0) return 'empty';
   return undefined;

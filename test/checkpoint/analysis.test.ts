@@ -163,3 +163,24 @@ test('a BF16 tensor analyses exactly like its values stored as F32: BF16 countin
     }
   });
 });
+
+test('a weight stored as packed MXFP4 (U8 blocks and scales, as GPT-OSS stores its experts) is named as such, not as a stray dtype', async () => {
+  await withTempDir(async (dir) => {
+    const path = join(dir, 'packed.safetensors');
+    const tensors = [
+      { name: 'experts.down_proj_blocks', dtype: 'U8' as const, shape: [4, 8, 16] },
+      { name: 'experts.down_proj_scales', dtype: 'U8' as const, shape: [4, 8] },
+      { name: 'step', dtype: 'U8' as const, shape: [1] },
+    ];
+    await writeFile(path, Buffer.concat([encodeHeader(tensors), new Uint8Array(4 * 8 * 16 + 4 * 8 + 1)]));
+    const checkpoint = await openCheckpoint(path);
+    try {
+      const skipped = Object.fromEntries((await analyseCheckpoint(checkpoint, DEFAULT_ANALYSIS_OPTIONS)).tensors.map((t) => [t.name, t.skipped]));
+      assert.equal(skipped['experts.down_proj_blocks'], 'packed MXFP4 codes of experts.down_proj (two FP4 values a byte, E8M0 scales in experts.down_proj_scales): stored MXFP4 is not analysed');
+      assert.equal(skipped['experts.down_proj_scales'], 'E8M0 scales of experts.down_proj (packed MXFP4, codes in experts.down_proj_blocks): stored MXFP4 is not analysed');
+      assert.equal(skipped.step, 'U8 is not a floating-point dtype');
+    } finally {
+      await checkpoint.close();
+    }
+  });
+});
