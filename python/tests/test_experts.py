@@ -192,6 +192,24 @@ class ExpertsMultipliedByMatmul(unittest.TestCase):
                 self.assertEqual((infos[f"experts.{gate_up}.1"]["outFeatures"], infos[f"experts.{gate_up}.1"]["inFeatures"]), (2 * HIDDEN, DIM))
                 self.assertEqual((infos[f"experts.{down}.1"]["outFeatures"], infos[f"experts.{down}.1"]["inFeatures"]), (DIM, HIDDEN))
 
+    def test_the_layout_comes_from_the_module(self):
+        from mxscope_bridge.experts import is_transposed
+
+        def module(**attributes):
+            return types.SimpleNamespace(**attributes)
+        gate_up = torch.zeros(2, DIM, 2 * HIDDEN)  # [E, H, 2I]: [in, out] if H is the input
+        down = torch.zeros(2, HIDDEN, DIM)         # [E, I, H]: [in, out] if H is the output
+        self.assertTrue(is_transposed(module(is_transposed=True), "gate_up_proj", gate_up))
+        self.assertFalse(is_transposed(module(is_transposed=False, hidden_size=DIM), "gate_up_proj", gate_up), "the module's flag wins")
+        self.assertTrue(is_transposed(module(in_features=DIM, out_features=2 * HIDDEN), "weight", gate_up))
+        self.assertFalse(is_transposed(module(in_features=2 * HIDDEN, out_features=DIM), "weight", gate_up))
+        self.assertTrue(is_transposed(module(hidden_size=DIM), "gate_up_proj", gate_up))
+        self.assertTrue(is_transposed(module(hidden_size=DIM), "down_proj", down))
+        self.assertFalse(is_transposed(module(hidden_size=DIM), "gate_up_proj", gate_up.transpose(1, 2)))
+        self.assertFalse(is_transposed(module(hidden_size=DIM), "down_proj", down.transpose(1, 2)))
+        self.assertFalse(is_transposed(module(hidden_size=DIM), "up_proj", torch.zeros(2, DIM, DIM)), "square: nothing tells, [out, in]")
+        self.assertFalse(is_transposed(module(), "w", gate_up), "no hint: [out, in], F.linear's layout")
+
     def test_emulated_like_experts_multiplied_by_f_linear(self):
         x = torch.randn(4, 16, DIM)
         for kind, experts, reference, (gate_up, down) in self.variants():
