@@ -64,7 +64,8 @@ function outlierCount(histogram: ScaleHistogram, median: number | null, binades:
 
 /**
  * Checkpoints already in MXFP4 (GPT-OSS's experts) keep each weight as two U8 tensors: `<name>_blocks`,
- * two FP4 codes a byte, and `<name>_scales`, one E8M0 scale per block. Said so rather than "not a
+ * 32 FP4 codes in 16 bytes a block, and `<name>_scales`, one E8M0 scale per block. The scales are
+ * analysed (analyseStoredScales); the codes are named as what they are rather than "not a
  * floating-point dtype", which reads as if the weight were missing.
  */
 function packedMxfp4Reason(tensor: CheckpointTensor): string | undefined {
@@ -72,8 +73,57 @@ function packedMxfp4Reason(tensor: CheckpointTensor): string | undefined {
   if (tensor.dtype !== 'U8' || !packed) return undefined;
   const [, base, part] = packed;
   return part === 'blocks'
-    ? `packed MXFP4 codes of ${base} (two FP4 values a byte, E8M0 scales in ${base}_scales): stored MXFP4 is not analysed`
-    : `E8M0 scales of ${base} (packed MXFP4, codes in ${base}_blocks): stored MXFP4 is not analysed`;
+    ? `packed MXFP4 codes of ${base} (two FP4 values a byte): its stored E8M0 scales are analysed under ${base}_scales`
+    : `E8M0 scales of ${base} without a ${base}_blocks tensor of their shape and 16 bytes a block: not analysed`;
+}
+
+/** The `<name>_scales` tensors whose `<name>_blocks` lies beside them: weights stored as MXFP4. */
+function storedScaleTensors(tensors: readonly CheckpointTensor[]): Set<CheckpointTensor> {
+  const byName = new Map(tensors.map((tensor) => [tensor.name, tensor]));
+  const stored = new Set<CheckpointTensor>();
+  for (const scales of tensors) {
+    const base = /^(.+)_scales$/.exec(scales.name)?.[1];
+    const blocks = base === undefined ? undefined : byName.get(`${base}_blocks`);
+    if (scales.dtype !== 'U8' || blocks?.dtype !== 'U8' || scales.shape.length === 0 || scales.elements === 0) continue;
+    if (blocks.shape.length === scales.shape.length + 1 && blocks.shape.at(-1) === 16 && scales.shape.every((size, i) => blocks.shape[i] === size)) stored.add(scales);
+  }
+  return stored;
+}
+
+function storedMxfp4Note(scales: CheckpointTensor): string {
+  const base = scales.name.slice(0, -'_scales'.length);
+  return `${base} stored as MXFP4 (codes in ${base}_blocks): its E8M0 scales' histogram; saturation, flushing and SQNR need the values before quantization`;
+}
+
+/**
+ * A stored MXFP4 weight's analysis from its E8M0 scales: the scale histogram, median and outlier
+ * blocks, as the histogram pass gives a float weight (the same scale bytes quantizing it would
+ * choose, had it been quantized from these values). Saturation, flushing and SQNR need the values
+ * before quantization, which the checkpoint no longer has: null.
+ */
+async function analyseStoredScales(tensor: CheckpointTensor, options: AnalysisOptions, control: AnalysisControl, doneBefore: number): Promise<MatrixAnalysis> {
+  const counts = new Uint32Array(256);
+  let done = 0;
+  for await (const chunk of tensor.file.chunks(tensor, options.chunkBytes)) {
+    throwIfAborted(control.signal);
+    for (let i = 0; i < chunk.length; i++) counts[chunk[i]!]++;
+    done += chunk.byteLength;
+    control.onProgress?.(doneBefore + done);
+  }
+  const groups = tensor.shape[tensor.shape.length - 1]!;
+  const histogram = toScaleHistogram(counts);
+  const medianScaleExp = medianExp(histogram);
+  return {
+    rows: tensor.elements / groups,
+    cols: groups * 32,
+    blocks: tensor.elements,
+    histogram,
+    medianScaleExp,
+    outlierBlocks: outlierCount(histogram, medianScaleExp, options.outlierBinades),
+    saturatedFrac: null,
+    flushedFrac: null,
+    sqnr: null,
+  };
 }
 
 /** Why a tensor gets no MXFP4 analysis, or undefined when it does. */
@@ -260,24 +310,30 @@ export async function analyseCheckpoint(checkpoint: Checkpoint, options: Analysi
   const sinks: SampleSink[] = [];
   let done = 0;
   const analysed = checkpoint.tensors.filter((tensor) => skipReason(tensor) === undefined);
+  const storedScales = storedScaleTensors(checkpoint.tensors);
   const following = new Map(analysed.map((tensor, i) => [tensor, analysed[i + 1]]));
   try {
     for (const tensor of checkpoint.tensors) {
       throwIfAborted(control.signal);
-      const skipped = skipReason(tensor);
-      const then = skipped ? undefined : nextRead(tensor, following.get(tensor), options);
-      const read = skipped ? null : await analyseTensor(tensor, options, scratch, control, done, then);
+      const stored = storedScales.has(tensor);
+      const skipped = stored ? undefined : skipReason(tensor);
+      const then = skipped || stored ? undefined : nextRead(tensor, following.get(tensor), options);
+      const read = stored
+        ? { analysis: analyseStoredScales(tensor, options, control, done), sink: null }
+        : skipped ? null : await analyseTensor(tensor, options, scratch, control, done, then);
+      if (stored) await read!.analysis;
       if (read?.sink) sinks.push(read.sink);
       // Awaited below, once every tensor is read; a sample that fails before then is not unhandled.
       read?.analysis.catch(() => undefined);
       done += tensor.byteLength;
       control.onProgress?.(done);
-      tensors.push({ report: { name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, ...(skipped ? { skipped } : {}) }, analysis: read?.analysis ?? null });
+      const note = stored ? storedMxfp4Note(tensor) : undefined;
+      tensors.push({ report: { name: tensor.name, dtype: tensor.dtype, shape: [...tensor.shape], elements: tensor.elements, bytes: tensor.byteLength, ...(skipped ? { skipped } : {}), ...(note ? { note } : {}) }, analysis: read?.analysis ?? null });
     }
     const reports: TensorReport[] = [];
     for (const { report, analysis } of tensors) {
-      const { skipped, ...rest } = report;
-      reports.push({ ...rest, analysis: analysis && (await analysis), ...(skipped ? { skipped } : {}) });
+      const { skipped, note, ...rest } = report;
+      reports.push({ ...rest, analysis: analysis && (await analysis), ...(skipped ? { skipped } : {}), ...(note ? { note } : {}) });
     }
     return {
       path: checkpoint.path,

@@ -74,6 +74,8 @@ export interface TensorReport {
   analysis: MatrixAnalysis | null;
   /** Why `analysis` is null. */
   skipped?: string;
+  /** What `analysis` covers when it is not what a float weight gets (a weight stored as MXFP4: its scales alone). */
+  note?: string;
 }
 
 export interface CheckpointReport {

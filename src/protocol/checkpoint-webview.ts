@@ -101,6 +101,7 @@ const tensorReportSchema = object<TensorReport>({
   bytes: nonNegInt,
   analysis: nullable(matrixAnalysisSchema),
   skipped: optional(str(1024)),
+  note: optional(str(1024)),
 });
 
 export const checkpointReportSchema: Schema<CheckpointReport> = object<CheckpointReport>({

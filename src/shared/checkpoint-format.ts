@@ -46,7 +46,7 @@ function scaleRange({ analysis }: TensorReport): string {
 
 function note(tensor: TensorReport): string {
   if (!tensor.analysis) return tensor.skipped ?? '';
-  const notes: string[] = [];
+  const notes: string[] = tensor.note ? [tensor.note] : [];
   const { sqnr, histogram, rows } = tensor.analysis;
   if (histogram.nanBlocks > 0) notes.push(`${histogram.nanBlocks} NaN/Inf blocks`);
   if (sqnr?.hadamardSkipped) notes.push(sqnr.hadamardSkipped);

@@ -8,6 +8,7 @@ import type { AnalysisOptions } from '../../src/protocol/checkpoint-report.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { encodeHeader, writeSafetensors } from '../../src/checkpoint/safetensors.js';
 import { withTempDir } from './temp-dir.js';
+import { formatReport } from '../../src/shared/checkpoint-format.js';
 
 const ROWS = 48;
 const COLS = 128;
@@ -164,21 +165,43 @@ test('a BF16 tensor analyses exactly like its values stored as F32: BF16 countin
   });
 });
 
-test('a weight stored as packed MXFP4 (U8 blocks and scales, as GPT-OSS stores its experts) is named as such, not as a stray dtype', async () => {
+test('a weight stored as MXFP4 (U8 _blocks and _scales, as GPT-OSS stores its experts) gets its stored scales\' histogram; its codes and stray U8 tensors are named', async () => {
+  const [experts, rows, groups] = [2, 8, 4];
+  // Scale bytes 120..126 in turn, one 0xFF (a NaN scale), and one block far above the rest (byte 140).
+  const scales = Uint8Array.from({ length: experts * rows * groups }, (_, i) => (i === 5 ? 0xff : i === 9 ? 140 : 120 + (i % 7)));
   await withTempDir(async (dir) => {
     const path = join(dir, 'packed.safetensors');
     const tensors = [
-      { name: 'experts.down_proj_blocks', dtype: 'U8' as const, shape: [4, 8, 16] },
-      { name: 'experts.down_proj_scales', dtype: 'U8' as const, shape: [4, 8] },
+      { name: 'experts.down_proj_blocks', dtype: 'U8' as const, shape: [experts, rows, groups, 16] },
+      { name: 'experts.down_proj_scales', dtype: 'U8' as const, shape: [experts, rows, groups] },
+      { name: 'lonely_scales', dtype: 'U8' as const, shape: [4] },
       { name: 'step', dtype: 'U8' as const, shape: [1] },
     ];
-    await writeFile(path, Buffer.concat([encodeHeader(tensors), new Uint8Array(4 * 8 * 16 + 4 * 8 + 1)]));
+    const data = [new Uint8Array(experts * rows * groups * 16), scales, new Uint8Array(4), new Uint8Array(1)];
+    await writeFile(path, Buffer.concat([encodeHeader(tensors), ...data]));
     const checkpoint = await openCheckpoint(path);
     try {
-      const skipped = Object.fromEntries((await analyseCheckpoint(checkpoint, DEFAULT_ANALYSIS_OPTIONS)).tensors.map((t) => [t.name, t.skipped]));
-      assert.equal(skipped['experts.down_proj_blocks'], 'packed MXFP4 codes of experts.down_proj (two FP4 values a byte, E8M0 scales in experts.down_proj_scales): stored MXFP4 is not analysed');
-      assert.equal(skipped['experts.down_proj_scales'], 'E8M0 scales of experts.down_proj (packed MXFP4, codes in experts.down_proj_blocks): stored MXFP4 is not analysed');
-      assert.equal(skipped.step, 'U8 is not a floating-point dtype');
+      for (const mode of ['full', 'histogram'] as const) {
+        const report = await analyseCheckpoint(checkpoint, { ...DEFAULT_ANALYSIS_OPTIONS, mode });
+        const byName = Object.fromEntries(report.tensors.map((t) => [t.name, t]));
+        const stored = byName['experts.down_proj_scales']!;
+        const expCounts = new Uint32Array(256);
+        for (const byte of scales) expCounts[byte]++;
+        const histogram = toScaleHistogram(expCounts);
+        assert.deepEqual(histogram.nanBlocks, 1);
+        assert.equal(stored.analysis!.medianScaleExp, 123 - 127, mode);
+        assert.deepEqual(stored.analysis, {
+          rows: experts * rows, cols: groups * 32, blocks: scales.length, histogram, medianScaleExp: 123 - 127,
+          outlierBlocks: scales.filter((byte) => byte !== 0xff && byte - 127 >= 123 - 127 + DEFAULT_ANALYSIS_OPTIONS.outlierBinades).length,
+          saturatedFrac: null, flushedFrac: null, sqnr: null,
+        }, mode);
+        assert.equal(stored.note, "experts.down_proj stored as MXFP4 (codes in experts.down_proj_blocks): its E8M0 scales' histogram; saturation, flushing and SQNR need the values before quantization");
+        assert.equal(stored.skipped, undefined);
+        assert.equal(byName['experts.down_proj_blocks']!.skipped, 'packed MXFP4 codes of experts.down_proj (two FP4 values a byte): its stored E8M0 scales are analysed under experts.down_proj_scales');
+        assert.equal(byName.lonely_scales!.skipped, 'E8M0 scales of lonely without a lonely_blocks tensor of their shape and 16 bytes a block: not analysed');
+        assert.equal(byName.step!.skipped, 'U8 is not a floating-point dtype');
+        assert.match(formatReport(report), /experts\.down_proj_scales .*experts\.down_proj stored as MXFP4/);
+      }
     } finally {
       await checkpoint.close();
     }

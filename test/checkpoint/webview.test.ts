@@ -4,13 +4,14 @@
 // one-sided tensors.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { analyseCheckpoint, DEFAULT_ANALYSIS_OPTIONS } from '../../src/checkpoint/analysis.js';
 import { openCheckpoint } from '../../src/checkpoint/checkpoint.js';
 import { compareCheckpoints } from '../../src/checkpoint/compare.js';
+import { encodeHeader } from '../../src/checkpoint/safetensors.js';
 import type { CheckpointComparison, CheckpointReport } from '../../src/protocol/checkpoint-report.js';
 import type { CheckpointHostMessage } from '../../src/protocol/checkpoint-webview.js';
 import { canvasColours, CHROMIUM } from '../browser/harness.js';
@@ -65,6 +66,28 @@ test('shows every tensor, draws the scale sparklines, and details the clicked te
   const before = host.received.length;
   await host.page.click('vscode-checkbox:has-text("Histogram only")');
   assert.deepEqual(await nextMessage(host, before), { type: 'analyse', hadamardBlock: 32, mode: 'histogram', sqnrRows: 32 });
+  assert.deepEqual(host.errors, []);
+});
+
+test('a weight stored as MXFP4 shows its stored scales\' histogram and says what it covers; its codes say where the scales went', async () => {
+  const path = join(dir, 'packed.safetensors');
+  const scales = Uint8Array.from({ length: 4 * 8 }, (_, i) => 118 + (i % 9));
+  const tensors = [
+    { name: 'experts.gate_up_proj_blocks', dtype: 'U8' as const, shape: [4, 8, 16] },
+    { name: 'experts.gate_up_proj_scales', dtype: 'U8' as const, shape: [4, 8] },
+  ];
+  await writeFile(path, Buffer.concat([encodeHeader(tensors), new Uint8Array(4 * 8 * 16), scales]));
+  const checkpoint = await openCheckpoint(path);
+  const packed = await analyseCheckpoint(checkpoint, DEFAULT_ANALYSIS_OPTIONS).finally(() => checkpoint.close());
+  const host = await openCheckpointPage(browser, 'light');
+  await host.send({ type: 'report', report: packed });
+  await host.page.click('tr:has-text("experts.gate_up_proj_scales")');
+  assert.match((await host.page.textContent('section.detail'))!, /experts\.gate_up_proj stored as MXFP4 \(codes in experts\.gate_up_proj_blocks\): its E8M0 scales' histogram/);
+  const [histogram] = await canvasColours(host.page, 'canvas.histogram');
+  assert.ok(histogram > 2, 'the stored scales\' histogram is drawn');
+  assert.match((await host.page.textContent('dl.facts'))!, /Matrix4 × 256 \(32 blocks/);
+  await host.page.click('tr:has-text("experts.gate_up_proj_blocks")');
+  assert.match((await host.page.textContent('section.detail'))!, /no MXFP4 analysis \(packed MXFP4 codes of experts\.gate_up_proj \(two FP4 values a byte\): its stored E8M0 scales are analysed under experts\.gate_up_proj_scales\)/);
   assert.deepEqual(host.errors, []);
 });
 

@@ -57,6 +57,7 @@ function detail(tensor: TensorReport, report: CheckpointReport, theme: Theme, dr
     box.append(element('p', 'muted', `${tensor.dtype} ${shape(tensor.shape)}: no MXFP4 analysis (${tensor.skipped ?? 'not a weight matrix'}).`));
     return box;
   }
+  if (tensor.note) box.append(element('p', 'muted', tensor.note));
   const canvas = element('canvas', 'histogram');
   box.append(canvas);
   const median = analysis.medianScaleExp;
