@@ -101,10 +101,11 @@ function storedMxfp4Note(scales: CheckpointTensor): string {
  * choose, had it been quantized from these values). Saturation, flushing and SQNR need the values
  * before quantization, which the checkpoint no longer has: null.
  */
-async function analyseStoredScales(tensor: CheckpointTensor, options: AnalysisOptions, control: AnalysisControl, doneBefore: number): Promise<MatrixAnalysis> {
+async function analyseStoredScales(tensor: CheckpointTensor, options: AnalysisOptions, scratch: Scratch, control: AnalysisControl, doneBefore: number): Promise<MatrixAnalysis> {
   const counts = new Uint32Array(256);
   let done = 0;
-  for await (const chunk of tensor.file.chunks(tensor, options.chunkBytes)) {
+  // The pooled chunk buffers: fresh ones per tensor would cost their first touch each time (GPT-OSS has 48 such tensors).
+  for await (const chunk of tensor.file.chunks(tensor, options.chunkBytes, scratch.chunkBuffers(options.chunkBytes))) {
     throwIfAborted(control.signal);
     for (let i = 0; i < chunk.length; i++) counts[chunk[i]!]++;
     done += chunk.byteLength;
@@ -319,7 +320,7 @@ export async function analyseCheckpoint(checkpoint: Checkpoint, options: Analysi
       const skipped = stored ? undefined : skipReason(tensor);
       const then = skipped || stored ? undefined : nextRead(tensor, following.get(tensor), options);
       const read = stored
-        ? { analysis: analyseStoredScales(tensor, options, control, done), sink: null }
+        ? { analysis: analyseStoredScales(tensor, options, scratch, control, done), sink: null }
         : skipped ? null : await analyseTensor(tensor, options, scratch, control, done, then);
       if (stored) await read!.analysis;
       if (read?.sink) sinks.push(read.sink);

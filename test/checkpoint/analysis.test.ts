@@ -207,3 +207,36 @@ test('a weight stored as MXFP4 (U8 _blocks and _scales, as GPT-OSS stores its ex
     }
   });
 });
+
+test('float weights around a stored MXFP4 weight analyse as they do alone (the chunk buffers and the read ahead are shared)', async () => {
+  const weight = heavyTailed(5, ROWS * COLS);
+  await withTempDir(async (dir) => {
+    const alone = join(dir, 'alone.safetensors');
+    const mixed = join(dir, 'mixed.safetensors');
+    await writeSafetensors(alone, [{ name: 'a.weight', dtype: 'F32', shape: [ROWS, COLS], data: weight }, { name: 'z.weight', dtype: 'F32', shape: [ROWS, COLS], data: weight.map((v) => -v) }]);
+    const tensors = [
+      { name: 'a.weight', dtype: 'F32' as const, shape: [ROWS, COLS] },
+      { name: 'm.experts_blocks', dtype: 'U8' as const, shape: [64, 4, 16] },
+      { name: 'm.experts_scales', dtype: 'U8' as const, shape: [64, 4] },
+      { name: 'z.weight', dtype: 'F32' as const, shape: [ROWS, COLS] },
+    ];
+    const scales = Uint8Array.from({ length: 256 }, (_, i) => 100 + (i % 50));
+    const bytes = (data: Float32Array) => new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    await writeFile(mixed, Buffer.concat([encodeHeader(tensors), bytes(weight), new Uint8Array(64 * 4 * 16), scales, bytes(weight.map((v) => -v))]));
+    // Chunks of a few rows, so every tensor is read in several chunks with a read ahead between them.
+    const options = { ...DEFAULT_ANALYSIS_OPTIONS, sqnrRows: 8, chunkBytes: 7 * COLS * 4 };
+    const reports = [];
+    for (const path of [alone, mixed]) {
+      const checkpoint = await openCheckpoint(path);
+      try {
+        reports.push(Object.fromEntries((await analyseCheckpoint(checkpoint, options)).tensors.map((t) => [t.name, t.analysis])));
+      } finally {
+        await checkpoint.close();
+      }
+    }
+    assert.deepEqual(reports[1]!['a.weight'], reports[0]!['a.weight']);
+    assert.deepEqual(reports[1]!['z.weight'], reports[0]!['z.weight']);
+    assert.equal(reports[1]!['m.experts_scales']!.blocks, 256);
+  });
+});
+
