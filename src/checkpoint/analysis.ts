@@ -62,6 +62,13 @@ function outlierCount(histogram: ScaleHistogram, median: number | null, binades:
   return histogram.counts.reduce((sum, count, i) => (histogram.minExp + i >= median + binades ? sum + count : sum), 0);
 }
 
+/** What a tensor's scale bytes (counted by byte) say: its histogram, median and outlier blocks. */
+function scaleSummary(expCounts: Uint32Array, outlierBinades: number): Pick<MatrixAnalysis, 'histogram' | 'medianScaleExp' | 'outlierBlocks'> {
+  const histogram = toScaleHistogram(expCounts);
+  const medianScaleExp = medianExp(histogram);
+  return { histogram, medianScaleExp, outlierBlocks: outlierCount(histogram, medianScaleExp, outlierBinades) };
+}
+
 /**
  * Checkpoints already in MXFP4 (GPT-OSS's experts) keep each weight as two U8 tensors: `<name>_blocks`,
  * 32 FP4 codes in 16 bytes a block, and `<name>_scales`, one E8M0 scale per block. The scales are
@@ -112,15 +119,11 @@ async function analyseStoredScales(tensor: CheckpointTensor, options: AnalysisOp
     control.onProgress?.(doneBefore + done);
   }
   const groups = tensor.shape[tensor.shape.length - 1]!;
-  const histogram = toScaleHistogram(counts);
-  const medianScaleExp = medianExp(histogram);
   return {
     rows: tensor.elements / groups,
     cols: groups * 32,
     blocks: tensor.elements,
-    histogram,
-    medianScaleExp,
-    outlierBlocks: outlierCount(histogram, medianScaleExp, options.outlierBinades),
+    ...scaleSummary(counts, options.outlierBinades),
     saturatedFrac: null,
     flushedFrac: null,
     sqnr: null,
@@ -287,16 +290,13 @@ async function analyseTensor(tensor: CheckpointTensor, options: AnalysisOptions,
     throw error;
   }
 
-  const histogram = toScaleHistogram(stats.expCounts);
-  const medianScaleExp = medianExp(histogram);
+  const scales = scaleSummary(stats.expCounts, options.outlierBinades);
   const totals = sink?.finish();
   const analysis = async (): Promise<MatrixAnalysis> => ({
     rows,
     cols,
     blocks: stats.blocks,
-    histogram,
-    medianScaleExp,
-    outlierBlocks: outlierCount(histogram, medianScaleExp, options.outlierBinades),
+    ...scales,
     saturatedFrac: exponentsOnly ? null : stats.saturated / stats.elements,
     flushedFrac: exponentsOnly ? null : stats.nonZero === 0 ? 0 : stats.flushed / stats.nonZero,
     sqnr: totals ? sqnrResult(await totals, hadamardSkipped) : null,
@@ -319,10 +319,10 @@ export async function analyseCheckpoint(checkpoint: Checkpoint, options: Analysi
       const stored = storedScales.has(tensor);
       const skipped = stored ? undefined : skipReason(tensor);
       const then = skipped || stored ? undefined : nextRead(tensor, following.get(tensor), options);
+      // Stored scales are counted in place: they share the chunk buffers with the tensors after them.
       const read = stored
-        ? { analysis: analyseStoredScales(tensor, options, scratch, control, done), sink: null }
+        ? { analysis: Promise.resolve(await analyseStoredScales(tensor, options, scratch, control, done)), sink: null }
         : skipped ? null : await analyseTensor(tensor, options, scratch, control, done, then);
-      if (stored) await read!.analysis;
       if (read?.sink) sinks.push(read.sink);
       // Awaited below, once every tensor is read; a sample that fails before then is not unhandled.
       read?.analysis.catch(() => undefined);
