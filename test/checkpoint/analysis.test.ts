@@ -175,9 +175,14 @@ test('a weight stored as MXFP4 (U8 _blocks and _scales, as GPT-OSS stores its ex
       { name: 'experts.down_proj_blocks', dtype: 'U8' as const, shape: [experts, rows, groups, 16] },
       { name: 'experts.down_proj_scales', dtype: 'U8' as const, shape: [experts, rows, groups] },
       { name: 'lonely_scales', dtype: 'U8' as const, shape: [4] },
+      // Blocks of 8 bytes (not 16) and blocks of another shape: not MXFP4 the way it is stored here.
+      { name: 'odd_blocks', dtype: 'U8' as const, shape: [2, 4, 8] },
+      { name: 'odd_scales', dtype: 'U8' as const, shape: [2, 4] },
+      { name: '__proto___blocks', dtype: 'U8' as const, shape: [3, 16] },
+      { name: '__proto___scales', dtype: 'U8' as const, shape: [2] },
       { name: 'step', dtype: 'U8' as const, shape: [1] },
     ];
-    const data = [new Uint8Array(experts * rows * groups * 16), scales, new Uint8Array(4), new Uint8Array(1)];
+    const data = [new Uint8Array(experts * rows * groups * 16), scales, new Uint8Array(4), new Uint8Array(64), new Uint8Array(8), new Uint8Array(48), new Uint8Array(2), new Uint8Array(1)];
     await writeFile(path, Buffer.concat([encodeHeader(tensors), ...data]));
     const checkpoint = await openCheckpoint(path);
     try {
@@ -199,6 +204,8 @@ test('a weight stored as MXFP4 (U8 _blocks and _scales, as GPT-OSS stores its ex
         assert.equal(stored.skipped, undefined);
         assert.equal(byName['experts.down_proj_blocks']!.skipped, 'packed MXFP4 codes of experts.down_proj (two FP4 values a byte): its stored E8M0 scales are analysed under experts.down_proj_scales');
         assert.equal(byName.lonely_scales!.skipped, 'E8M0 scales of lonely without a lonely_blocks tensor of their shape and 16 bytes a block: not analysed');
+        assert.equal(byName.odd_scales!.skipped, 'E8M0 scales of odd without a odd_blocks tensor of their shape and 16 bytes a block: not analysed');
+        assert.equal(report.tensors.find((t) => t.name === '__proto___scales')!.analysis, null, 'a prototype key as a name is just a name');
         assert.equal(byName.step!.skipped, 'U8 is not a floating-point dtype');
         assert.match(formatReport(report), /experts\.down_proj_scales .*experts\.down_proj stored as MXFP4/);
       }
