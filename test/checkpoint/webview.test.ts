@@ -83,6 +83,8 @@ test('a weight stored as MXFP4 shows its stored scales\' histogram and says what
   await host.send({ type: 'report', report: packed });
   await host.page.click('tr:has-text("experts.gate_up_proj_scales")');
   assert.match((await host.page.textContent('section.detail'))!, /experts\.gate_up_proj stored as MXFP4 \(codes in experts\.gate_up_proj_blocks\): its E8M0 scales' histogram/);
+  const note = (await host.page.locator('section.detail p.muted').boundingBox())!;
+  assert.ok(note.x + note.width <= 1280 && note.height > 20, 'the note wraps within the view (the table beside it may be wider)');
   const [histogram] = await canvasColours(host.page, 'canvas.histogram');
   assert.ok(histogram > 2, 'the stored scales\' histogram is drawn');
   assert.match((await host.page.textContent('dl.facts'))!, /Matrix4 × 256 \(32 blocks/);
