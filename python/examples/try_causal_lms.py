@@ -28,7 +28,9 @@ SMALL = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_at
              v_head_dim=32, kv_lora_rank=32, q_lora_rank=32, decoder_sparse_step=1, mlp_only_layers=[], rotary_dim=16,
              n_embd=128, n_layer=2, n_head=4, n_positions=256, max_position_embeddings=256, d_model=128, ffn_dim=256, num_layers=2,
              num_heads=4, n_inner=256, decoder_layers=2, encoder_layers=2, decoder_attention_heads=4, encoder_attention_heads=4,
-             decoder_ffn_dim=256, encoder_ffn_dim=256)
+             decoder_ffn_dim=256, encoder_ffn_dim=256, n_groups=1, mamba_n_heads=8, mamba_n_groups=1, n_mamba_heads=8,
+             vocab_size_per_layer_input=1000, hidden_size_per_layer_input=16, num_kv_shared_layers=0, global_head_dim=32, top_k_experts=2,
+             index_n_heads=4, index_head_dim=32, index_topk=16)
 #: Architectures with more parameters than this once shrunk are left out (a config this shrinking misses).
 MAX_PARAMETERS = 100_000_000
 TOKENS = (2, 32)
@@ -51,11 +53,19 @@ def causal_lm_types(only):
             continue
 
 
+def _has(config, key) -> bool:
+    """Whether config has one value of `key` (some configs raise on a field that varies by layer)."""
+    try:
+        return hasattr(config, key)
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _set(config, key, value) -> bool:
     """config.key = value where the config has the key and takes the value (derived properties,
     strict fields and per-layer attributes refuse); whether it did."""
     try:
-        if not hasattr(config, key):
+        if not _has(config, key):
             return False
         setattr(config, key, value)
         return True
@@ -74,12 +84,37 @@ def _layers_for_every_type(config) -> int:
     return SMALL["num_hidden_layers"]
 
 
+def _small_fields(config) -> dict:
+    """SMALL's fields that `config` has, for its constructor."""
+    fields = {key: value for key, value in SMALL.items() if _has(config, key)}
+    if _has(config, "qk_rope_head_dim"):
+        fields.pop("head_dim", None)  # multi-head latent attention derives its own
+    if "num_hidden_layers" in fields:
+        fields["num_hidden_layers"] = _layers_for_every_type(config)
+    if all(_has(config, key) for key in ("expand", "num_heads", "head_dim")):  # Mamba-2: heads × head size = expand × hidden
+        fields["head_dim"] = config.expand * SMALL["hidden_size"] // SMALL["num_heads"]
+    return fields
+
+
+def rebuilt(config):
+    """A config of config's class made with SMALL's fields, so that the fields its constructor derives
+    from them (MLA's rotary head size, a hybrid's layer list, a Mamba-2 head size) follow; config itself
+    where the constructor refuses them. Then shrunk in place as well."""
+    try:
+        config = type(config)(**_small_fields(config))
+    except Exception:  # noqa: BLE001 - each config refuses in its own way
+        pass
+    text = getattr(config, "text_config", None)
+    if text is not None and text is not config:
+        config.text_config = rebuilt(text)
+    shrink(config)
+    return config
+
+
 def shrink(config):
-    layers = _layers_for_every_type(config)
-    for key, value in SMALL.items():
-        if key == "head_dim" and hasattr(config, "qk_rope_head_dim"):
-            continue  # multi-head latent attention derives its own
-        _set(config, key, layers if key == "num_hidden_layers" else value)
+    """Sets SMALL's fields on config (and its text_config) where it has them."""
+    for key, value in _small_fields(config).items():
+        _set(config, key, value)
     types = getattr(config, "layer_types", None)
     if types is not None and isinstance(getattr(config, "num_hidden_layers", None), int):
         _set(config, "layer_types", types[:config.num_hidden_layers])
@@ -95,11 +130,15 @@ def shrink(config):
         shrink(text)
 
 
-def small_model(config_class):
-    """The architecture with its config shrunk, on the GPU; ValueError when it is still large."""
+def small_model(config_class, rebuild: bool):
+    """The architecture with its config shrunk (rebuilt from SMALL's fields, or the defaults with them
+    set), on the GPU; ValueError when it is still large."""
     import transformers as tf
     config = config_class()
-    shrink(config)
+    if rebuild:
+        config = rebuilt(config)
+    else:
+        shrink(config)
     with torch.device("meta"):
         parameters = sum(p.numel() for p in tf.AutoModelForCausalLM.from_config(config).parameters())
     if parameters > MAX_PARAMETERS:
@@ -162,15 +201,21 @@ def main():
     for model_type, config_class in causal_lm_types([w for w in args.only.split(",") if w]):
         signal.alarm(args.seconds)
         try:
-            try:
-                torch.manual_seed(0)
-                model = small_model(config_class)
-                forward_loss(model).backward()  # the architecture trains without the bridge
-                model.zero_grad()
-            except TimedOut:
-                raise
-            except Exception as e:  # noqa: BLE001
-                print(f"BUILD {model_type}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            model, errors = None, []
+            for rebuild in (True, False):  # a config rebuilt from the small fields, else the defaults with them set
+                try:
+                    torch.manual_seed(0)
+                    model = small_model(config_class, rebuild)
+                    forward_loss(model).backward()  # the architecture trains without the bridge
+                    model.zero_grad()
+                    break
+                except TimedOut:
+                    raise
+                except Exception as e:  # noqa: BLE001
+                    model = None
+                    errors.append(f"{type(e).__name__}: {str(e)[:120]}")
+            if model is None:
+                print(f"BUILD {model_type}: rebuilt: {errors[0]} | defaults set: {errors[1]}", flush=True)
                 continue
             weights = gemm_weights(model)
             total = sum(p.numel() for p in weights.values()) or 1
