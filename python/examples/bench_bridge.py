@@ -2,8 +2,10 @@
 
     python3 examples/bench_bridge.py                                    # 1.1B Llama, 8x1024 and 8x4096 tokens/step
     python3 examples/bench_bridge.py --tiny --device cpu --shapes 2x64   # smoke test
+    python3 examples/bench_bridge.py --model moe --shapes 8x1024          # 4 blocks of Qwen3-30B-A3B's MoE shape
 
-One model (transformers' LlamaForCausalLM with TinyLlama's shape, random init), synthetic tokens,
+One model (transformers' LlamaForCausalLM with TinyLlama's shape, or with --model moe a
+Qwen3MoeForCausalLM of 4 blocks shaped like Qwen3-30B-A3B's: 128 experts, 8 per token; random init), synthetic tokens,
 bf16 autocast, AdamW. Every timed step starts and ends on an idle GPU. Blocks of plain steps
 alternate with blocks of the measured mode, so clock and thermal drift hit both alike:
 
@@ -42,6 +44,17 @@ EMULATED = {
     "mxfp4 RHT32 nearest-even": dict(rotation="random-hadamard", rounding="nearest-even"),
 }
 GIB = 2 ** 30
+#: Qwen3-30B-A3B's decoder block (hidden 2048, 32 query and 4 KV heads of 128, 128 experts of 768, 8 per token), 4 of its 48 blocks.
+MOE_SHAPE = dict(vocab=32000, dim=2048, layers=4, heads=32, kv_heads=4, head_dim=128, experts=128, per_token=8, expert_hidden=768)
+
+
+def build_moe(shape: dict):
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    config = Qwen3MoeConfig(vocab_size=shape["vocab"], hidden_size=shape["dim"], num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+                            num_key_value_heads=shape["kv_heads"], head_dim=shape["head_dim"], num_experts=shape["experts"],
+                            num_experts_per_tok=shape["per_token"], moe_intermediate_size=shape["expert_hidden"], decoder_sparse_step=1,
+                            mlp_only_layers=[], max_position_embeddings=4096, tie_word_embeddings=False)
+    return Qwen3MoeForCausalLM(config), f"transformers Qwen3MoeForCausalLM ({shape['layers']} blocks, {shape['experts']} experts, {shape['per_token']} per token)"
 
 
 class Trainer:
@@ -51,12 +64,13 @@ class Trainer:
         self.device = torch.device(args.device)
         self.backward_ms = None
         torch.manual_seed(1234)
-        shape = SHAPES["tiny" if args.tiny else "1b"]
+        shape = MOE_SHAPE if args.model == "moe" else SHAPES["tiny" if args.tiny else "1b"]
+        build = (lambda: build_moe(shape)) if args.model == "moe" else (lambda: build_model(shape, not args.no_transformers))
         if hasattr(torch, "get_default_device"):  # build on the device: a 1.1B init on the CPU takes a minute
             with self.device:
-                self.model, self.kind = build_model(shape, not args.no_transformers)
+                self.model, self.kind = build()
         else:
-            self.model, self.kind = build_model(shape, not args.no_transformers)
+            self.model, self.kind = build()
         self.model.to(self.device)
         if checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -311,6 +325,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--emulated-block", type=int, default=3)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--model", default="llama", choices=["llama", "moe"], help="llama: TinyLlama's shape (--tiny: a toy); moe: MOE_SHAPE (transformers)")
     parser.add_argument("--no-transformers", action="store_true")
     parser.add_argument("--skip-observe", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

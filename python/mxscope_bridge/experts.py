@@ -195,9 +195,11 @@ def _hooks(target) -> Tuple[list, list]:
 
 
 def busy(target) -> bool:
-    """Whether a watched GEMM's target (an ExpertSlice or a module) has hooks or is emulated."""
+    """Whether a watched GEMM's target (an ExpertSlice or a module) has hooks or is emulated now (an
+    emulation switched off leaves the trainer's implementation to run)."""
     pre, forward = _hooks(target)
-    return bool(pre or forward) or getattr(target, "_mxscope_emulation", None) is not None
+    emulation = getattr(target, "_mxscope_emulation", None)
+    return bool(pre or forward) or (emulation is not None and emulation.enabled)
 
 
 def run_linear(target, x: torch.Tensor, weight: torch.Tensor, bias, linear: Callable) -> torch.Tensor:

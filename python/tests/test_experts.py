@@ -311,6 +311,20 @@ class Experts(unittest.TestCase):
         self.assertEqual([r["step"] for r in wgrad], [0, 3])
         self.assertIsNotNone(wgrad[1]["wgradError"]["lag1Cos"])
 
+    def test_a_grouped_implementation_runs_as_chosen_while_emulation_is_off(self):
+        torch.manual_seed(0)
+        model = Moe(GroupedExperts())
+        x = torch.randn(2, 8, DIM)
+        plain = model(x)
+        emulation = emulate(model, mx_gemms())
+        self.assertEqual(model.experts.grouped_calls, 1)
+        emulated = model(x)
+        self.assertEqual(model.experts.grouped_calls, 1, "emulated experts run eager, one GEMM each")
+        self.assertFalse(torch.equal(emulated, plain))
+        emulation.enabled = False
+        self.assertTrue(torch.equal(model(x), plain))
+        self.assertEqual(model.experts.grouped_calls, 2, "switched off, the trainer's implementation runs")
+
     def test_emulated_like_experts_that_are_modules(self):
         torch.manual_seed(0)
         stacked = Moe(StackedExperts())
