@@ -12,13 +12,16 @@ No module holds an expert's weight, so no module hook can see its GEMM. While a 
 expert's block runs its forward, a torch-function mode watches `F.linear` and the matmul family: a
 product by expert e of a registered parameter runs that expert's hooks around it (the observing
 hooks of observe.py, which take the slice as their module) or, emulated, runs as the emulated GEMM;
-a `bmm` by a whole registered parameter runs as one such product per expert. Experts that an
-implementation multiplies another way (transformers' grouped_mm or batched_mm kernels) run their
-eager implementation instead while hooked (a capturing step) or emulated: the same products, one
-GEMM per expert."""
+a `bmm` by a whole registered parameter runs as one such product per expert, and so does a
+grouped GEMM by one (`F.grouped_mm` or `torch._grouped_mm`: transformers' grouped_mm implementation
+on CUDA, the routed tokens sorted by expert, split at the offsets it is given). Experts that an
+implementation multiplies another way (transformers' batched_mm, grouped_mm without a grouped GEMM
+in torch or off CUDA) run their eager implementation instead while hooked (a capturing step) or
+emulated: the same products, one GEMM per expert."""
 from __future__ import annotations
 
 import types
+import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -111,14 +114,37 @@ def _watched_forward(self: torch.nn.Module, *args, **kwargs):
 
 @eager
 def _expert_by_expert(module: torch.nn.Module, slices: List[ExpertSlice], args, kwargs):
-    with _ExpertCalls(slices):
-        return _per_expert_forward(module)(module, *args, **kwargs)
+    grouped = _keeps_grouped_mm(module)
+    calls = _ExpertCalls(slices)
+    with calls:
+        out = (type(module).forward if grouped else _eager_forward(module))(module, *args, **kwargs)
+    if grouped and not calls.split:
+        # Its grouped products were not torch's grouped GEMM by its parameters: this step's experts
+        # went unseen. From the next call on, the eager loop runs instead.
+        module._mxscope_grouped_unsplit = True
+        warnings.warn(f"mxscope: the experts of {type(module).__name__} multiplied without a grouped GEMM by their parameters that "
+                      "the bridge could split; they run their eager implementation from now on while observed or emulated")
+    return out
 
 
-def _per_expert_forward(module: torch.nn.Module):
-    """The forward that multiplies expert by expert through F.linear: transformers' experts pick
-    an implementation (`config._experts_implementation`: grouped_mm, batched_mm, …) at every call
-    and keep the eager one, which does, as the forward their dispatcher wraps."""
+#: torch's grouped GEMMs: transformers' grouped_mm experts multiply with one of them (F.grouped_mm
+#: from torch 2.10, torch._grouped_mm from 2.9); either may call the other.
+_GROUPED_MMS = tuple(f for f in (getattr(torch.nn.functional, "grouped_mm", None), getattr(torch, "_grouped_mm", None)) if f is not None)
+
+
+def _keeps_grouped_mm(module: torch.nn.Module) -> bool:
+    """Whether transformers' experts `module` keeps its grouped_mm implementation while hooked or
+    emulated: on CUDA, where torch has a grouped GEMM, _ExpertCalls splits its products by expert
+    (one sync for the offsets, where the eager loop syncs at every expert)."""
+    implementation = getattr(getattr(module, "config", None), "_experts_implementation", None)
+    return (implementation == "grouped_mm" and bool(_GROUPED_MMS) and not getattr(module, "_mxscope_grouped_unsplit", False)
+            and all(group[0].param.is_cuda for group in module._mxscope_experts.values()))
+
+
+def _eager_forward(module: torch.nn.Module):
+    """The forward that multiplies expert by expert: transformers' experts pick an implementation
+    (`config._experts_implementation`: grouped_mm, batched_mm, …) at every call and keep the eager
+    one, which does, as the forward their dispatcher wraps."""
     forward = type(module).forward
     implementation = getattr(getattr(module, "config", None), "_experts_implementation", None)
     if implementation not in (None, "eager") and hasattr(forward, "__wrapped__"):
@@ -142,6 +168,8 @@ class _ExpertCalls(TorchFunctionMode):
         #: (parameter id, storage offset of the expert) -> its slice
         self.slices: Dict[Tuple[int, int], ExpertSlice] = {(id(s.param), s.param.storage_offset() + s.index * s.param.stride(0)): s for s in slices}
         self.params = {id(s.param): s.param for s in slices}
+        #: grouped GEMMs split by expert
+        self.split = 0
 
     def _slice(self, weight) -> Optional[ExpertSlice]:
         """The expert whose GEMM weight [out, in] `weight` is (the same view of its parameter), if any."""
@@ -167,8 +195,47 @@ class _ExpertCalls(TorchFunctionMode):
             return None
         return param
 
+    def _grouped(self, call, args, kwargs) -> Optional[torch.Tensor]:
+        """A grouped GEMM `call` (x [rows, in], weights [E, in, out], offs = the end of each expert's
+        rows) by a registered parameter (or its transpose) with each busy expert's rows its own
+        product (run_linear), the others' rows the grouped GEMM's; rows past the last end
+        (transformers' expert-parallel sentinels, which the kernel skips) as the kernel leaves them,
+        or zeros where every expert is busy. None for any other grouped product (run as it is)."""
+        names = ("offs", "bias", "out_dtype")
+        given = dict(zip(names, args[2:]), **kwargs)
+        if len(args) < 2 or not set(given) <= set(names) or given.get("offs") is None or given.get("bias") is not None or given.get("out_dtype") is not None:
+            return None
+        x, weights = args[:2]
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or self._param(weights) is None:
+            return None
+        experts = [self._slice(weights[e].t()) for e in range(weights.shape[0])]
+        ends = given["offs"].tolist()
+        if any(found is None for found in experts) or len(ends) != len(experts) or not 0 < ends[-1] <= x.shape[0]:
+            return None
+        self.split += 1
+        # Experts with nothing to do this step (outside this stats step's layer group) keep the
+        # trainer's grouped GEMM: its rows of the busy experts are replaced (no gradient flows back
+        # through them) by their own products.
+        grouped = None if all(busy(found) for found in experts) else call(*args, **kwargs)
+        parts, start, kept = [], 0, 0  # kept: rows before `kept` not yet taken from `grouped`
+        for e, end in enumerate(ends):
+            if end > start and (grouped is None or busy(experts[e])):  # an expert no token reached has no GEMM, as in the eager loop
+                if kept < start:
+                    parts.append(grouped[kept:start])
+                parts.append(run_linear(experts[e], x[start:end], weights[e].t(), None, _matmul_linear))
+                kept = end
+            start = end
+        if grouped is not None:
+            parts.append(grouped[kept:])
+        elif start < x.shape[0]:  # rows past the last expert's (expert-parallel sentinels): the kernel leaves them unwritten
+            parts.append(parts[-1].new_zeros(x.shape[0] - start, parts[-1].shape[1]))
+        return torch.cat(parts)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _GROUPED_MMS:
+            products = self._grouped(func, args, kwargs)
+            return func(*args, **kwargs) if products is None else products
         if func is torch.nn.functional.linear:
             x = args[0] if args else kwargs.get("input")
             weight = args[1] if len(args) > 1 else kwargs.get("weight")

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from mxscope_bridge import emulate, layers
+from mxscope_bridge.experts import _ExpertCalls, expert_slices
 
 from tests.helpers import bridge_for, mx_gemms, read_log
 
@@ -92,7 +93,7 @@ class Moe(torch.nn.Module):
 
     def forward(self, x):
         h = x.reshape(-1, DIM)
-        choice = torch.arange(h.shape[0]) % 2
+        choice = torch.arange(h.shape[0], device=h.device) % 2
         return self.experts(h, choice).reshape(x.shape)
 
 
@@ -251,6 +252,174 @@ class ExpertsMultipliedByMatmul(unittest.TestCase):
                         self.assertTrue(math.isclose(wgrad["gradNorm"], grad[e].norm().item(), rel_tol=1e-5, abs_tol=1e-12), layer)
                         w = records[(layer, "fprop")]["operands"][1]
                         self.assertEqual(w["elements"], grad[e].numel(), layer)
+
+
+class GroupedMmExperts(StackedExperts):
+    """transformers' grouped_mm implementation: the routed tokens sorted by expert, one
+    torch._grouped_mm per parameter split at each expert's last row, back in token order."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = types.SimpleNamespace(_experts_implementation="grouped_mm")
+        self.grouped_calls = 0
+
+    def grouped(self, h, choice):
+        self.grouped_calls += 1
+        grouped_mm = getattr(F, "grouped_mm", None) or torch._grouped_mm  # as transformers 5.17 picks
+        order = torch.argsort(choice, stable=True)
+        offs = torch.cumsum(torch.bincount(choice, minlength=EXPERTS), 0, dtype=torch.int32)
+        gate, up = grouped_mm(h[order], self.gate_up_proj.transpose(-2, -1), offs=offs).chunk(2, dim=-1)
+        y = grouped_mm(F.silu(gate) * up, self.down_proj.transpose(-2, -1), offs=offs)
+        return torch.empty_like(y).index_copy(0, order, y)
+
+    def forward(self, h, choice):
+        return (StackedExperts.forward if self.config._experts_implementation == "eager" else GroupedMmExperts.grouped)(self, h, choice)
+
+
+GroupedMmExperts.forward.__wrapped__ = StackedExperts.forward
+
+
+def reference_grouped_mm(x, weights, offs):
+    """A grouped GEMM as torch's kernels compute it: rows [offs[e-1], offs[e]) times weights[e];
+    rows past the last offset are left unwritten (NaN here)."""
+    out = torch.full((x.shape[0], weights.shape[2]), float("nan"))
+    start = 0
+    for e, end in enumerate(offs.tolist()):
+        out[start:end] = x[start:end] @ weights[e]
+        start = end
+    return out
+
+
+class GroupedGemmSplit(unittest.TestCase):
+    """How a grouped GEMM by experts is split (on CPU, with a reference grouped product): each busy
+    expert's rows are its own product, through its hooks; the rest are the grouped GEMM's."""
+
+    def setUp(self):
+        torch.manual_seed(0)
+        self.stacked = StackedExperts()
+        self.slices = dict(expert_slices("experts", self.stacked))
+        self.x = torch.randn(10, DIM)
+        self.offs = torch.tensor([3, 7, 7])  # expert 2 gets no row; rows 7-9 are past the last expert's
+        self.weights = self.stacked.gate_up_proj.transpose(-2, -1)
+
+    def split(self, busy):
+        seen = []
+        for e in busy:
+            self.slices[f"experts.gate_up_proj.{e}"].register_forward_hook(lambda m, inputs, out, e=e: seen.append((e, inputs[0].shape[0], tuple(out.shape))))
+        calls = _ExpertCalls(list(self.slices.values()))
+        y = calls._grouped(reference_grouped_mm, (self.x, self.weights), {"offs": self.offs})
+        return y, seen, calls.split
+
+    def test_a_busy_expert_gets_its_own_product(self):
+        y, seen, split = self.split(busy=[1])
+        want = reference_grouped_mm(self.x, self.weights, self.offs)
+        self.assertEqual(seen, [(1, 4, (4, 2 * HIDDEN))])
+        self.assertEqual(split, 1)
+        self.assertTrue(torch.equal(y[:7], want[:7]))
+        self.assertTrue(torch.isnan(y[7:]).all(), "rows past the last expert's stay as the kernel left them")
+
+    def test_every_expert_busy_runs_no_grouped_gemm(self):
+        y, seen, _ = self.split(busy=[0, 1, 2])
+        want = reference_grouped_mm(self.x, self.weights, self.offs)
+        self.assertEqual(seen, [(0, 3, (3, 2 * HIDDEN)), (1, 4, (4, 2 * HIDDEN))], "expert 2 has no row: no GEMM, as in the eager loop")
+        self.assertTrue(torch.equal(y[:7], want[:7]))
+        self.assertTrue(torch.equal(y[7:], torch.zeros(3, 2 * HIDDEN)))
+
+    def test_other_grouped_products_are_not_split(self):
+        calls = _ExpertCalls(list(self.slices.values()))
+        other = torch.randn(3, DIM, 2 * HIDDEN)
+        self.assertIsNone(calls._grouped(reference_grouped_mm, (self.x, other), {"offs": self.offs}), "not a registered parameter")
+        self.assertIsNone(calls._grouped(reference_grouped_mm, (self.x, self.weights), {"offs": self.offs, "bias": torch.zeros(3, 2 * HIDDEN)}))
+        self.assertIsNone(calls._grouped(reference_grouped_mm, (self.x, self.weights), {"offs": torch.tensor([3, 7, 11])}), "offsets past the rows")
+        self.assertEqual(calls.split, 0)
+
+
+@unittest.skipUnless(hasattr(torch, "_grouped_mm") and torch.cuda.is_available(), "torch._grouped_mm on CUDA (torch 2.9 and later, a GPU)")
+class ExpertsMultipliedByGroupedMm(unittest.TestCase):
+    """transformers' grouped_mm experts keep their one grouped GEMM per parameter while observed or
+    emulated: the bridge splits it by expert, each part its expert's GEMM."""
+
+    def models(self):
+        """The grouped experts and the same experts run eager (F.linear per expert), bf16 on the GPU."""
+        torch.manual_seed(0)
+        grouped = GroupedMmExperts()
+        torch.manual_seed(0)
+        eager = StackedExperts()
+        return Moe(grouped).cuda().bfloat16(), Moe(eager).cuda().bfloat16()
+
+    def test_emulated_like_the_eager_experts(self):
+        model, twin = self.models()
+        x = torch.randn(4, 16, DIM, device="cuda", dtype=torch.bfloat16)
+        plain = model(x)
+        for m in (model, twin):
+            emulate(m, mx_gemms())
+        calls = model.experts.grouped_calls
+        y, y_ref = model(x), twin(x)
+        self.assertEqual(model.experts.grouped_calls, calls + 1, "the grouped implementation ran")
+        y.float().pow(2).mean().backward()
+        y_ref.float().pow(2).mean().backward()
+        self.assertFalse(torch.equal(y, plain), "the experts' GEMMs ran in MXFP4")
+        self.assertTrue(torch.equal(y, y_ref))
+        for name in ("gate_up_proj", "down_proj"):
+            self.assertTrue(torch.equal(getattr(model.experts, name).grad, getattr(twin.experts, name).grad), name)
+
+    def test_observed_per_expert(self):
+        model, _ = self.models()
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-mm-"), stats_every=1)
+        bridge.start_run()
+        bridge.begin_step(0)
+        model(torch.randn(4, 16, DIM, device="cuda", dtype=torch.bfloat16)).float().pow(2).mean().backward()
+        bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        bridge.close()
+        self.assertEqual(model.experts.grouped_calls, 1, "the trainer's implementation ran while observed")
+        records = {(r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}
+        for name in ("gate_up_proj", "down_proj"):
+            grad = getattr(model.experts, name).grad
+            for e in range(2):  # expert 2 gets no token: no GEMM, as in the eager loop
+                layer = f"experts.{name}.{e}"
+                self.assertEqual({g for (l, g) in records if l == layer}, {"fprop", "wgrad"} | ({"dgrad"} if name == "down_proj" else set()), layer)
+                self.assertEqual(records[(layer, "fprop")]["operands"][0]["elements"], 32 * (DIM if name == "gate_up_proj" else HIDDEN), layer)
+                wgrad = records[(layer, "wgrad")]["wgradError"]
+                self.assertTrue(math.isclose(wgrad["gradNorm"], grad[e].float().norm().item(), rel_tol=1e-2), layer)
+            self.assertNotIn((f"experts.{name}.2", "fprop"), records)
+
+    def test_experts_outside_the_layer_group_keep_the_grouped_gemm(self):
+        model, _ = self.models()
+        twin, _ = self.models()
+        x = torch.randn(4, 16, DIM, device="cuda", dtype=torch.bfloat16)
+        twin(x).float().pow(2).mean().backward()  # plain, without the bridge
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-group-"), stats_every=2, stats_layer_groups=2)
+        bridge.start_run()
+        bridge.begin_step(0)  # group 0: layers 0, 2, 4 of gate_up_proj.0-2, down_proj.0-2
+        model(x).float().pow(2).mean().backward()
+        bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        bridge.close()
+        layers_seen = {r["layer"] for r in read_log(run_dir) if r["type"] == "layerStats"}
+        self.assertEqual(layers_seen, {"experts.gate_up_proj.0", "experts.down_proj.1"}, "expert 2 gets no token")
+        self.assertEqual(model.experts.grouped_calls, 1)
+        for name in ("gate_up_proj", "down_proj"):
+            self.assertTrue(torch.allclose(getattr(model.experts, name).grad.float(), getattr(twin.experts, name).grad.float(), rtol=2e-2, atol=1e-4), name)
+
+    def test_a_grouped_implementation_it_cannot_split_runs_eager_from_the_next_call(self):
+        torch.manual_seed(0)
+        model = Moe(GroupedExperts()).cuda()  # named grouped_mm, multiplied by stacked weights
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-unsplit-"), stats_every=1)
+        bridge.start_run()
+        with self.assertWarnsRegex(UserWarning, "GroupedExperts.*eager implementation from now on"):
+            for step in range(2):
+                bridge.begin_step(step)
+                model(torch.randn(2, 8, DIM, device="cuda")).pow(2).mean().backward()
+                bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        bridge.close()
+        self.assertEqual(model.experts.grouped_calls, 1, "the first step ran its grouped implementation, unseen")
+        steps = {r["step"] for r in read_log(run_dir) if r["type"] == "layerStats" and r["layer"] == "experts.down_proj.1"}
+        self.assertEqual(steps, {1})
 
 
 class Experts(unittest.TestCase):
