@@ -42,6 +42,7 @@ from .record_pump import RecordPump
 from .observe import ObserveState, declared_precisions, observer_hook, observer_pre_hook
 from .protocol import describe_gemm
 from .draws import RandomSource
+from .experts import ExpertSlice
 from .rotation import MISFITS
 from .remembered import remembered_token
 from .runloop import Run, serve_runs
@@ -54,6 +55,9 @@ TRAINER = {"name": "mxscope-bridge", "version": __version__}
 REQUEST_TIMEOUT_S = 60.0
 #: The extension's default URL is ws://127.0.0.1:7340; the bridge listens there unless it is taken.
 DEFAULT_PORT = 7340
+#: Expert layers from which a run measuring every layer on every stats step is told what that costs:
+#: ~1 ms of host time per expert layer and stats step on a GPU (docs/bridge.md, "A mixture-of-experts model").
+MANY_EXPERT_LAYERS = 256
 
 
 def _now() -> str:
@@ -315,9 +319,19 @@ class Bridge:
             started["logDir"] = self.run_dir
             self._writer = RunLogWriter(self.run_dir, started)
         self._publish(started, logged=True)
+        self._hint_at_expert_cost(config)
         if self._freeze_gc:
             gc_freeze.freeze_for(self)
         return config
+
+    def _hint_at_expert_cost(self, config: dict) -> None:
+        experts = sum(isinstance(module, ExpertSlice) for _, module, _ in self.layers)
+        if self.rank != 0 or experts < MANY_EXPERT_LAYERS or config.get("statsLayerGroups", 1) > 1:
+            return
+        self.log(f"{experts} of the {len(self.layers)} layers are experts, each measured on every stats step: about 1 ms of host "
+                 f"time per expert layer and stats step on a GPU (+67 % step time at statsEvery 10 on 1,024 of them). "
+                 "run_config(stats_layer_groups=N), or Set Stats Cadence and Coverage… in the editor, measures every N-th layer "
+                 "per stats step (docs/bridge.md, \"A mixture-of-experts model\")")
 
     def begin_step(self, step: int) -> None:
         """Call before the step's forward pass."""

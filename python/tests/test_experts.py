@@ -463,6 +463,23 @@ class Experts(unittest.TestCase):
                 self.assertEqual(fprop_x["elements"], 0 if e == 2 else 32 * (DIM if param == "gate_up_proj" else HIDDEN), (param, e))
         self.assertIsNotNone(records[(2, "experts.down_proj.0", "wgrad")]["wgradError"]["lag1Cos"])
 
+    def test_many_expert_layers_measured_every_stats_step_are_priced_at_the_start(self):
+        from unittest import mock
+        from mxscope_bridge import bridge as bridge_module
+        for groups, told in ((1, True), (2, False)):
+            with self.subTest(stats_layer_groups=groups), mock.patch.object(bridge_module, "MANY_EXPERT_LAYERS", 2 * EXPERTS):
+                lines = []
+                bridge = bridge_for(Moe(StackedExperts()), tempfile.mkdtemp(prefix="mxscope-many-experts-"), stats_every=2,
+                                    stats_layer_groups=groups, log=lines.append)
+                bridge.start_run()
+                bridge.end_run()
+                bridge.close()
+                hints = [line for line in lines if "are experts" in line]
+                self.assertEqual(len(hints), 1 if told else 0, lines)
+                if told:
+                    self.assertIn(f"{2 * EXPERTS} of the {2 * EXPERTS} layers are experts", hints[0])
+                    self.assertIn("stats_layer_groups", hints[0])
+
     def test_a_grouped_implementation_runs_eager_while_observed(self):
         torch.manual_seed(0)
         model = Moe(GroupedExperts())
