@@ -3,7 +3,7 @@
 import { describeGemm, GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js';
 import { LAYER_METRIC_SPECS } from '../protocol/layer-metrics.js';
 import { GEMM_OPERANDS, type LayerStatsRecord, type ScaleHistogram, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
-import type { LayerDetailMessage, LayerOverview, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
+import type { LayerDetailMessage, LayerOverview, LayerRow, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
 import type { RunView } from '../store/run-store.js';
 import { autocorrelation, lagCosines } from './correlation.js';
 import { withGemmNotes } from '../shared/gemm-notes.js';
@@ -95,14 +95,20 @@ export function lossSlice(runId: string, records: readonly (StepRecord | Validat
   return series;
 }
 
-/** Each layer's newest metrics, in LAYER_METRIC_SPECS order (each spec says how it is computed). */
-export function layerOverview(run: RunView): { overview: LayerOverview; version: number } {
+/**
+ * The layer overview's rows (each layer's newest metrics, in LAYER_METRIC_SPECS order) that changed
+ * since `seen`, which is advanced in place: layer → its stats version, the sum over its GEMMs of
+ * (newest stats step + 1), which grows with every record. Every row when `seen` is empty (a
+ * snapshot, or a run new to the webview); null when none changed. Only changed rows are computed
+ * and sent: a mixture-of-experts run has thousands of layers, and most steps touch few of them.
+ */
+export function layerOverviewSince(run: RunView, seen: Map<string, number>): LayerOverview | null {
   let step = -1;
-  // Sum of every series' newest step: grows whenever any (layer, GEMM) gets a record.
-  let version = 0;
-  const rows = run.layers.map(({ name }) => {
+  const rows: LayerRow[] = [];
+  for (const { name } of run.layers) {
     const records: LayerStatsRecord[] = [];
     let wgrad: LayerStatsRecord | undefined;
+    let version = 0;
     for (const gemm of GEMM_KINDS) {
       const latest = run.latestLayerStats(name, gemm);
       if (!latest) continue;
@@ -111,10 +117,11 @@ export function layerOverview(run: RunView): { overview: LayerOverview; version:
       if (gemm === 'wgrad') wgrad = latest;
       records.push(latest);
     }
-    const latest = { records, wgrad };
-    return { layer: name, values: LAYER_METRIC_SPECS.map((metric) => metric.of(latest)) };
-  });
-  return { overview: { runId: run.summary.runId, step, rows }, version };
+    if (seen.get(name) === version) continue;
+    seen.set(name, version);
+    rows.push({ layer: name, values: LAYER_METRIC_SPECS.map((metric) => metric.of({ records, wgrad })) });
+  }
+  return rows.length > 0 ? { runId: run.summary.runId, step, rows } : null;
 }
 
 /** Everything the scale and correlation views show for one (layer, GEMM, operand). */

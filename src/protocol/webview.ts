@@ -99,7 +99,10 @@ export interface SnapshotMessage {
   alerts: Alert[];
 }
 
-/** New data since the last snapshot/delta: series slices are appended, runs and overviews replace. */
+/**
+ * New data since the last snapshot/delta: series slices are appended, runs replace, and an
+ * overview's rows replace the rows of the same layers (a run's first overview holds every layer).
+ */
 export interface DeltaMessage {
   type: 'delta';
   runs: RunInfo[];

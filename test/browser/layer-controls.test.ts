@@ -7,6 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
 import { recordedRuns } from './fixtures.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { launchChromium, openDashboard, type FakeHost } from './harness.js';
 import { canvasHash, chartLabel, choose, clickTab, dropdownValue, settle, uiState, waitCount, waitText } from './page-helpers.js';
 
@@ -113,6 +114,19 @@ test('Layer overview: the metric dropdown and header clicks sort worst first; a 
   await waitStats(host);
   assert.match(await panelTitle(host), new RegExp(layer.replaceAll('.', '\\.')));
   assert.equal((await uiState(page)).tab, 'scales');
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Layer overview: a run with more layers than the table draws says which it shows', async () => {
+  const host = await openDashboard(browser, 'dark', {
+    before: (h) => h.ingest(syntheticRun({ runId: 'moe', name: 'many layers', blocks: 40, steps: 2, statsEvery: 1, evalEvery: 10, sketchSize: 8, rotation: 'hadamard', seed: 3 })),
+  });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Layer overview');
+  await waitText(page, '.overview-view .note', /280 layers at stats step 1, the worst 256 shown \(Export CSV has every layer\)/);
+  assert.equal((await page.$$('table.overview tr.clickable')).length, 256);
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -8,6 +8,7 @@ import { DashboardFeed } from '../../src/dashboard/feed.js';
 import { syntheticRun, type SyntheticRunOptions } from '../fixtures/synthetic-run.js';
 import { assignColorSlots, DEFAULT_UI_STATE, filterLayers, restoreUiState, worstFirst } from '../../webview/dashboard/model/ui-state.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
+import { DashboardData } from '../../webview/dashboard/data.js';
 
 const small: SyntheticRunOptions = { runId: 'a', blocks: 2, steps: 40, statsEvery: 10, evalEvery: 10, sketchSize: 16, rotation: 'hadamard', seed: 1 };
 
@@ -50,6 +51,35 @@ test('deltas send only what is new; a new run forces a snapshot', () => {
   const again = feed.snapshot().cursor;
   store.ingest(records[0]!);
   assert.equal(feed.delta(again), null, 'the same runId started afresh: resync');
+});
+
+test("a delta's overview holds the rows of the layers with new stats; merged, the page's overview is the snapshot's", () => {
+  const dense = 'blocks.1.mlp.up';
+  const records = [...syntheticRun({ ...small, denseLayer: dense })];
+  const cut = records.findIndex((r) => r.type === 'step' && r.step === 25);
+  const { store, feed } = feedWith(records.slice(0, cut));
+  const { message, cursor } = feed.snapshot();
+  const page = new DashboardData();
+  page.applySnapshot(message);
+  for (const record of records.slice(cut, records.findIndex((r) => r.type === 'step' && r.step === 27))) store.ingest(record);
+  const delta = feed.delta(cursor)!;
+  check(hostToWebviewSchema, JSON.parse(JSON.stringify(delta)));
+  assert.deepEqual(delta.overview[0]!.rows.map((row) => row.layer), [dense], 'steps 25 and 26 gave stats to the dense layer alone');
+  assert.equal(feed.delta(cursor)!.overview.length, 0, 'nothing new, no overview');
+  for (const record of records.slice(records.findIndex((r) => r.type === 'step' && r.step === 27))) store.ingest(record);
+  const withStatsStep = feed.delta(cursor)!;
+  assert.equal(withStatsStep.overview[0]!.rows.length, 14, 'stats step 30 moved every layer');
+  page.applyDelta(delta);
+  page.applyDelta(withStatsStep);
+  assert.deepEqual(page.overview.get('a'), feed.snapshot().message.overview[0], 'the merged overview is a fresh snapshot\'s');
+});
+
+test('a delta merged into the page replaces the rows of its layers, in place', () => {
+  const page = new DashboardData();
+  const row = (layer: string, value: number) => ({ layer, values: [value] });
+  page.applySnapshot({ type: 'snapshot', runs: [], loss: [], validation: [], alerts: [], overview: [{ runId: 'a', step: 10, rows: [row('x', 1), row('y', 2)] }] });
+  page.applyDelta({ type: 'delta', runs: [], loss: [], validation: [], alerts: [], overview: [{ runId: 'a', step: 11, rows: [row('y', 3), row('z', 4)] }] });
+  assert.deepEqual(page.overview.get('a'), { runId: 'a', step: 11, rows: [row('x', 1), row('y', 3), row('z', 4)] });
 });
 
 test('layer detail: exact histograms per stats step and sketch correlation', () => {

@@ -43,7 +43,7 @@ export class OverviewView implements View {
     const rows = worstFirst(overview.rows, metric);
     const run = this.ctx.data.run(overview.runId);
     const errorNote = run ? wgradErrorNote(run) : '';
-    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${errorNote ? ` ${errorNote} (the Wgrad columns).` : ''}`;
+    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}${shownOf(rows.length, 'worst')}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${errorNote ? ` ${errorNote} (the Wgrad columns).` : ''}`;
     const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
@@ -74,7 +74,7 @@ export class OverviewView implements View {
     });
     rows.sort((x, y) => Math.abs(y.diff ?? -Infinity) - Math.abs(x.diff ?? -Infinity));
     const errorNotes = layerMetric(metric).wgradOnly ? this.wgradErrorNotes(overviews) : '';
-    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first.${errorNotes}`;
+    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first${shownOf(rows.length, 'largest')}.${errorNotes}`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
     // One shading range for all runs, so equal values look equal across columns.
@@ -133,6 +133,11 @@ export class OverviewView implements View {
   }
 
   destroy(): void {}
+}
+
+/** ", the <first> 256 shown (Export CSV has every layer)" where the table draws fewer rows than it has. */
+function shownOf(rows: number, first: string): string {
+  return rows > MAX_ROWS ? `, the ${first} ${MAX_ROWS} shown (Export CSV has every layer)` : '';
 }
 
 function range(values: readonly (number | null)[]): { min: number; max: number } {
