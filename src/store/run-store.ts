@@ -38,6 +38,22 @@ export const DEFAULT_STORE_LIMITS: StoreLimits = { statsPerSeries: 64, stepsPerR
  */
 export const MAX_STORE_LIMITS: StoreLimits = { statsPerSeries: 10_000, stepsPerRun: 1_000_000, validationPerRun: 1_000_000, runs: WEBVIEW_LIMITS.runs };
 
+/**
+ * Layers a run may declare and still keep `statsPerSeries` stats steps of each (layer, GEMM): a run
+ * of more keeps proportionally fewer per series, at least 2 (the first and the newest, thinned
+ * evenly between), so that a run's layer stats hold at most statsPerSeries × 3 × 341 rows (~1 KB
+ * each: ~64 MiB at the default 64). A 224-layer model keeps all 64; four blocks of a 128-expert MoE
+ * (1,043 layers, each expert a layer) keep 20; from ~11,000 layers, 2. Before, a run's memory grew
+ * with its layer count (~200 MiB at 1,043 layers, allocated at its first stats step).
+ */
+export const LAYERS_AT_FULL_HISTORY = 341;
+
+/** Rows each (layer, GEMM) series of a run declaring `layers` layers keeps (see LAYERS_AT_FULL_HISTORY). */
+export function statsPerSeriesOf(statsPerSeries: number, layers: number): number {
+  if (layers <= LAYERS_AT_FULL_HISTORY) return statsPerSeries;
+  return Math.max(2, Math.floor((statsPerSeries * LAYERS_AT_FULL_HISTORY) / layers));
+}
+
 /** Where a run came from: streamed from a trainer, or read from a run-log directory. */
 export type RunSource = 'live' | 'loaded';
 
@@ -108,6 +124,8 @@ class StoredRun implements RunView {
   private readonly validationSeries: ThinningSeries<ValidationRecord>;
   private readonly statsStepSeries: ThinningSeries<number>;
   private readonly stats = new Map<SeriesKey, LayerStatsSeries>();
+  /** Rows per (layer, GEMM) series: the limit, or fewer for a run of many layers (statsPerSeriesOf). */
+  private statsPerSeries: number;
   private readonly saved: CheckpointSavedRecord[] = [];
   private readonly recentSteps = new RecentStepTimes();
 
@@ -121,6 +139,7 @@ class StoredRun implements RunView {
     this.stepSeries = new ThinningSeries(limits.stepsPerRun);
     this.validationSeries = new ThinningSeries(limits.validationPerRun);
     this.statsStepSeries = new ThinningSeries(limits.stepsPerRun);
+    this.statsPerSeries = limits.statsPerSeries;
   }
 
   /**
@@ -141,6 +160,7 @@ class StoredRun implements RunView {
         summary.logDir = record.logDir;
         summary.status = summary.ended ? summary.ended.status : 'running';
         this.layers = record.layers;
+        this.statsPerSeries = statsPerSeriesOf(this.limits.statsPerSeries, record.layers.length);
         this.declared = new Map(record.layers.map((layer) => [layer.name, { fprop: undefined, dgrad: undefined, wgrad: undefined }]));
         break;
       case 'step':
@@ -161,7 +181,7 @@ class StoredRun implements RunView {
         }
         let series = layerSeries[record.gemm];
         if (!series) {
-          series = layerSeries[record.gemm] = new LayerStatsSeries(this.limits.statsPerSeries, { runId: record.runId, layer: record.layer, gemm: record.gemm });
+          series = layerSeries[record.gemm] = new LayerStatsSeries(this.statsPerSeries, { runId: record.runId, layer: record.layer, gemm: record.gemm });
           this.stats.set(seriesKey(record.layer, record.gemm), series);
         }
         series.push(record);

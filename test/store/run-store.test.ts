@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { RunStore } from '../../src/store/run-store.js';
+import { LAYERS_AT_FULL_HISTORY, RunStore, statsPerSeriesOf } from '../../src/store/run-store.js';
+import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { loadRunLog, runLogDirs } from '../../src/store/load-run-log.js';
 import { RunLogWriter } from '../../src/runlog/index.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
@@ -131,6 +132,25 @@ test(`an 8B-sized run (672,000 layer-stats records) stays within ${MEMORY_BUDGET
   assert.equal(history[history.length - 1]!.step, 9_990, 'and ends at the newest stats step');
   assert.ok(retained < MEMORY_BUDGET_BYTES, `retained ${(retained / 2 ** 20).toFixed(1)} MiB`);
   console.log(`# 8B-sized run retained ${(retained / 2 ** 20).toFixed(1)} MiB for ${records} layer-stats records (budget ${MEMORY_BUDGET_BYTES / 2 ** 20} MiB)`);
+});
+
+test('a run of many layers keeps fewer stats steps per layer, so its layer stats stay within the same rows', () => {
+  assert.equal(statsPerSeriesOf(64, 224), 64, 'an 8B-sized model keeps the setting');
+  assert.equal(statsPerSeriesOf(64, LAYERS_AT_FULL_HISTORY), 64);
+  assert.equal(statsPerSeriesOf(64, 1_043), 20, 'four blocks of a 128-expert MoE');
+  assert.equal(statsPerSeriesOf(64, 100_000), 2, 'at least the first and the newest');
+  assert.equal(statsPerSeriesOf(1_000, 224), 1_000, 'a larger setting is kept where the layers fit');
+  const kept = (blocks: number) => {
+    const store = new RunStore();
+    const layer = 'blocks.0.attn.q';
+    for (const record of syntheticRun({ runId: 'r', blocks, steps: 200, statsEvery: 2, evalEvery: 1_000, sketchSize: 8, rotation: 'hadamard', seed: 1, statsLayers: (name) => name === layer })) store.ingest(record);
+    const records = store.get('r')!.layerStats(layer, 'wgrad');
+    assert.equal(records.at(-1)!.step, 198, 'the newest is kept');
+    assert.equal(records[0]!.step, 0, 'the first is kept');
+    return records.length;
+  };
+  assert.ok(kept(32) > 32, 'a 224-layer run keeps up to 64 of its 100 stats steps');
+  assert.ok(kept(149) <= 21, 'a 1,043-layer run keeps up to 20 (+ the newest)');
 });
 
 test('loading a run log: records land as a loaded run; a log cut short ends up unknown; loading twice does not double it', async () => {
