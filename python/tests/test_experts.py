@@ -480,6 +480,22 @@ class Experts(unittest.TestCase):
                     self.assertIn(f"{2 * EXPERTS} of the {2 * EXPERTS} layers are experts", hints[0])
                     self.assertIn("stats_layer_groups", hints[0])
 
+    def test_a_run_start_too_large_for_clients_is_told(self):
+        from unittest import mock
+        from mxscope_bridge import bridge as bridge_module
+        for limit, told in ((1_000, True), (1_000_000, False)):
+            with self.subTest(limit=limit), mock.patch.object(bridge_module, "HARD_FRAME_BYTES", limit):
+                lines = []
+                bridge = bridge_for(Moe(StackedExperts()), tempfile.mkdtemp(prefix="mxscope-large-start-"), log=lines.append)
+                bridge.start_run()
+                bridge.end_run()
+                bridge.close()
+                warned = [line for line in lines if "a client reads" in line]
+                self.assertEqual(len(warned), 1 if told else 0, lines)
+                if told:
+                    self.assertIn(f"{2 * EXPERTS} now", warned[0])
+                    self.assertIn("sketch_size", warned[0])
+
     def test_a_grouped_implementation_runs_eager_while_observed(self):
         torch.manual_seed(0)
         model = Moe(GroupedExperts())
