@@ -422,6 +422,16 @@ class ExpertsMultipliedByGroupedMm(unittest.TestCase):
         self.assertEqual(steps, {1})
 
 
+def run_start_log(**bridge_kwargs) -> list:
+    """The bridge's log lines from starting and ending one run of the experts model."""
+    lines = []
+    bridge = bridge_for(Moe(StackedExperts()), tempfile.mkdtemp(prefix="mxscope-start-log-"), log=lines.append, **bridge_kwargs)
+    bridge.start_run()
+    bridge.end_run()
+    bridge.close()
+    return lines
+
+
 class Experts(unittest.TestCase):
     def test_one_layer_per_expert_and_parameter(self):
         found = [(name, type(module).__name__) for name, module, _ in layers.observed_modules(Moe(StackedExperts()))]
@@ -468,12 +478,7 @@ class Experts(unittest.TestCase):
         from mxscope_bridge import bridge as bridge_module
         for groups, told in ((1, True), (2, False)):
             with self.subTest(stats_layer_groups=groups), mock.patch.object(bridge_module, "MANY_EXPERT_LAYERS", 2 * EXPERTS):
-                lines = []
-                bridge = bridge_for(Moe(StackedExperts()), tempfile.mkdtemp(prefix="mxscope-many-experts-"), stats_every=2,
-                                    stats_layer_groups=groups, log=lines.append)
-                bridge.start_run()
-                bridge.end_run()
-                bridge.close()
+                lines = run_start_log(stats_every=2, stats_layer_groups=groups)
                 hints = [line for line in lines if "are experts" in line]
                 self.assertEqual(len(hints), 1 if told else 0, lines)
                 if told:
@@ -485,11 +490,7 @@ class Experts(unittest.TestCase):
         from mxscope_bridge import bridge as bridge_module
         for limit, told in ((1_000, True), (1_000_000, False)):
             with self.subTest(limit=limit), mock.patch.object(bridge_module, "HARD_FRAME_BYTES", limit):
-                lines = []
-                bridge = bridge_for(Moe(StackedExperts()), tempfile.mkdtemp(prefix="mxscope-large-start-"), log=lines.append)
-                bridge.start_run()
-                bridge.end_run()
-                bridge.close()
+                lines = run_start_log()
                 warned = [line for line in lines if "a client reads" in line]
                 self.assertEqual(len(warned), 1 if told else 0, lines)
                 if told:
