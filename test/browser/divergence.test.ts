@@ -55,6 +55,34 @@ test('Show in Dashboard opens the layer heatmap at the divergence; hover and cli
   await page.close();
 });
 
+test('Layer heatmap: the layer filter keeps the matching rows; hover and click follow them', async () => {
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(syntheticRun(DIVERGING)) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Layer heatmap');
+  await waitText(page, '.layer-heatmap-view p.note', /: 28 layers ×/);
+  const all = await canvasHash(page, 'canvas.layer-grid');
+  await page.fill('.layer-heatmap-view vscode-text-field >> input', 'attn\\.v');
+  await waitText(page, '.layer-heatmap-view p.note', /: 4 of 28 layers ×/);
+  assert.match((await page.locator('canvas.layer-grid').getAttribute('aria-label'))!, /of 4 layers/);
+  assert.notEqual(await canvasHash(page, 'canvas.layer-grid'), all, 'four rows drawn, not 28');
+  assert.equal((await uiState(page)).layerFilter, 'attn\\.v', 'the filter the other per-layer tabs share');
+  // Row 1 of the 4 (blocks.1.attn.v), newest column: the tooltip and the click name the filtered row's layer.
+  const box = (await page.locator('canvas.layer-grid').boundingBox())!;
+  const geometry = { left: 120, right: 8, top: 6, bottom: 18 };
+  const y = box.y + geometry.top + ((1 + 0.5) * (box.height - geometry.top - geometry.bottom)) / 4;
+  const x = box.x + box.width - geometry.right - 2;
+  await page.mouse.move(x, y);
+  const tip = page.locator('.heat-tip');
+  await tip.waitFor({ state: 'visible' });
+  assert.match((await tip.textContent()) ?? '', /^blocks\.1\.attn\.v · wgrad · step \d+ · /);
+  await page.mouse.click(x, y);
+  await waitText(page, '.scales-view .stats', 'saturated');
+  assert.match((await page.textContent('.scales-view .panel-title')) ?? '', /blocks\.1\.attn\.v · wgrad/);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
 test('Layer heatmap: every metric and GEMM draws; wgrad-only metrics pin the GEMM', async () => {
   const host = await openDashboard(browser, 'light', { before: (h) => h.ingest(syntheticRun(DIVERGING)) });
   const { page } = host;

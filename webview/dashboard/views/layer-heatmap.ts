@@ -2,17 +2,18 @@
 // lag-1 correlation, scale shift) for one run and GEMM: rows are layers in model order, columns
 // stats steps, brighter is worse. It answers "which layer moved first?" before a divergence.
 // Hover names the cell's layer, step and value; a click (or Enter) opens that layer's block scales
-// at that step; the chosen step (e.g. a divergence) is marked.
+// at that step; the chosen step (e.g. a divergence) is marked; the layer filter keeps the rows it matches.
 import { GEMM_KINDS, wgradErrorNote, type GemmKind } from '../../../src/protocol/config.js';
 import { GEMM_OPERANDS } from '../../../src/protocol/telemetry.js';
 import { badness, layerMetric, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
 import { GRID_METRICS, type GridMetric, type LayerGridMessage } from '../../../src/protocol/webview.js';
-import { dropdown } from '../../ui/toolkit.js';
+import { dropdown, textField } from '../../ui/toolkit.js';
 import { element, formatNumber, type Context, type View } from '../context.js';
 import { paintGrid, type GridGeometry } from '../heatmap-canvas.js';
 import { interactiveHeatmap } from '../heatmap-interaction.js';
 import { controlsWithRunPicker, panelRunsOrNote } from '../layer-picker.js';
 import { stepIndex } from './scales.js';
+import { filterLayers } from '../model/ui-state.js';
 
 const ROW_PX = { min: 4, max: 14 };
 
@@ -20,7 +21,9 @@ export class LayerHeatmapView implements View {
   readonly root = element('div', 'view layer-heatmap-view');
   private readonly heat = element('canvas', 'heatmap layer-grid');
   private readonly note = element('p', 'note');
+  /** The host's grid of the run's layers, and its rows the layer filter keeps (what is drawn). */
   private grid: LayerGridMessage | undefined;
+  private shown: LayerGridMessage | undefined;
   private geometry: GridGeometry | null = null;
 
   constructor(private readonly ctx: Context) {
@@ -32,6 +35,8 @@ export class LayerHeatmapView implements View {
         ctx.update({ gridMetric: metric, ...(layerMetric(metric).wgradOnly ? { gridGemm: 'wgrad' as const } : {}) }, true);
       }, 'heatmap metric'),
       dropdown(this.gemms().map((g) => ({ value: g, label: g })), this.gemm(), (g) => ctx.update({ gridGemm: g as GemmKind }), 'heatmap GEMM'),
+      // The same filter as the other per-layer tabs': a mixture-of-experts run has thousands of rows.
+      textField(ctx.state.layerFilter, 'filter layers (name or regex)', (layerFilter) => ctx.update({ layerFilter })),
     );
     const box = element('section', 'chart-box');
     box.append(element('h3', undefined, 'Layers × stats steps (brighter = worse)'));
@@ -59,19 +64,21 @@ export class LayerHeatmapView implements View {
     if (!run) return;
     const { gridMetric } = this.ctx.state;
     this.grid = this.ctx.grid(run.runId, gridMetric, this.gemm());
-    const grid = this.grid;
+    this.shown = this.grid && filteredRows(this.grid, this.ctx.state.layerFilter);
+    const grid = this.shown;
     if (!grid) {
       this.note.textContent = 'Loading…';
       return;
     }
     const rows = grid.layers.length;
+    const of = rows < this.grid!.layers.length ? ` of ${this.grid!.layers.length}` : '';
     const columns = grid.steps.length;
     const info = layerMetric(gridMetric);
     const errorNote = wgradErrorNote(run);
     this.note.textContent =
       columns === 0
         ? `${run.name}: no ${grid.gemm} layer stats yet.`
-        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.` +
+        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows}${of} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.` +
           withoutStatsNote(grid.gemm, grid.withoutStats) +
           (info.wgradOnly && errorNote ? ` ${errorNote}.` : '');
     this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
@@ -82,7 +89,7 @@ export class LayerHeatmapView implements View {
   }
 
   private describe(column: number, row: number): string | null {
-    const grid = this.grid;
+    const grid = this.shown;
     if (!grid) return null;
     const value = grid.values[row * grid.steps.length + column];
     const label = layerMetric(grid.metric).title;
@@ -90,21 +97,21 @@ export class LayerHeatmapView implements View {
   }
 
   private open(column: number, row: number): void {
-    const grid = this.grid;
+    const grid = this.shown;
     if (!grid) return;
     const gemm = grid.gemm;
     this.ctx.update({ tab: 'scales', layer: grid.layers[row]!, step: grid.steps[column]!, gemm, operand: GEMM_OPERANDS[gemm][0] }, true);
   }
 
   csv() {
-    const grid = this.grid;
+    const grid = this.shown;
     const rows: (string | number | null)[][] = [];
     if (grid) grid.layers.forEach((layer, r) => grid.steps.forEach((step, c) => rows.push([grid.runId, layer, grid.gemm, step, grid.values[r * grid.steps.length + c] ?? null])));
     return { name: `layer-heatmap-${this.ctx.state.gridMetric}.csv`, header: ['run_id', 'layer', 'gemm', 'step', this.ctx.state.gridMetric], rows };
   }
 
   canvas(): HTMLCanvasElement | null {
-    return this.grid ? this.heat : null;
+    return this.shown ? this.heat : null;
   }
 
   destroy(): void {}
@@ -116,6 +123,15 @@ export function withoutStatsNote(gemm: string, names: readonly string[]): string
   const shown = names.slice(0, 3).join(', ') + (names.length > 3 ? ` and ${names.length - 3} more` : '');
   const why = gemm === 'wgrad' ? 'a frozen weight has no Wgrad GEMM' : gemm === 'dgrad' ? 'a layer whose input needs no gradient has no Dgrad GEMM' : 'the layer never ran';
   return ` Not shown, with no ${gemm} stats in this run (${why}): ${shown}.`;
+}
+
+/** The grid's rows whose layer the filter (name or regex, as the other per-layer tabs read it) matches. */
+function filteredRows(grid: LayerGridMessage, filter: string): LayerGridMessage {
+  if (filter === '') return grid;
+  const kept = new Set(filterLayers(grid.layers, filter, Infinity).names);
+  const columns = grid.steps.length;
+  const rows = grid.layers.flatMap((layer, r) => (kept.has(layer) ? [r] : []));
+  return { ...grid, layers: rows.map((r) => grid.layers[r]!), values: rows.flatMap((r) => grid.values.slice(r * columns, (r + 1) * columns)) };
 }
 
 /** Cell shades in [0, 1], 1 the worst value on the grid (NaN where there are no stats). */
