@@ -325,6 +325,17 @@ class GroupedGemmSplit(unittest.TestCase):
         self.assertTrue(torch.equal(y[:7], want[:7]))
         self.assertTrue(torch.equal(y[7:], torch.zeros(3, 2 * HIDDEN)))
 
+    def test_experts_kept_in_out_are_split_too(self):
+        transposed = MatmulExperts(self.stacked)  # [E, in, out], multiplied as given (transformers' is_transposed)
+        slices = dict(expert_slices("experts", transposed))
+        seen = []
+        slices["experts.gate_up_proj.0"].register_forward_hook(lambda m, inputs, out: seen.append(inputs[0].shape[0]))
+        calls = _ExpertCalls(list(slices.values()))
+        y = calls._grouped(reference_grouped_mm, (self.x, transposed.gate_up_proj), {"offs": self.offs})
+        want = reference_grouped_mm(self.x, self.weights, self.offs)
+        self.assertEqual(seen, [3])
+        self.assertTrue(torch.equal(y[:7], want[:7]), "the same experts, the same products")
+
     def test_other_grouped_products_are_not_split(self):
         calls = _ExpertCalls(list(self.slices.values()))
         other = torch.randn(3, DIM, 2 * HIDDEN)
