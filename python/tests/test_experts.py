@@ -318,6 +318,23 @@ class GroupedGemmSplit(unittest.TestCase):
         self.assertTrue(torch.equal(y[:7], want[:7]))
         self.assertTrue(torch.isnan(y[7:]).all(), "rows past the last expert's stay as the kernel left them")
 
+    def test_gradients_flow_through_each_row_once(self):
+        """Expert 1's rows of the grouped product are replaced: its gradient comes from its own product alone."""
+        def grads(split: bool):
+            self.stacked.zero_grad()
+            x = self.x.clone().requires_grad_()
+            if split:
+                y = _ExpertCalls(list(self.slices.values()))._grouped(reference_grouped_mm, (x, self.weights), {"offs": self.offs})
+            else:
+                y = reference_grouped_mm(x, self.weights, self.offs)
+            y[:7].pow(2).sum().backward()
+            return x.grad, self.stacked.gate_up_proj.grad.clone()
+        want_x, want_w = grads(split=False)
+        self.slices["experts.gate_up_proj.1"].register_forward_hook(lambda m, inputs, out: None)
+        got_x, got_w = grads(split=True)
+        self.assertTrue(torch.allclose(got_x, want_x, rtol=1e-6, atol=1e-7))
+        self.assertTrue(torch.allclose(got_w, want_w, rtol=1e-6, atol=1e-7))
+
     def test_every_expert_busy_runs_no_grouped_gemm(self):
         y, seen, _ = self.split(busy=[0, 1, 2])
         want = reference_grouped_mm(self.x, self.weights, self.offs)
