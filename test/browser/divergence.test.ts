@@ -3,7 +3,7 @@
 // clicking opens the layer's block scales at that step; every heatmap metric and GEMM draws.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { NoticeFilter } from '../../src/dashboard/notice.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { BASE_RUN } from './fixtures.js';
@@ -17,6 +17,18 @@ before(async () => {
 after(async () => browser?.close());
 
 const DIVERGING = { ...BASE_RUN, runId: 'rht32', name: 'dgrad bf16 · RHT32', rotation: 'random-hadamard' as const, seed: 1, divergeAt: { step: 424, layer: 'blocks.1.attn.v', lead: 24 } };
+
+/** Hovers row `row` of `rows` at the layer heatmap's newest column: the point and the tooltip's text. */
+async function hoverNewest(page: Page, row: number, rows: number): Promise<{ x: number; y: number; tip: string }> {
+  const box = (await page.locator('canvas.layer-grid').boundingBox())!;
+  const geometry = { left: 120, right: 8, top: 6, bottom: 18 };
+  const y = box.y + geometry.top + ((row + 0.5) * (box.height - geometry.top - geometry.bottom)) / rows;
+  const x = box.x + box.width - geometry.right - 2;
+  await page.mouse.move(x, y);
+  const tip = page.locator('.heat-tip');
+  await tip.waitFor({ state: 'visible' });
+  return { x, y, tip: (await tip.textContent()) ?? '' };
+}
 
 test('Show in Dashboard opens the layer heatmap at the divergence; hover and click lead to the layer that moved first', async () => {
   const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest(syntheticRun(DIVERGING)) });
@@ -36,14 +48,7 @@ test('Show in Dashboard opens the layer heatmap at the divergence; hover and cli
   assert.notEqual(await canvasHash(page, 'canvas.layer-grid'), 'empty');
 
   // Hover the row of blocks.1.attn.v (row 9 of 28: seven layers per block) at the newest column: the flush is 10×.
-  const box = (await page.locator('canvas.layer-grid').boundingBox())!;
-  const geometry = { left: 120, right: 8, top: 6, bottom: 18 };
-  const y = box.y + geometry.top + ((9 + 0.5) * (box.height - geometry.top - geometry.bottom)) / 28;
-  const x = box.x + box.width - geometry.right - 2;
-  await page.mouse.move(x, y);
-  const tip = page.locator('.heat-tip');
-  await tip.waitFor({ state: 'visible' });
-  const text = (await tip.textContent()) ?? '';
+  const { x, y, tip: text } = await hoverNewest(page, 9, 28);
   const m = text.match(/^blocks\.1\.attn\.v · fprop · step (\d+) · Flushed % ([\d.]+)$/);
   assert.ok(m, `tooltip names the layer, GEMM, step and value: ${text}`);
   assert.ok(Number(m![2]) > 2, `the drifting layer's flush is high: ${m![2]} %`);
@@ -68,14 +73,8 @@ test('Layer heatmap: the layer filter keeps the matching rows; hover and click f
   assert.notEqual(await canvasHash(page, 'canvas.layer-grid'), all, 'four rows drawn, not 28');
   assert.equal((await uiState(page)).layerFilter, 'attn\\.v', 'the filter the other per-layer tabs share');
   // Row 1 of the 4 (blocks.1.attn.v), newest column: the tooltip and the click name the filtered row's layer.
-  const box = (await page.locator('canvas.layer-grid').boundingBox())!;
-  const geometry = { left: 120, right: 8, top: 6, bottom: 18 };
-  const y = box.y + geometry.top + ((1 + 0.5) * (box.height - geometry.top - geometry.bottom)) / 4;
-  const x = box.x + box.width - geometry.right - 2;
-  await page.mouse.move(x, y);
-  const tip = page.locator('.heat-tip');
-  await tip.waitFor({ state: 'visible' });
-  assert.match((await tip.textContent()) ?? '', /^blocks\.1\.attn\.v · wgrad · step \d+ · /);
+  const { x, y, tip } = await hoverNewest(page, 1, 4);
+  assert.match(tip, /^blocks\.1\.attn\.v · wgrad · step \d+ · /);
   await page.mouse.click(x, y);
   await waitText(page, '.scales-view .stats', 'saturated');
   assert.match((await page.textContent('.scales-view .panel-title')) ?? '', /blocks\.1\.attn\.v · wgrad/);
