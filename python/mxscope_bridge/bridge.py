@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import json
 import errno
 import os
 import queue
@@ -38,7 +37,7 @@ from .config import GEMM_KINDS, check_gemm, check_layer_groups, check_wgrad_erro
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
-from .link import HARD_FRAME_BYTES, TOKEN_ENV, RequestError, TrainerServer
+from .link import TOKEN_ENV, RequestError, TrainerServer
 from .record_pump import RecordPump
 from .observe import ObserveState, declared_precisions, observer_hook, observer_pre_hook
 from .protocol import describe_gemm
@@ -320,23 +319,10 @@ class Bridge:
             started["logDir"] = self.run_dir
             self._writer = RunLogWriter(self.run_dir, started)
         self._publish(started, logged=True)
-        self._warn_if_clients_cannot_read(started)
         self._hint_at_expert_cost(config)
         if self._freeze_gc:
             gc_freeze.freeze_for(self)
         return config
-
-    def _warn_if_clients_cannot_read(self, started: dict) -> None:
-        """A runStarted over the frame size a client reads (16 MiB) is skipped by the extension,
-        which then shows nothing of the run: say so, and what shrinks it (each layer lists its
-        sketch positions: ~30,000 layers at the default sketch size pass the limit)."""
-        if not self.server:
-            return
-        size = len(json.dumps(started, separators=(",", ":")).encode())
-        if size > HARD_FRAME_BYTES:
-            self.log(f"this run's runStarted is {size / 2 ** 20:.1f} MiB, over the {HARD_FRAME_BYTES // 2 ** 20} MiB a client reads: "
-                     f"VS Code will not show the run. Fewer layers (include=/exclude=, {len(self.layers)} now) or a smaller sketch "
-                     f"(run_config(sketch_size=…), {self.config['sketchSize']} positions per layer now) shrink it")
 
     def _hint_at_expert_cost(self, config: dict) -> None:
         experts = sum(isinstance(module, ExpertSlice) for _, module, _ in self.layers)

@@ -124,6 +124,17 @@ def telemetry_frame(line: str, seq: int) -> str:
     return '{"seq":%d,%s' % (seq, line[1:])
 
 
+def too_large_for_clients(record: dict, size: int) -> str:
+    """What a record over the frame size a client reads means, and for a runStarted (each layer lists
+    its sketch positions: ~27,000 layers at the default sketch pass the limit) what shrinks it."""
+    kind = record.get("type")
+    said = f"a {kind} record of {size / 2 ** 20:.1f} MiB is over the {HARD_FRAME_BYTES // 2 ** 20} MiB a client reads: VS Code skips it"
+    if kind != "runStarted":
+        return said
+    return (f"{said} and will not show the run. Fewer layers (include=/exclude=, {len(record['layers'])} now) or a smaller sketch "
+            f"(run_config(sketch_size=…), {record['config']['sketchSize']} positions per layer now) shrink it")
+
+
 class _Peer:
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -214,6 +225,8 @@ class TrainerServer:
         # Encoded once for the socket and the run log.
         line = compact(resolved(record))
         frame = text_frame(telemetry_frame(line, self.last_seq + 1))
+        if frame[1] > HARD_FRAME_BYTES:
+            self.log(too_large_for_clients(record, frame[1]))
         with self._lock:
             self.last_seq += 1
             self._replay.push(frame)

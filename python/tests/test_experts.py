@@ -515,9 +515,9 @@ class Experts(unittest.TestCase):
 
     def test_a_run_start_too_large_for_clients_is_told(self):
         from unittest import mock
-        from mxscope_bridge import bridge as bridge_module
+        from mxscope_bridge import link
         for limit, told in ((1_000, True), (1_000_000, False)):
-            with self.subTest(limit=limit), mock.patch.object(bridge_module, "HARD_FRAME_BYTES", limit):
+            with self.subTest(limit=limit), mock.patch.object(link, "HARD_FRAME_BYTES", limit):
                 lines = run_start_log()
                 warned = [line for line in lines if "a client reads" in line]
                 self.assertEqual(len(warned), 1 if told else 0, lines)
