@@ -76,12 +76,18 @@ function scaleSummary(expCounts: Uint32Array, outlierBinades: number): Pick<Matr
  * floating-point dtype", which reads as if the weight were missing.
  */
 function packedMxfp4Reason(tensor: CheckpointTensor): string | undefined {
-  const packed = /^(.+)_(blocks|scales)$/.exec(tensor.name);
+  const packed = packedPart(tensor.name);
   if (tensor.dtype !== 'U8' || !packed) return undefined;
-  const [, base, part] = packed;
+  const { base, part } = packed;
   return part === 'blocks'
     ? `packed MXFP4 codes of ${base} (two FP4 values a byte): its stored E8M0 scales are analysed under ${base}_scales`
     : `E8M0 scales of ${base} without a ${base}_blocks tensor of their shape and 16 bytes a block: not analysed`;
+}
+
+/** `<base>_blocks` or `<base>_scales`: the weight's name and which half of its MXFP4 the tensor holds. */
+function packedPart(name: string): { base: string; part: 'blocks' | 'scales' } | undefined {
+  const match = /^(.+)_(blocks|scales)$/.exec(name);
+  return match ? { base: match[1]!, part: match[2] as 'blocks' | 'scales' } : undefined;
 }
 
 /** The `<name>_scales` tensors whose `<name>_blocks` lies beside them: weights stored as MXFP4. */
@@ -89,8 +95,8 @@ function storedScaleTensors(tensors: readonly CheckpointTensor[]): Set<Checkpoin
   const byName = new Map(tensors.map((tensor) => [tensor.name, tensor]));
   const stored = new Set<CheckpointTensor>();
   for (const scales of tensors) {
-    const base = /^(.+)_scales$/.exec(scales.name)?.[1];
-    const blocks = base === undefined ? undefined : byName.get(`${base}_blocks`);
+    const packed = packedPart(scales.name);
+    const blocks = packed?.part === 'scales' ? byName.get(`${packed.base}_blocks`) : undefined;
     if (scales.dtype !== 'U8' || blocks?.dtype !== 'U8' || scales.shape.length === 0 || scales.elements === 0) continue;
     if (blocks.shape.length === scales.shape.length + 1 && blocks.shape.at(-1) === 16 && scales.shape.every((size, i) => blocks.shape[i] === size)) stored.add(scales);
   }
@@ -98,7 +104,7 @@ function storedScaleTensors(tensors: readonly CheckpointTensor[]): Set<Checkpoin
 }
 
 function storedMxfp4Note(scales: CheckpointTensor): string {
-  const base = scales.name.slice(0, -'_scales'.length);
+  const base = packedPart(scales.name)!.base;
   return `${base} stored as MXFP4 (codes in ${base}_blocks): its E8M0 scales' histogram; saturation, flushing and SQNR need the values before quantization`;
 }
 
