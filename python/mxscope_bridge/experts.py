@@ -213,6 +213,11 @@ class _ExpertCalls(TorchFunctionMode):
         if any(found is None for found in experts) or len(ends) != len(experts) or not 0 < ends[-1] <= x.shape[0]:
             return None
         self.split += 1
+        emulation = _grouped_emulation(experts)
+        if emulation is not None:
+            from .grouped_emulation import GroupedEmulatedExperts
+            what = experts[0]._mxscope_name.rsplit(".", 1)[0]
+            return GroupedEmulatedExperts.apply(x, weights, given["offs"], ends, emulation, call, what)
         # Experts with nothing to do this step (outside this stats step's layer group) keep the
         # trainer's grouped GEMM: its rows of the busy experts are replaced (no gradient flows back
         # through them) by their own products.
@@ -253,6 +258,22 @@ class _ExpertCalls(TorchFunctionMode):
                 if all(found is not None for found in experts):
                     return torch.stack([run_linear(found, x[e], weights[e].t(), None, _matmul_linear) for e, found in enumerate(experts)])
         return func(*args, **kwargs)
+
+
+def _grouped_emulation(experts: List[ExpertSlice]):
+    """The Emulation that every expert of a grouped GEMM runs under, when they can run as one grouped
+    emulated product (grouped_emulation.py): none has hooks, no capture measures them this step,
+    and every GEMM's config quantizes an operand the same wherever its rows lie."""
+    emulation = getattr(experts[0], "_mxscope_emulation", None)
+    if emulation is None or not emulation.enabled or not all(getattr(e, "_mxscope_emulation", None) is emulation for e in experts):
+        return None
+    if any(e.pre_hooks or e.forward_hooks for e in experts):
+        return None
+    from .grouped_emulation import groupable
+    capture = emulation.capture
+    if capture is not None and any(capture.observes(e._mxscope_name) for e in experts):
+        return None
+    return emulation if all(groupable(emulation.gemms[kind], emulation.misfit) for kind in ("fprop", "dgrad", "wgrad")) else None
 
 
 def _hooks(target) -> Tuple[list, list]:

@@ -5,12 +5,14 @@ import math
 import tempfile
 import types
 import unittest
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
 
-from mxscope_bridge import emulate, layers
+from mxscope_bridge import default_gemms, emulate, gemm_config, layers
 from mxscope_bridge.experts import _ExpertCalls, expert_slices
+from mxscope_bridge.grouped_emulation import GroupedEmulatedExperts
 
 from tests.helpers import bridge_for, mx_gemms, read_log
 
@@ -280,14 +282,26 @@ GroupedMmExperts.forward.__wrapped__ = StackedExperts.forward
 
 
 def reference_grouped_mm(x, weights, offs):
-    """A grouped GEMM as torch's kernels compute it: rows [offs[e-1], offs[e]) times weights[e];
-    rows past the last offset are left unwritten (NaN here)."""
+    """A grouped GEMM as torch's kernels compute it: rows [offs[e-1], offs[e]) times weights[e],
+    rows past the last offset left unwritten (NaN here); with 2-D weights (a Wgrad), group e is
+    x's columns times weights' rows [offs[e-1], offs[e])."""
+    if weights.dim() == 2:
+        REFERENCE_CALLS.append("2-D")
+        out, start = torch.empty(len(offs), x.shape[0], weights.shape[1]), 0
+        for e, end in enumerate(offs.tolist()):
+            out[e] = x[:, start:end] @ weights[start:end]
+            start = end
+        return out
     out = torch.full((x.shape[0], weights.shape[2]), float("nan"))
     start = 0
     for e, end in enumerate(offs.tolist()):
         out[start:end] = x[start:end] @ weights[e]
         start = end
     return out
+
+
+#: The kinds of reference_grouped_mm calls made ("2-D": a Wgrad grouped over the tokens)
+REFERENCE_CALLS = []
 
 
 class GroupedGemmSplit(unittest.TestCase):
@@ -362,6 +376,78 @@ class GroupedGemmSplit(unittest.TestCase):
         self.assertEqual(calls.split, 0)
 
 
+class GroupedEmulation(unittest.TestCase):
+    """Emulated experts of a grouped GEMM run as one grouped emulated product per parameter (on CPU,
+    with the reference grouped product): the values and gradients of one emulated GEMM per expert."""
+
+    def outputs(self, gemms, grouped: bool, rows=40):
+        torch.manual_seed(0)
+        model = Moe(StackedExperts())
+        emulate(model, gemms)
+        generator = torch.Generator().manual_seed(1)
+        h = torch.randn(rows, DIM, generator=generator).requires_grad_()
+        choice = (torch.rand(rows, generator=generator) < 0.4).long()  # experts 0 and 1, 23 and 17 tokens: no whole blocks; 2: none
+        experts = model.experts
+        if grouped:
+            order = torch.sort(choice, stable=True).indices
+            offs = torch.cumsum(torch.bincount(choice, minlength=EXPERTS), 0, dtype=torch.int32)
+            calls = _ExpertCalls([s for group in experts._mxscope_experts.values() for s in group])
+            gate, up = calls._grouped(reference_grouped_mm, (h[order], experts.gate_up_proj.transpose(-2, -1)), {"offs": offs}).chunk(2, dim=-1)
+            y_sorted = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, experts.down_proj.transpose(-2, -1)), {"offs": offs})
+            y = torch.empty_like(y_sorted).index_copy(0, order, y_sorted)
+        else:
+            y = experts(h, choice)
+        REFERENCE_CALLS.clear()
+        y.pow(2).sum().backward()
+        return y.detach(), h.grad, experts.gate_up_proj.grad, experts.down_proj.grad, list(REFERENCE_CALLS)
+
+    def assert_same(self, gemms, grouped_wgrads: int):
+        want = self.outputs(gemms, grouped=False)
+        got = self.outputs(gemms, grouped=True)
+        self.assertEqual(got[4], ["2-D"] * grouped_wgrads, "Wgrads as grouped products over the tokens")
+        self.assertTrue(torch.equal(got[0], want[0]), "Fprop")
+        self.assertTrue(torch.equal(got[1], want[1]), "Dgrad")
+        for name, g, w in zip(("gate_up_proj", "down_proj"), got[2:4], want[2:4]):
+            self.assertTrue(torch.allclose(g, w, rtol=1e-5, atol=1e-7), f"Wgrad of {name}: {(g - w).abs().max().item()}")
+        return got, want
+
+    def test_mxfp4_with_a_hadamard_block_matches_one_gemm_per_expert(self):
+        got, _ = self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2)
+        plain = self.outputs({kind: gemm_config("bf16") for kind in ("fprop", "dgrad", "wgrad")}, grouped=True)
+        self.assertFalse(torch.equal(got[0], plain[0]), "the products ran in MXFP4")
+
+    def test_mxfp4_without_rotation_and_a_wgrad_in_bf16(self):
+        self.assert_same(mx_gemms("none"), grouped_wgrads=2)
+        gemms = dict(mx_gemms("hadamard"), wgrad=gemm_config("bf16"))
+        self.assert_same(gemms, grouped_wgrads=2)
+
+    def test_a_hadamard_block_of_16_pads_each_expert_to_whole_mx_blocks(self):
+        self.assert_same(default_gemms(gemm_config("mxfp4", "hadamard", 16)), grouped_wgrads=2)
+
+    def test_rows_past_the_last_expert_get_zeros_and_no_gradient(self):
+        model = Moe(StackedExperts())
+        emulate(model, mx_gemms("hadamard"))
+        slices = [s for group in model.experts._mxscope_experts.values() for s in group]
+        x = torch.randn(10, DIM).requires_grad_()
+        y = _ExpertCalls(slices)._grouped(reference_grouped_mm, (x, model.experts.gate_up_proj.transpose(-2, -1)), {"offs": torch.tensor([3, 7, 7])})
+        self.assertTrue(torch.equal(y[7:], torch.zeros(3, 2 * HIDDEN)), "transformers' expert-parallel sentinels")
+        y.pow(2).sum().backward()
+        self.assertTrue(torch.equal(x.grad[7:], torch.zeros(3, DIM)))
+        self.assertFalse(torch.equal(x.grad[:7], torch.zeros(7, DIM)))
+
+    def test_rounding_or_signs_drawn_per_expert_run_expert_by_expert(self):
+        for gemm in (gemm_config("mxfp4", "hadamard", 32, rounding="stochastic"), gemm_config("mxfp4", "random-hadamard", 32)):
+            self.assert_same(dict(mx_gemms("hadamard"), wgrad=gemm), grouped_wgrads=0)
+
+
+def assert_within_last_bit(test, got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """bf16 products of the same MXFP4 operands, summed in another order: equal but for a last bit here
+    and there (a grouped GEMM against one GEMM per expert)."""
+    ulp = want.float().abs() * 2.0 ** -7 + 1e-30
+    test.assertTrue(((got.float() - want.float()).abs() <= ulp).all(), f"{what}: more than a last bit apart")
+    test.assertLessEqual((got != want).float().mean().item(), 0.01, f"{what}: most elements are the same bits")
+
+
 @unittest.skipUnless(hasattr(torch, "_grouped_mm") and torch.cuda.is_available(), "torch._grouped_mm on CUDA (torch 2.9 and later, a GPU)")
 class ExpertsMultipliedByGroupedMm(unittest.TestCase):
     """transformers' grouped_mm experts keep their one grouped GEMM per parameter while observed or
@@ -382,14 +468,16 @@ class ExpertsMultipliedByGroupedMm(unittest.TestCase):
         for m in (model, twin):
             emulate(m, mx_gemms())
         calls = model.experts.grouped_calls
-        y, y_ref = model(x), twin(x)
+        with mock.patch.object(GroupedEmulatedExperts, "apply", side_effect=GroupedEmulatedExperts.apply) as grouped:
+            y, y_ref = model(x), twin(x)
         self.assertEqual(model.experts.grouped_calls, calls + 1, "the grouped implementation ran")
         y.float().pow(2).mean().backward()
         y_ref.float().pow(2).mean().backward()
         self.assertFalse(torch.equal(y, plain), "the experts' GEMMs ran in MXFP4")
-        self.assertTrue(torch.equal(y, y_ref))
+        self.assertEqual(grouped.call_count, 2, "one grouped emulated product per parameter")
+        assert_within_last_bit(self, y, y_ref, "Fprop")
         for name in ("gate_up_proj", "down_proj"):
-            self.assertTrue(torch.equal(getattr(model.experts, name).grad, getattr(twin.experts, name).grad), name)
+            assert_within_last_bit(self, getattr(model.experts, name).grad, getattr(twin.experts, name).grad, name)
 
     def test_observed_per_expert(self):
         model, _ = self.models()
