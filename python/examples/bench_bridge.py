@@ -18,6 +18,10 @@ alternate with blocks of the measured mode, so clock and thermal drift hit both 
   (t_stats + t_pre + (N-2)·t_off) / (N·t_plain) - 1.
 - emulated: every nn.Linear's three GEMMs in emulated MXFP4 (Hadamard block 32), no bridge.
 
+Parameters are float32 (AdamW's master weights) unless --param-dtype bfloat16. transformers' MoE
+experts multiply in their parameters' dtype, torch's grouped GEMM not being autocast's: with float32
+parameters the plain steps' expert GEMMs run in float32, emulated ones in bf16 as every other GEMM.
+
 Peak memory is torch.cuda.max_memory_allocated over the steps of each kind. The table printed last
 names the baseline of every row; --results writes all figures as JSON.
 """
@@ -72,6 +76,11 @@ class Trainer:
         else:
             self.model, self.kind = build()
         self.model.to(self.device)
+        if args.param_dtype == "bfloat16":
+            # transformers' grouped_mm experts multiply in their parameters' dtype (torch's grouped GEMM is
+            # not autocast's): float32 parameters make float32 expert GEMMs under bf16 autocast.
+            self.model.to(torch.bfloat16)
+            self.kind += ", parameters bf16"
         if checkpointing and hasattr(self.model, "gradient_checkpointing_enable"):
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
@@ -327,6 +336,8 @@ def main():
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--model", default="llama", choices=["llama", "moe"], help="llama: TinyLlama's shape (--tiny: a toy); moe: MOE_SHAPE (transformers)")
     parser.add_argument("--no-transformers", action="store_true")
+    parser.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="the parameters' dtype (and AdamW's); bf16 autocast either way. transformers' MoE experts multiply in it")
     parser.add_argument("--skip-observe", action="store_true")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--results", default=None)
