@@ -111,30 +111,38 @@ class GroupedEmulatedExperts(torch.autograd.Function):
             dx[ends[-1]:] = 0
             dx = dx.to(x_dtype)
         if ctx.needs_input_grad[1]:
-            dw = _wgrad(dy[:ends[-1]], x[:ends[-1]].to(dtype), ends, emulation.gemms["wgrad"], dtype, misfit, grouped_mm, what).to(w_dtype)
+            # In the parameter's own layout where the grouped GEMM took a transposed view of it
+            # (transformers' [E, out, in] experts): autograd then hands it on without a copy.
+            param_layout = weights.transpose(1, 2).is_contiguous() and not weights.is_contiguous()
+            dw = _wgrad(dy[:ends[-1]], x[:ends[-1]].to(dtype), ends, emulation.gemms["wgrad"], dtype, misfit, grouped_mm, what,
+                        w_dtype, param_layout)
         return dx, dw, None, None, None, None, None
 
 
 def _wgrad(dy: torch.Tensor, x: torch.Tensor, ends: List[int], gemm: dict, dtype: torch.dtype, misfit: str,
-           grouped_mm: Callable, what: str) -> torch.Tensor:
-    """[E, in, out]: expert e's Xᵀ·∇Y over its own tokens, both quantized along the tokens."""
+           grouped_mm: Callable, what: str, out_dtype: torch.dtype, param_layout: bool) -> torch.Tensor:
+    """[E, in, out] in `out_dtype`: expert e's Xᵀ·∇Y over its own tokens, both quantized along the
+    tokens; with param_layout, the transpose of a contiguous [E, out, in]."""
     counts = [end - start for start, end in zip([0] + ends[:-1], ends)]
     block = _wgrad_block(gemm)
     dy, spread_ends = _spread(dy, counts, block)
     x, _ = _spread(x, counts, block)
     dyq = _quantized(dy.t(), gemm, dtype, misfit, f"{what} wgrad")  # [out, tokens]
     xq = _quantized(x.t(), gemm, dtype, misfit, f"{what} wgrad")  # [in, tokens]
-    return _products_float32(grouped_mm, xq, dyq.t(), spread_ends)
+    if param_layout:
+        return _grouped_product(grouped_mm, dyq, xq.t(), spread_ends, out_dtype).transpose(1, 2)
+    return _grouped_product(grouped_mm, xq, dyq.t(), spread_ends, out_dtype)
 
 
 _FLOAT32_OUT: List[Optional[bool]] = [None]
 
 
-def _products_float32(grouped_mm: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
-    """The grouped product of a [m, K] and b [K, n] split along K, with float32 outputs where the
-    grouped GEMM gives them (as capture.mm_float32 does one GEMM's), else in the operands' dtype."""
-    if a.dtype == torch.float32 or _FLOAT32_OUT[0] is False:
-        return grouped_mm(a, b, offs=offs)
+def _grouped_product(grouped_mm: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The grouped product of a [m, K] and b [K, n] split along K, in `out_dtype`: float32 outputs
+    come from the grouped GEMM's float32 sums where it gives them (as capture.mm_float32 does one
+    GEMM's), else from its output in the operands' dtype."""
+    if out_dtype != torch.float32 or a.dtype == torch.float32 or _FLOAT32_OUT[0] is False:
+        return grouped_mm(a, b, offs=offs).to(out_dtype)
     try:
         out = grouped_mm(a, b, offs=offs, out_dtype=torch.float32)
         _FLOAT32_OUT[0] = True
@@ -143,4 +151,4 @@ def _products_float32(grouped_mm: Callable, a: torch.Tensor, b: torch.Tensor, of
         if _FLOAT32_OUT[0]:
             raise
         _FLOAT32_OUT[0] = False
-        return grouped_mm(a, b, offs=offs)
+        return grouped_mm(a, b, offs=offs).to(out_dtype)

@@ -380,20 +380,27 @@ class GroupedEmulation(unittest.TestCase):
     """Emulated experts of a grouped GEMM run as one grouped emulated product per parameter (on CPU,
     with the reference grouped product): the values and gradients of one emulated GEMM per expert."""
 
-    def outputs(self, gemms, grouped: bool, rows=40):
+    def outputs(self, gemms, grouped: bool, rows=40, in_out=False):
+        """in_out: experts kept [E, in, out] (GPT-OSS's layout), the grouped GEMM taking the parameter itself."""
         torch.manual_seed(0)
-        model = Moe(StackedExperts())
+        model = Moe(MatmulExperts(StackedExperts()) if in_out else StackedExperts())
         emulate(model, gemms)
         generator = torch.Generator().manual_seed(1)
         h = torch.randn(rows, DIM, generator=generator).requires_grad_()
         choice = (torch.rand(rows, generator=generator) < 0.4).long()  # experts 0 and 1, 23 and 17 tokens: no whole blocks; 2: none
         experts = model.experts
+        layouts = self.layouts = []
         if grouped:
             order = torch.sort(choice, stable=True).indices
             offs = torch.cumsum(torch.bincount(choice, minlength=EXPERTS), 0, dtype=torch.int32)
             calls = _ExpertCalls([s for group in experts._mxscope_experts.values() for s in group])
-            gate, up = calls._grouped(reference_grouped_mm, (h[order], experts.gate_up_proj.transpose(-2, -1)), {"offs": offs}).chunk(2, dim=-1)
-            y_sorted = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, experts.down_proj.transpose(-2, -1)), {"offs": offs})
+            as_given = (lambda w: w) if in_out else (lambda w: w.transpose(-2, -1))
+            gate_up, down = as_given(experts.gate_up_proj), as_given(experts.down_proj)
+            for view in (gate_up, down):
+                if view.requires_grad and not in_out:  # the gradient autograd hands the parameter: laid out as it is
+                    view.register_hook(lambda g: layouts.append(g.transpose(-2, -1).is_contiguous()))
+            gate, up = calls._grouped(reference_grouped_mm, (h[order], gate_up), {"offs": offs}).chunk(2, dim=-1)
+            y_sorted = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, down), {"offs": offs})
             y = torch.empty_like(y_sorted).index_copy(0, order, y_sorted)
         else:
             y = experts(h, choice)
@@ -401,9 +408,9 @@ class GroupedEmulation(unittest.TestCase):
         y.pow(2).sum().backward()
         return y.detach(), h.grad, experts.gate_up_proj.grad, experts.down_proj.grad, list(REFERENCE_CALLS)
 
-    def assert_same(self, gemms, grouped_wgrads: int):
-        want = self.outputs(gemms, grouped=False)
-        got = self.outputs(gemms, grouped=True)
+    def assert_same(self, gemms, grouped_wgrads: int, in_out=False):
+        want = self.outputs(gemms, grouped=False, in_out=in_out)
+        got = self.outputs(gemms, grouped=True, in_out=in_out)
         self.assertEqual(got[4], ["2-D"] * grouped_wgrads, "Wgrads as grouped products over the tokens")
         self.assertTrue(torch.equal(got[0], want[0]), "Fprop")
         self.assertTrue(torch.equal(got[1], want[1]), "Dgrad")
@@ -413,8 +420,12 @@ class GroupedEmulation(unittest.TestCase):
 
     def test_mxfp4_with_a_hadamard_block_matches_one_gemm_per_expert(self):
         got, _ = self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2)
+        self.assertEqual(self.layouts, [True, True], "Wgrads made in the parameters' [E, out, in] layout")
         plain = self.outputs({kind: gemm_config("bf16") for kind in ("fprop", "dgrad", "wgrad")}, grouped=True)
         self.assertFalse(torch.equal(got[0], plain[0]), "the products ran in MXFP4")
+
+    def test_experts_kept_in_out(self):
+        self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2, in_out=True)
 
     def test_mxfp4_without_rotation_and_a_wgrad_in_bf16(self):
         self.assert_same(mx_gemms("none"), grouped_wgrads=2)
