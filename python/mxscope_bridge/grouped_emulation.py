@@ -92,13 +92,16 @@ class GroupedEmulatedExperts(torch.autograd.Function):
         y[ends[-1]:] = 0
         needs_dx, needs_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         ctx.save_for_backward(x if needs_dw else None, weights if needs_dx else None, offs)
-        ctx.meta = (ends, emulation, grouped_mm, what, dtype, x.dtype, weights.dtype)
+        # Wgrad in the parameter's own layout where the grouped GEMM took a transposed view of it
+        # (transformers' [E, out, in] experts): autograd then hands it on without a copy.
+        param_layout = weights.transpose(1, 2).is_contiguous() and not weights.is_contiguous()
+        ctx.meta = (ends, emulation, grouped_mm, what, dtype, x.dtype, weights.dtype, param_layout)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         x, weights, offs = ctx.saved_tensors
-        ends, emulation, grouped_mm, what, dtype, x_dtype, w_dtype = ctx.meta
+        ends, emulation, grouped_mm, what, dtype, x_dtype, w_dtype, param_layout = ctx.meta
         misfit = emulation.misfit
         dy = dy.to(dtype)
         dx = dw = None
@@ -111,9 +114,6 @@ class GroupedEmulatedExperts(torch.autograd.Function):
             dx[ends[-1]:] = 0
             dx = dx.to(x_dtype)
         if ctx.needs_input_grad[1]:
-            # In the parameter's own layout where the grouped GEMM took a transposed view of it
-            # (transformers' [E, out, in] experts): autograd then hands it on without a copy.
-            param_layout = weights.transpose(1, 2).is_contiguous() and not weights.is_contiguous()
             dw = _wgrad(dy[:ends[-1]], x[:ends[-1]].to(dtype), ends, emulation.gemms["wgrad"], dtype, misfit, grouped_mm, what,
                         w_dtype, param_layout)
         return dx, dw, None, None, None, None, None

@@ -380,13 +380,14 @@ class GroupedEmulation(unittest.TestCase):
     """Emulated experts of a grouped GEMM run as one grouped emulated product per parameter (on CPU,
     with the reference grouped product): the values and gradients of one emulated GEMM per expert."""
 
-    def outputs(self, gemms, grouped: bool, rows=40, in_out=False):
-        """in_out: experts kept [E, in, out] (GPT-OSS's layout), the grouped GEMM taking the parameter itself."""
+    def outputs(self, gemms, grouped: bool, rows=40, in_out=False, input_grad=True):
+        """in_out: experts kept [E, in, out] (GPT-OSS's layout), the grouped GEMM taking the parameter
+        itself; input_grad False: the model's input needs no gradient (no Dgrad into it)."""
         torch.manual_seed(0)
         model = Moe(MatmulExperts(StackedExperts()) if in_out else StackedExperts())
         emulate(model, gemms)
         generator = torch.Generator().manual_seed(1)
-        h = torch.randn(rows, DIM, generator=generator).requires_grad_()
+        h = torch.randn(rows, DIM, generator=generator).requires_grad_(input_grad)
         choice = (torch.rand(rows, generator=generator) < 0.4).long()  # experts 0 and 1, 23 and 17 tokens: no whole blocks; 2: none
         experts = model.experts
         layouts = self.layouts = []
@@ -408,12 +409,12 @@ class GroupedEmulation(unittest.TestCase):
         y.pow(2).sum().backward()
         return y.detach(), h.grad, experts.gate_up_proj.grad, experts.down_proj.grad, list(REFERENCE_CALLS)
 
-    def assert_same(self, gemms, grouped_wgrads: int, in_out=False):
-        want = self.outputs(gemms, grouped=False, in_out=in_out)
-        got = self.outputs(gemms, grouped=True, in_out=in_out)
+    def assert_same(self, gemms, grouped_wgrads: int, in_out=False, input_grad=True):
+        want = self.outputs(gemms, grouped=False, in_out=in_out, input_grad=input_grad)
+        got = self.outputs(gemms, grouped=True, in_out=in_out, input_grad=input_grad)
         self.assertEqual(got[4], ["2-D"] * grouped_wgrads, "Wgrads as grouped products over the tokens")
         self.assertTrue(torch.equal(got[0], want[0]), "Fprop")
-        self.assertTrue(torch.equal(got[1], want[1]), "Dgrad")
+        self.assertTrue(got[1] is None if not input_grad else torch.equal(got[1], want[1]), "Dgrad")
         for name, g, w in zip(("gate_up_proj", "down_proj"), got[2:4], want[2:4]):
             self.assertTrue(torch.allclose(g, w, rtol=1e-5, atol=1e-7), f"Wgrad of {name}: {(g - w).abs().max().item()}")
         return got, want
@@ -423,6 +424,10 @@ class GroupedEmulation(unittest.TestCase):
         self.assertEqual(self.layouts, [True, True], "Wgrads made in the parameters' [E, out, in] layout")
         plain = self.outputs({kind: gemm_config("bf16") for kind in ("fprop", "dgrad", "wgrad")}, grouped=True)
         self.assertFalse(torch.equal(got[0], plain[0]), "the products ran in MXFP4")
+
+    def test_an_input_without_gradient_gets_its_wgrads_alone(self):
+        self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2, input_grad=False)
+        self.assertEqual(self.layouts, [True, True])
 
     def test_experts_kept_in_out(self):
         self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2, in_out=True)
