@@ -42,22 +42,36 @@ def groupable(gemm: dict, misfit: str) -> bool:
     return gemm["rotation"] == "none" or misfit != "skip"
 
 
-def _quantized(x: torch.Tensor, gemm: dict, dtype: torch.dtype, misfit: str, what: str) -> torch.Tensor:
-    """x [rows, K] as the GEMM consumes it, row-major in `dtype` (K padded to the Hadamard block where
-    the rotation pads), as capture.gemm_operands makes each expert's."""
+def _quantized(x: torch.Tensor, gemm: dict, dtype: torch.dtype, misfit: str, what: str, row_major: bool = True) -> torch.Tensor:
+    """x [rows, K] as the GEMM consumes it in `dtype`, row-major or laid out like x (K padded to the
+    Hadamard block where the rotation pads), as capture.gemm_operands makes each expert's."""
     if gemm["precision"] == "bf16":
-        return x.to(torch.bfloat16).to(dtype).contiguous()
+        values = x.to(torch.bfloat16).to(dtype)
+        return values.contiguous() if row_major else values
     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, None, misfit)
-    values, _ = mx_ops.quantize_operand(x, gemm, r, None, what, dtype, out_row_major=True)
+    values, _ = mx_ops.quantize_operand(x, gemm, r, None, what, dtype, out_row_major=row_major)
     return values
 
 
-def _wgrad_block(gemm: dict) -> int:
-    """The stretch of tokens no block of the Wgrad operands may cross: the MXFP4 block, or the
-    Hadamard block where it is longer."""
+def _block(gemm: dict) -> int:
+    """The stretch of a reduction dimension that no block of the GEMM's operands crosses: the MXFP4
+    block, or the Hadamard block where it is longer."""
     if gemm["precision"] == "bf16":
         return 1
     return max(mxfp4.BLOCK, gemm["hadamardBlock"] if gemm["rotation"] != "none" else 1)
+
+
+def _quantized_weights(b: torch.Tensor, gemm: dict, dtype: torch.dtype, misfit: str, what: str) -> torch.Tensor:
+    """The grouped GEMM's weights b [E, K, N] (a view of the experts' parameter) with each expert's
+    matrix quantized along K, in one launch. Where b is contiguous and whole blocks fill K, its
+    experts side by side ([N, E·K]) are quantized in place of a transposed copy: no block crosses
+    from one expert to the next."""
+    experts, k, n = b.shape
+    if b.is_contiguous() and k % _block(gemm) == 0:
+        values = _quantized(b.reshape(experts * k, n).t(), gemm, dtype, misfit, what, row_major=False)
+        return values.t().view(experts, k, n)
+    values = _quantized(b.transpose(1, 2).reshape(experts * n, k), gemm, dtype, misfit, what)
+    return values.view(experts, n, -1).transpose(1, 2)
 
 
 def _spread(rows: torch.Tensor, counts: List[int], block: int) -> tuple:
@@ -85,10 +99,8 @@ class GroupedEmulatedExperts(torch.autograd.Function):
     def forward(ctx, x, weights, offs, ends: List[int], emulation, grouped_mm: Callable, what: str):
         dtype = compute_dtype(x)
         gemm, misfit = emulation.gemms["fprop"], emulation.misfit
-        experts, k, n = weights.shape
         xq = _quantized(x, gemm, dtype, misfit, f"{what} fprop")
-        wq = _quantized(weights.transpose(1, 2).reshape(experts * n, k), gemm, dtype, misfit, f"{what} fprop")
-        y = grouped_mm(xq, wq.view(experts, n, -1).transpose(1, 2), offs=offs)
+        y = grouped_mm(xq, _quantized_weights(weights, gemm, dtype, misfit, f"{what} fprop"), offs=offs)
         y[ends[-1]:] = 0
         needs_dx, needs_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         ctx.save_for_backward(x if needs_dw else None, weights if needs_dx else None, offs)
@@ -107,10 +119,8 @@ class GroupedEmulatedExperts(torch.autograd.Function):
         dx = dw = None
         if ctx.needs_input_grad[0]:
             gemm = emulation.gemms["dgrad"]
-            experts, k, n = weights.shape
             dyq = _quantized(dy, gemm, dtype, misfit, f"{what} dgrad")
-            wq = _quantized(weights.reshape(experts * k, n), gemm, dtype, misfit, f"{what} dgrad")
-            dx = grouped_mm(dyq, wq.view(experts, k, -1).transpose(1, 2), offs=offs)
+            dx = grouped_mm(dyq, _quantized_weights(weights.transpose(1, 2), gemm, dtype, misfit, f"{what} dgrad"), offs=offs)
             dx[ends[-1]:] = 0
             dx = dx.to(x_dtype)
         if ctx.needs_input_grad[1]:
@@ -124,7 +134,7 @@ def _wgrad(dy: torch.Tensor, x: torch.Tensor, ends: List[int], gemm: dict, dtype
     """[E, in, out] in `out_dtype`: expert e's Xᵀ·∇Y over its own tokens, both quantized along the
     tokens; with param_layout, the transpose of a contiguous [E, out, in]."""
     counts = [end - start for start, end in zip([0] + ends[:-1], ends)]
-    block = _wgrad_block(gemm)
+    block = _block(gemm)
     dy, spread_ends = _spread(dy, counts, block)
     x, _ = _spread(x, counts, block)
     dyq = _quantized(dy.t(), gemm, dtype, misfit, f"{what} wgrad")  # [out, tokens]

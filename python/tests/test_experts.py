@@ -451,6 +451,11 @@ class GroupedEmulation(unittest.TestCase):
         self.assertTrue(torch.equal(x.grad[7:], torch.zeros(3, DIM)))
         self.assertFalse(torch.equal(x.grad[:7], torch.zeros(7, DIM)))
 
+    def test_a_hadamard_block_that_does_not_divide_a_dimension_pads_it(self):
+        """H64 on the down projection's 96 inputs: its Fprop and Dgrad weights are padded to 128 as one GEMM per expert pads them."""
+        for in_out in (False, True):
+            self.assert_same(default_gemms(gemm_config("mxfp4", "hadamard", 64)), grouped_wgrads=2, in_out=in_out)
+
     def test_rounding_or_signs_drawn_per_expert_run_expert_by_expert(self):
         for gemm in (gemm_config("mxfp4", "hadamard", 32, rounding="stochastic"), gemm_config("mxfp4", "random-hadamard", 32)):
             self.assert_same(dict(mx_gemms("hadamard"), wgrad=gemm), grouped_wgrads=0)
