@@ -419,6 +419,9 @@ def main():
             torch.cuda.empty_cache()
 
     print(f"\nbridge cost on {device_name}; baseline = plain bf16 steps in the same process, alternating blocks")
+    if args.model == "moe" and args.param_dtype == "float32":
+        print("(float32 parameters: the plain steps' expert GEMMs run in float32, transformers' grouped_mm not being autocast's; "
+              "--param-dtype bfloat16 gives bf16 ones)")
     print("| tokens/step | statsEvery | mode | baseline | baseline ms | with ms | overhead / ratio | peak GiB baseline → with |")
     print("|---|---|---|---|---|---|---|---|")
     for tokens, every, mode, baseline, plain, with_ms, peak_plain, peak_with, oom in rows:
