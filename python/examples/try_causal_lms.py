@@ -1,7 +1,8 @@
 """Every causal-LM architecture of the installed `transformers`, built small from its config's defaults
-(a few fields set for size) with random weights, trained two steps observed and two emulated. Prints
-per architecture: the share of its GEMM weights the bridge observes, the kinds it does not, the expert
-layers it found, and the first error of each mode. `BUILD` lines are architectures this generic
+(a few fields set for size) with random weights, trained two steps observed and three emulated (one of
+them measured). Prints per architecture: the share of its GEMM weights the bridge observes, the kinds
+it does not, the expert layers it found, the grouped emulated products run (experts of a grouped GEMM
+on the emulated steps without a capture), and the first error of each mode. `BUILD` lines are architectures this generic
 shrinking could not build, or whose model fails a step without the bridge: not the bridge's failures.
 
     python3 python/examples/try_causal_lms.py [--only moe,mixtral,...] [--seconds 60]
@@ -19,6 +20,7 @@ import torch  # noqa: E402
 
 from mxscope_bridge import Bridge, default_gemms, gemm_config, run_config  # noqa: E402
 from mxscope_bridge.experts import ExpertSlice  # noqa: E402
+from mxscope_bridge.grouped_emulation import GroupedEmulatedExperts  # noqa: E402
 from try_models import gemm_weights  # noqa: E402
 
 #: Size fields, set where a config has them (and in its text_config); the rest keep their defaults.
@@ -157,10 +159,30 @@ def where(error):
     return " < ".join(f"{os.path.basename(f.filename)}:{f.lineno}" for f in traceback.extract_tb(error.__traceback__)[-3:])
 
 
+class CountedGroupedProducts:
+    """Counts the grouped emulated products (experts of a grouped GEMM emulated on a step without a capture)."""
+
+    def __enter__(self):
+        self.count = 0
+        apply = GroupedEmulatedExperts.apply
+
+        def counted(*args):
+            self.count += 1
+            return apply(*args)
+        GroupedEmulatedExperts.apply = counted
+        return self
+
+    def __exit__(self, *exc):
+        del GroupedEmulatedExperts.apply  # Function.apply again
+
+
 def probe(model, mode):
-    """Two steps with the bridge; (layers, expert layers, observed parameter ids, names of the layers
-    without records in the last step, error or '')."""
-    bridge = Bridge(model, run_config(stats_every=1, sketch_size=8, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32))),
+    """Steps with the bridge: observed, two capture steps; emulated, a stats step and two steps
+    without a capture (where a grouped GEMM's experts run as one grouped emulated product). Returns
+    (layers, expert layers, observed parameter ids, names of the layers without records in the stats
+    step, grouped emulated products, error or '')."""
+    stats_every, steps = (1, 2) if mode == "observe" else (4, 3)
+    bridge = Bridge(model, run_config(stats_every=stats_every, sketch_size=8, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32))),
                     emulate=mode == "emulate", serve=False, out_dir=None, print_listening=False, handle_exit=False, log=lambda line: None)
     layers = bridge.layers
     observed = {id(module.param if isinstance(module, ExpertSlice) else module.weight) for _, module, _ in layers}
@@ -170,12 +192,15 @@ def probe(model, mode):
     error = ""
     try:
         bridge.start_run()
-        for step in range(2):
-            bridge.begin_step(step)
-            loss = forward_loss(model)
-            loss.backward()
-            bridge.end_step(loss=loss.detach())
-            model.zero_grad()
+        with CountedGroupedProducts() as grouped:
+            for step in range(steps):
+                bridge.begin_step(step)
+                loss = forward_loss(model)
+                loss.backward()
+                bridge.end_step(loss=loss.detach())
+                model.zero_grad()
+                if not torch.isfinite(loss):
+                    raise ArithmeticError(f"the loss of step {step} is {loss.item()}")
     except TimedOut:
         raise
     except Exception as e:  # noqa: BLE001 - the point is to report it
@@ -183,7 +208,7 @@ def probe(model, mode):
     finally:
         bridge.close()
     silent = [name for name, _, _ in layers if name not in with_stats]
-    return len(layers), experts, observed, silent, error
+    return len(layers), experts, observed, silent, grouped.count, error
 
 
 def main():
@@ -221,12 +246,13 @@ def main():
             total = sum(p.numel() for p in weights.values()) or 1
             results = []
             for mode in ("observe", "emulate"):
-                count, experts, observed, silent, error = probe(model, mode)
+                count, experts, observed, silent, grouped, error = probe(model, mode)
                 share = sum(p.numel() for p in weights.values() if id(p) in observed) / total
                 missed = sorted({n.rsplit(".", 1)[0].split(".")[-1] for n, p in weights.items() if id(p) not in observed})
                 failed += bool(error)
                 results.append(f"{mode} {'FAILED ' + error if error else 'ok'}; {count} layers ({experts} experts), {share:.0%} of GEMM weight elements"
                                + (f", not observed: {', '.join(missed)}" if missed else "")
+                               + (f", {grouped} grouped emulated products" if grouped else "")
                                + (f", {len(silent)} without records (e.g. {', '.join(silent[:3])})" if silent and not error else ""))
             print(f"PROBE {model_type}: " + " | ".join(results), flush=True)
         except TimedOut:
