@@ -9,7 +9,7 @@ import type { Browser } from 'playwright-core';
 import { recordedRuns } from './fixtures.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { launchChromium, openDashboard, type FakeHost } from './harness.js';
-import { canvasHash, chartLabel, choose, clickTab, dropdownValue, settle, uiState, waitCount, waitText } from './page-helpers.js';
+import { canvasHash, chartLabel, choose, clickTab, dropdownValue, settle, toggle, uiState, waitCount, waitText } from './page-helpers.js';
 
 let browser: Browser;
 before(async () => {
@@ -109,11 +109,54 @@ test('Layer overview: the metric dropdown and header clicks sort worst first; a 
   assert.equal(await dropdownValue(page, 'metric'), 'sqnrDb');
   const sqnr = await column(5);
   assert.deepEqual(sqnr, [...sqnr].sort((a, b) => a - b), 'lowest SQNR first');
+  assert.equal(await page.isHidden('.overview-view vscode-checkbox'), true, 'no experts: no Group experts box');
   const layer = await firstLayer();
   await page.click('table.overview tr.clickable >> nth=0');
   await waitStats(host);
   assert.match(await panelTitle(host), new RegExp(layer.replaceAll('.', '\\.')));
   assert.equal((await uiState(page)).tab, 'scales');
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Layer overview: experts as a row per group with its worst expert; a click lists them, Group experts off lists all', async () => {
+  const host = await openDashboard(browser, 'dark', {
+    before: (h) => h.ingest(syntheticRun({ runId: 'moe', name: 'experts', blocks: 2, experts: 8, steps: 2, statsEvery: 1, evalEvery: 10, sketchSize: 8, rotation: 'hadamard', seed: 5 })),
+  });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Layer overview');
+  await waitText(page, '.overview-view .note', /40 layers \(32 experts in 4 groups, a row per group/);
+  const names = () => page.$$eval('table.overview tr.clickable td.layer-name', (cells) => cells.map((cell) => cell.textContent ?? ''));
+  assert.equal((await names()).length, 12, '8 attention projections and 4 groups');
+  assert.ok((await names()).includes('▸ blocks.0.mlp.experts.gate_up_proj.* (8 experts)'), (await names()).join(' | '));
+  const relErr = (selector: string) => page.$$eval(selector, (rows) => rows.map((row) => Number(row.children[1]!.textContent)));
+  const group = 'table.overview tr.expert-group:has-text("blocks.1.mlp.experts.down_proj.*")';
+  const [groupWorst] = await relErr(group);
+
+  await page.click(group);
+  await waitCount(page, 'table.overview tr.expert', 8);
+  assert.equal(await page.getAttribute(group, 'aria-expanded'), 'true');
+  const experts = await relErr('table.overview tr.expert');
+  assert.equal(groupWorst, Math.max(...experts), "the group's Wgrad error is its worst expert's");
+  assert.deepEqual(experts, [...experts].sort((a, b) => b - a), 'its experts worst first');
+  assert.match((await names()).join(' '), /▾ blocks\.1\.mlp\.experts\.down_proj\.\* \(8 experts\) blocks\.1\.mlp\.experts\.down_proj\.\d/, 'listed under their group');
+  await page.click(group);
+  await waitCount(page, 'table.overview tr.expert', 0);
+
+  await toggle(page, 'Group experts');
+  await waitCount(page, 'table.overview tr.clickable', 40);
+  assert.equal(await page.locator('table.overview tr.expert-group').count(), 0);
+  assert.equal((await uiState(page)).groupExperts, false);
+  await toggle(page, 'Group experts');
+  await waitCount(page, 'table.overview tr.clickable', 12);
+
+  await page.click(group);
+  await waitCount(page, 'table.overview tr.expert', 8);
+  const expert = (await page.textContent('table.overview tr.expert td.layer-name')) ?? '';
+  await page.click('table.overview tr.expert >> nth=0');
+  await waitStats(host);
+  assert.equal((await uiState(page)).layer, expert, 'an expert row opens its layer in Block scales');
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -32,6 +32,8 @@ export interface UiState {
   overlayRunId: string | null;
   lag: number;
   overviewMetric: LayerMetric;
+  /** The Layer overview shows a row per group of experts (a mixture-of-experts run), not one per expert. */
+  groupExperts: boolean;
   /** The layer × step heatmap's metric and GEMM. */
   gridMetric: GridMetric;
   gridGemm: GemmKind;
@@ -67,6 +69,7 @@ export const DEFAULT_UI_STATE: UiState = {
   overlayRunId: null,
   lag: 4,
   overviewMetric: 'wgradRelErr',
+  groupExperts: true,
   gridMetric: 'wgradRelErr',
   gridGemm: 'wgrad',
   zoom: null,
@@ -104,6 +107,7 @@ export function restoreUiState(saved: unknown): UiState {
     overlayRunId: stringOrNull(s.overlayRunId, d.overlayRunId),
     lag: finite(s.lag) && Number.isInteger(s.lag) && s.lag >= 1 ? Math.min(s.lag, 1000) : d.lag,
     overviewMetric: oneOf(LAYER_METRICS, s.overviewMetric, d.overviewMetric),
+    groupExperts: typeof s.groupExperts === 'boolean' ? s.groupExperts : d.groupExperts,
     gridMetric: oneOf(GRID_METRICS, s.gridMetric, d.gridMetric),
     gridGemm: oneOf(GEMM_KINDS, s.gridGemm, d.gridGemm),
     zoom: restoreZoom(s.zoom),

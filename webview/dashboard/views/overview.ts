@@ -1,11 +1,12 @@
 // Layer overview: every layer × every metric as a table whose cells are shaded by how bad they are
 // (a heatmap you can read), sorted worst first by the chosen metric; a click drills into the layer.
 // In compare mode: the chosen metric per run and the difference (last run − first run).
+import { expertCount, groupExperts, type ExpertGroup } from '../model/expert-groups.js';
 import { worstFirst } from '../model/ui-state.js';
 import { wgradErrorNote } from '../../../src/protocol/config.js';
 import { layerMetric } from '../../../src/protocol/layer-metrics.js';
-import { LAYER_METRICS, type LayerMetric, type LayerOverview } from '../../../src/protocol/webview.js';
-import { dropdown } from '../../ui/toolkit.js';
+import { LAYER_METRICS, type LayerMetric, type LayerOverview, type LayerRow } from '../../../src/protocol/webview.js';
+import { checkbox, dropdown } from '../../ui/toolkit.js';
 import { activatable, element, formatNumber, type Context, type View } from '../context.js';
 import { controlsWithRunPicker } from '../layer-picker.js';
 import { withAlpha } from '../theme.js';
@@ -18,17 +19,25 @@ export class OverviewView implements View {
   private readonly table = element('table', 'grid overview');
   private readonly note = element('p', 'note');
   private csvData: { header: string[]; rows: (string | number | null)[][] } = { header: [], rows: [] };
+  /** Shown where the run has experts (single mode): a row per group of experts, or every expert. */
+  private readonly grouping: HTMLElement;
+  /** Expert groups whose experts are listed under their row (until the view is rebuilt). */
+  private readonly expanded = new Set<string>();
 
   constructor(private readonly ctx: Context) {
     const bar = controlsWithRunPicker(ctx);
     const label = (metric: LayerMetric) => (ctx.state.mode === 'compare' ? `metric: ${layerMetric(metric).label}` : `worst first by ${layerMetric(metric).label}`);
     bar.append(dropdown(LAYER_METRICS.map((metric) => ({ value: metric, label: label(metric) })), ctx.state.overviewMetric, (m) => ctx.update({ overviewMetric: m as LayerMetric }), 'metric'));
+    this.grouping = checkbox('Group experts', ctx.state.groupExperts, (groupExperts) => ctx.update({ groupExperts }));
+    this.grouping.hidden = true;
+    bar.append(this.grouping);
     this.root.append(bar, this.note, this.table);
   }
 
   update(): void {
     const runs = this.ctx.state.mode === 'compare' ? this.ctx.shownRuns() : this.ctx.shownRuns().slice(0, 1);
     const overviews = runs.map((run) => this.ctx.data.overview.get(run.runId)).filter((o): o is LayerOverview => o !== undefined);
+    this.grouping.hidden = true;
     if (overviews.length === 0) {
       this.note.textContent = 'No layer stats yet.';
       this.table.replaceChildren();
@@ -43,21 +52,46 @@ export class OverviewView implements View {
     const rows = worstFirst(overview.rows, metric);
     const run = this.ctx.data.run(overview.runId);
     const errorNote = run ? wgradErrorNote(run) : '';
-    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers at stats step ${overview.step}${shownOf(rows.length, 'worst')}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${errorNote ? ` ${errorNote} (the Wgrad columns).` : ''}`;
     const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
+    const entries = groupExperts(rows);
+    const { experts, groups } = expertCount(entries);
+    const grouped = groups > 0 && this.ctx.state.groupExperts;
+    this.grouping.hidden = groups === 0;
+    const shown = grouped
+      ? entries.flatMap((entry) => ('layer' in entry ? [this.layerRow(entry.layer, ranges)] : this.groupRows(entry.group, ranges)))
+      : rows.map((row) => this.layerRow(row, ranges));
+    const expertsNote = groups > 0 ? ` (${experts} experts in ${groups} groups${grouped ? ', a row per group with its worst expert\'s values; click one to list its experts' : ''})` : '';
+    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers${expertsNote} at stats step ${overview.step}${shownOf(shown.length, 'worst')}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${errorNote ? ` ${errorNote} (the Wgrad columns).` : ''}`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
     LAYER_METRICS.forEach((m) => {
       const th = element('th', m === metric ? 'sorted' : undefined, `${layerMetric(m).label}${layerMetric(m).unit ? ` (${layerMetric(m).unit})` : ''}${m === metric ? ' ▼' : ''}`);
       head.append(activatable(th, () => this.ctx.update({ overviewMetric: m }, true), `Sort worst first by ${layerMetric(m).label}`));
     });
-    const body = rows.slice(0, MAX_ROWS).map((row) => {
-      const tr = this.rowFor(row.layer);
-      row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
-      return tr;
-    });
-    this.table.replaceChildren(head, ...body);
+    this.table.replaceChildren(head, ...shown.slice(0, MAX_ROWS));
     this.csvData = { header: ['run_id', 'layer', ...LAYER_METRICS], rows: rows.map((row) => [overview.runId, row.layer, ...row.values]) };
+  }
+
+  private layerRow(row: LayerRow, ranges: readonly { min: number; max: number }[], className?: string): HTMLTableRowElement {
+    const tr = this.rowFor(row.layer);
+    if (className) tr.classList.add(className);
+    row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
+    return tr;
+  }
+
+  /** A group's row (a click shows or hides its experts), then its experts, worst first, when shown. */
+  private groupRows(group: ExpertGroup, ranges: readonly { min: number; max: number }[]): HTMLTableRowElement[] {
+    const name = group.row.layer;
+    const open = this.expanded.has(name);
+    const count = group.experts.length;
+    const tr = activatable(element('tr', 'expert-group'), () => {
+      if (!this.expanded.delete(name)) this.expanded.add(name);
+      this.update();
+    }, `${open ? 'Hide' : 'List'} the ${count} experts of ${name}`);
+    tr.setAttribute('aria-expanded', String(open));
+    tr.append(element('td', 'layer-name', `${open ? '▾' : '▸'} ${name} (${count} experts)`));
+    group.row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
+    return [tr, ...(open ? group.experts.map((row) => this.layerRow(row, ranges, 'expert')) : [])];
   }
 
   private renderCompare(overviews: LayerOverview[]): void {
