@@ -1,7 +1,7 @@
 // Screenshots of every dashboard view for the user guide (not a test), from deterministic synthetic
 // runs: a diverging run, seed groups, and the three-run series, in Dark and Light Modern at 1200 px
 // and in a 300 px side bar. npm run build && node --import tsx test/browser/docs-views.ts
-// Writes docs/images/views/<theme>-<tab>.png and sidebar-<theme>.png.
+// Writes docs/images/views/<theme>-<tab>.png, <theme>-overview-experts.png and sidebar-<theme>.png.
 import { mkdirSync } from 'node:fs';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
@@ -55,6 +55,13 @@ async function main(): Promise<void> {
       await page.screenshot({ path: `${OUT}/${theme}-compare-scales.png` });
       if (host.errors.length > 0) throw new Error(`page errors: ${host.errors.join('; ')}`);
       await page.close();
+      const moe = await openDashboard(browser, theme, { width: 1200, height: 620, before: (h) => h.ingest(syntheticRun({ runId: 'moe', name: 'MoE · H32', blocks: 2, experts: 16, steps: 40, statsEvery: 10, evalEvery: 20, sketchSize: 8, rotation: 'hadamard', seed: 4 })) });
+      await moe.page.waitForSelector('.loss-view .loss-chart canvas');
+      await clickTab(moe.page, 'Layer overview');
+      await moe.page.click('table.overview tr.expert-group >> nth=0');
+      await moe.page.waitForTimeout(400);
+      await moe.page.screenshot({ path: `${OUT}/${theme}-overview-experts.png` });
+      await moe.page.close();
       const side = await openDashboard(browser, theme, { layout: 'sidebar', width: 300, height: 480, before: (h) => h.ingest(recordedRuns()) });
       await side.page.waitForSelector('canvas');
       await side.page.waitForTimeout(400);
