@@ -1,9 +1,8 @@
 """Emulated experts through the trainer's grouped GEMM: all experts of one parameter in one launch per
 operand to quantize and one grouped product per GEMM, where the expert-by-expert way (experts.py
-run_linear) takes three GEMMs and six quantizations per expert: about 3.5× a plain step on a
+run_linear) takes three GEMMs and six quantizations per expert: 9.35× a plain bf16 step on a
 Qwen3-MoE-shaped model, most of it the host launching ~10 kernels per expert.
 
-The operands' MXFP4 values are the expert-by-expert way's bits:
 - Fprop (X·Wᵀ) and Dgrad (∇Y·W) quantize along a model dimension, in blocks that never cross a row,
   so the routed rows of every expert are quantized at once, and so is every expert's weight.
 - Wgrad (∇Yᵀ·X) reduces over each expert's own tokens, which the expert-by-expert way pads to whole
@@ -11,45 +10,73 @@ The operands' MXFP4 values are the expert-by-expert way's bits:
   the block, zeros between, so that no block holds two experts' tokens, and the grouped product
   sums each expert's padded stretch alone.
 
-Only GEMMs whose values are a function of the operand alone go this way: bf16, and MXFP4 through the
-floor scale rule with nearest-even rounding and no rotation or a fixed Hadamard one. Stochastic
-rounding and random signs draw by position within an expert's operand, and the block formats of
-formats.py scale per operand; those run expert by expert. The products are the grouped GEMM's: their
-float32 sums may be added in another order than one GEMM per expert does, so a product can differ
-from the expert-by-expert one in its last bit."""
+With nearest-even rounding and no rotation or a fixed Hadamard one, the operands' values are the
+expert-by-expert way's bits. Stochastic rounding and random Hadamard signs are drawn as draws.py
+draws them for any GEMM call, keyed to this call's operands (all experts' rows at once) and each
+element's position in them: other bits than the expert-by-expert way's (which keys each expert's
+own operands), drawn the same way, and the same bits again for the same operands (a checkpoint's
+recompute). Every expert's two operands share the call's signs, so the rotation cancels in each
+product. A fixed-sign Hadamard rotation (its signs restart at each expert's tokens), the block
+formats of formats.py (scaled per operand) and a "skip" misfit (no rotation for some experts) run
+expert by expert. The products are the grouped GEMM's: their float32 sums may be added in another
+order than one GEMM per expert does, so a product can differ in its last bit."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, List, NamedTuple, Optional
 
 import torch
 
 from . import mx_ops, mxfp4
-from .capture import compute_dtype, deterministic
-from .rotation import make_rotation, padded_length
+from .capture import compute_dtype
+from .draws import SALT_A, SALT_B, Draws
+from .precision import uses_formats
+from .rotation import Rotation, make_rotation, padded_length
 
-#: Rotations that give every expert's operand the same transform wherever its rows lie.
-_POSITION_FREE_ROTATIONS = ("none", "hadamard")
+#: Rotations whose transform is the same for every expert of a grouped call.
+_GROUPED_ROTATIONS = ("none", "hadamard", "random-hadamard")
 
 
 def groupable(gemm: dict, misfit: str) -> bool:
     """Whether a GEMM config's operands can be quantized for all experts at once (see above)."""
     if gemm["precision"] == "bf16":
         return True
-    if not deterministic(gemm) or gemm["rotation"] not in _POSITION_FREE_ROTATIONS:
+    if gemm["precision"] != "mxfp4" or uses_formats(gemm) or gemm["rotation"] not in _GROUPED_ROTATIONS:
         return False
     # "skip" leaves the rotation out for an expert whose token count the block does not divide: Wgrad's
     # rotation would then differ from expert to expert.
     return gemm["rotation"] == "none" or misfit != "skip"
 
 
-def _quantized(x: torch.Tensor, gemm: dict, dtype: torch.dtype, misfit: str, what: str, row_major: bool = True) -> torch.Tensor:
-    """x [rows, K] as the GEMM consumes it in `dtype`, row-major or laid out like x (K padded to the
-    Hadamard block where the rotation pads), as capture.gemm_operands makes each expert's."""
+class _Call(NamedTuple):
+    """One grouped GEMM call's config, compute dtype, name, rotation and random bits."""
+    gemm: dict
+    dtype: torch.dtype
+    what: str
+    rotation: Optional[Rotation]
+    draws: Optional[Draws]
+
+
+def _call(emulation, kind: str, what: str, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> _Call:
+    """The call of GEMM `kind` on the 2-D operands a and b (reduction dim last), keyed to them."""
+    gemm = emulation.gemms[kind]
     if gemm["precision"] == "bf16":
-        values = x.to(torch.bfloat16).to(dtype)
+        return _Call(gemm, dtype, what, None, None)
+    draws = emulation.random.draws(gemm, what, a, b)
+    return _Call(gemm, dtype, what, make_rotation(gemm["rotation"], gemm["hadamardBlock"], a.shape[-1], a.device, draws, emulation.misfit), draws)
+
+
+def _quantized(x: torch.Tensor, call: _Call, salt: int, row_major: bool = True, tiles: int = 1) -> torch.Tensor:
+    """x [rows, K] as the GEMM consumes it in the call's dtype, row-major or laid out like x (K
+    padded to the Hadamard block where the rotation pads), as capture.gemm_operands makes an
+    operand: `salt` says which of the call's operands it is. tiles: x's K holds that many copies of
+    the call's reduction dimension side by side (every expert's weight), each with the call's signs."""
+    if call.gemm["precision"] == "bf16":
+        values = x.to(torch.bfloat16).to(call.dtype)
         return values.contiguous() if row_major else values
-    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], x.shape[-1], x.device, None, misfit)
-    values, _ = mx_ops.quantize_operand(x, gemm, r, None, what, dtype, out_row_major=row_major)
+    r = call.rotation
+    if r is not None and r.signs is not None and tiles > 1:
+        r = r._replace(signs=r.signs.repeat(tiles))
+    values, _ = mx_ops.quantize_operand(x, call.gemm, r, call.draws.for_operand(salt), call.what, call.dtype, out_row_major=row_major)
     return values
 
 
@@ -61,17 +88,23 @@ def _block(gemm: dict) -> int:
     return max(mxfp4.BLOCK, gemm["hadamardBlock"] if gemm["rotation"] != "none" else 1)
 
 
-def _quantized_weights(b: torch.Tensor, gemm: dict, dtype: torch.dtype, misfit: str, what: str) -> torch.Tensor:
-    """The grouped GEMM's weights b [E, K, N] (a view of the experts' parameter) with each expert's
-    matrix quantized along K, in one launch. Where b is contiguous and whole blocks fill K, its
-    experts side by side ([N, E·K]) are quantized in place of a transposed copy: no block crosses
-    from one expert to the next."""
+def _weights_2d(b: torch.Tensor, gemm: dict) -> tuple:
+    """The grouped GEMM's weights b [E, K, N] (a view of the experts' parameter) as one 2-D operand
+    with its reduction dimension last, and how many experts' K that dimension holds. Where b is
+    contiguous and whole blocks fill K, its experts side by side ([N, E·K], a view: no block crosses
+    from one expert to the next); else [E·N, K], a view where b is a transposed one, a copy otherwise."""
     experts, k, n = b.shape
     if b.is_contiguous() and k % _block(gemm) == 0:
-        values = _quantized(b.reshape(experts * k, n).t(), gemm, dtype, misfit, what, row_major=False)
-        return values.t().view(experts, k, n)
-    values = _quantized(b.transpose(1, 2).reshape(experts * n, k), gemm, dtype, misfit, what)
-    return values.view(experts, n, -1).transpose(1, 2)
+        return b.reshape(experts * k, n).t(), experts
+    return b.transpose(1, 2).reshape(experts * n, k), 1
+
+
+def _weights_quantized(w2d: torch.Tensor, tiles: int, shape: torch.Size, call: _Call) -> torch.Tensor:
+    """_weights_2d's operand quantized, back as the grouped GEMM's [E, K(padded), N]."""
+    experts, k, n = shape
+    if tiles > 1:
+        return _quantized(w2d, call, SALT_B, row_major=False, tiles=tiles).t().view(experts, k, n)
+    return _quantized(w2d, call, SALT_B).view(experts, n, -1).transpose(1, 2)
 
 
 def _spread(rows: torch.Tensor, counts: List[int], block: int) -> tuple:
@@ -98,9 +131,9 @@ class GroupedEmulatedExperts(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weights, offs, ends: List[int], emulation, grouped_mm: Callable, what: str):
         dtype = compute_dtype(x)
-        gemm, misfit = emulation.gemms["fprop"], emulation.misfit
-        xq = _quantized(x, gemm, dtype, misfit, f"{what} fprop")
-        y = grouped_mm(xq, _quantized_weights(weights, gemm, dtype, misfit, f"{what} fprop"), offs=offs)
+        w2d, tiles = _weights_2d(weights, emulation.gemms["fprop"])
+        call = _call(emulation, "fprop", f"{what} fprop", x, w2d, dtype)
+        y = grouped_mm(_quantized(x, call, SALT_A), _weights_quantized(w2d, tiles, weights.shape, call), offs=offs)
         y[ends[-1]:] = 0
         needs_dx, needs_dw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         ctx.save_for_backward(x if needs_dw else None, weights if needs_dx else None, offs)
@@ -114,31 +147,31 @@ class GroupedEmulatedExperts(torch.autograd.Function):
     def backward(ctx, dy):
         x, weights, offs = ctx.saved_tensors
         ends, emulation, grouped_mm, what, dtype, x_dtype, w_dtype, param_layout = ctx.meta
-        misfit = emulation.misfit
         dy = dy.to(dtype)
         dx = dw = None
         if ctx.needs_input_grad[0]:
-            gemm = emulation.gemms["dgrad"]
-            dyq = _quantized(dy, gemm, dtype, misfit, f"{what} dgrad")
-            dx = grouped_mm(dyq, _quantized_weights(weights.transpose(1, 2), gemm, dtype, misfit, f"{what} dgrad"), offs=offs)
+            b = weights.transpose(1, 2)
+            w2d, tiles = _weights_2d(b, emulation.gemms["dgrad"])
+            call = _call(emulation, "dgrad", f"{what} dgrad", dy, w2d, dtype)
+            dx = grouped_mm(_quantized(dy, call, SALT_A), _weights_quantized(w2d, tiles, b.shape, call), offs=offs)
             dx[ends[-1]:] = 0
             dx = dx.to(x_dtype)
         if ctx.needs_input_grad[1]:
-            dw = _wgrad(dy[:ends[-1]], x[:ends[-1]].to(dtype), ends, emulation.gemms["wgrad"], dtype, misfit, grouped_mm, what,
-                        w_dtype, param_layout)
+            dw = _wgrad(dy[:ends[-1]], x[:ends[-1]].to(dtype), ends, emulation, dtype, grouped_mm, what, w_dtype, param_layout)
         return dx, dw, None, None, None, None, None
 
 
-def _wgrad(dy: torch.Tensor, x: torch.Tensor, ends: List[int], gemm: dict, dtype: torch.dtype, misfit: str,
+def _wgrad(dy: torch.Tensor, x: torch.Tensor, ends: List[int], emulation, dtype: torch.dtype,
            grouped_mm: Callable, what: str, out_dtype: torch.dtype, param_layout: bool) -> torch.Tensor:
     """[E, in, out] in `out_dtype`: expert e's Xᵀ·∇Y over its own tokens, both quantized along the
     tokens; with param_layout, the transpose of a contiguous [E, out, in]."""
     counts = [end - start for start, end in zip([0] + ends[:-1], ends)]
-    block = _block(gemm)
+    block = _block(emulation.gemms["wgrad"])
     dy, spread_ends = _spread(dy, counts, block)
     x, _ = _spread(x, counts, block)
-    dyq = _quantized(dy.t(), gemm, dtype, misfit, f"{what} wgrad")  # [out, tokens]
-    xq = _quantized(x.t(), gemm, dtype, misfit, f"{what} wgrad")  # [in, tokens]
+    call = _call(emulation, "wgrad", f"{what} wgrad", dy.t(), x.t(), dtype)
+    dyq = _quantized(dy.t(), call, SALT_A)  # [out, tokens]
+    xq = _quantized(x.t(), call, SALT_B)  # [in, tokens]
     if param_layout:
         return _grouped_product(grouped_mm, dyq, xq.t(), spread_ends, out_dtype).transpose(1, 2)
     return _grouped_product(grouped_mm, xq, dyq.t(), spread_ends, out_dtype)

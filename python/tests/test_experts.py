@@ -231,6 +231,26 @@ class ExpertsMultipliedByMatmul(unittest.TestCase):
                     param = dict(experts.named_parameters())[name]
                     self.assertTrue(torch.equal(param.grad, ref_param.grad.transpose(1, 2)), (kind, name))
 
+    def test_draws_of_a_grouped_call_are_the_torch_paths(self):
+        """Stochastic rounding and random Hadamard signs of a grouped emulated call: the kernels draw the
+        bits the torch path draws on the CPU (products within a last bit: another order of sums)."""
+        for gemm in (gemm_config("mxfp4", "hadamard", 32, rounding="stochastic"), gemm_config("mxfp4", "random-hadamard", 32)):
+            outputs = []
+            for device in ("cuda", "cpu"):
+                torch.manual_seed(0)
+                model = Moe(StackedExperts()).to(device, torch.bfloat16)
+                emulate(model, default_gemms(gemm))
+                experts = model.experts
+                slices = [s for group in experts._mxscope_experts.values() for s in group]
+                x = torch.randn(40, DIM, generator=torch.Generator().manual_seed(2)).to(device, torch.bfloat16).requires_grad_()
+                offs = torch.tensor([17, 40, 40], dtype=torch.int32, device=device)
+                grouped_mm = (getattr(F, "grouped_mm", None) or torch._grouped_mm) if device == "cuda" else reference_grouped_mm
+                y = _ExpertCalls(slices)._grouped(grouped_mm, (x, experts.gate_up_proj.transpose(-2, -1)), {"offs": offs})
+                y.float().pow(2).sum().backward()
+                outputs.append((y.detach().float().cpu(), x.grad.float().cpu(), experts.gate_up_proj.grad.float().cpu()))
+            for got, want, what in zip(outputs[0], outputs[1], ("Fprop", "Dgrad", "Wgrad")):
+                assert_within_last_bit(self, got, want, f"{gemm['rounding']}, {gemm['rotation']}: {what}")
+
     def test_observed_per_expert(self):
         for kind, experts, _, (gate_up, down) in self.variants():
             with self.subTest(kind):
@@ -456,9 +476,30 @@ class GroupedEmulation(unittest.TestCase):
         for in_out in (False, True):
             self.assert_same(default_gemms(gemm_config("mxfp4", "hadamard", 64)), grouped_wgrads=2, in_out=in_out)
 
-    def test_rounding_or_signs_drawn_per_expert_run_expert_by_expert(self):
+    def test_rounding_and_signs_drawn_for_the_grouped_call(self):
+        """Stochastic rounding and random Hadamard signs keyed to the grouped call's operands: other bits
+        than one GEMM per expert draws, the same again for the same operands, errors of the same size
+        (each expert's two operands share the signs, so the rotation cancels)."""
+        exact = self.outputs(default_gemms(gemm_config("bf16")), grouped=True)
+        nearest = self.outputs(mx_gemms("hadamard"), grouped=True)
+
+        def error(outputs, i):
+            return ((outputs[i] - exact[i]).norm() / exact[i].norm()).item()
         for gemm in (gemm_config("mxfp4", "hadamard", 32, rounding="stochastic"), gemm_config("mxfp4", "random-hadamard", 32)):
-            self.assert_same(dict(mx_gemms("hadamard"), wgrad=gemm), grouped_wgrads=0)
+            gemms = default_gemms(gemm)
+            got = self.outputs(gemms, grouped=True)
+            self.assertEqual(got[4], ["2-D"] * 2, f"{gemm}: Wgrads as grouped products")
+            again = self.outputs(gemms, grouped=True)
+            for i in range(4):
+                self.assertTrue(torch.equal(got[i], again[i]), f"{gemm}: output {i} drawn again the same")
+            self.assertFalse(torch.equal(got[0], nearest[0]), f"{gemm}: the draws change the values")
+            by_expert = self.outputs(gemms, grouped=False)
+            for i in range(4):
+                ratio = error(got, i) / error(by_expert, i)
+                self.assertTrue(0.6 < ratio < 1.6, f"{gemm}: output {i}'s error {error(got, i):.4f} against {error(by_expert, i):.4f} expert by expert")
+
+    def test_fixed_sign_hadamard_runs_expert_by_expert(self):
+        self.assert_same(dict(mx_gemms("hadamard"), wgrad=gemm_config("mxfp4", "fixed-sign-hadamard", 32)), grouped_wgrads=0)
 
 
 def assert_within_last_bit(test, got: torch.Tensor, want: torch.Tensor, what: str) -> None:
