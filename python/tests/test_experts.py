@@ -231,26 +231,6 @@ class ExpertsMultipliedByMatmul(unittest.TestCase):
                     param = dict(experts.named_parameters())[name]
                     self.assertTrue(torch.equal(param.grad, ref_param.grad.transpose(1, 2)), (kind, name))
 
-    def test_draws_of_a_grouped_call_are_the_torch_paths(self):
-        """Stochastic rounding and random Hadamard signs of a grouped emulated call: the kernels draw the
-        bits the torch path draws on the CPU (products within a last bit: another order of sums)."""
-        for gemm in (gemm_config("mxfp4", "hadamard", 32, rounding="stochastic"), gemm_config("mxfp4", "random-hadamard", 32)):
-            outputs = []
-            for device in ("cuda", "cpu"):
-                torch.manual_seed(0)
-                model = Moe(StackedExperts()).to(device, torch.bfloat16)
-                emulate(model, default_gemms(gemm))
-                experts = model.experts
-                slices = [s for group in experts._mxscope_experts.values() for s in group]
-                x = torch.randn(40, DIM, generator=torch.Generator().manual_seed(2)).to(device, torch.bfloat16).requires_grad_()
-                offs = torch.tensor([17, 40, 40], dtype=torch.int32, device=device)
-                grouped_mm = (getattr(F, "grouped_mm", None) or torch._grouped_mm) if device == "cuda" else reference_grouped_mm
-                y = _ExpertCalls(slices)._grouped(grouped_mm, (x, experts.gate_up_proj.transpose(-2, -1)), {"offs": offs})
-                y.float().pow(2).sum().backward()
-                outputs.append((y.detach().float().cpu(), x.grad.float().cpu(), experts.gate_up_proj.grad.float().cpu()))
-            for got, want, what in zip(outputs[0], outputs[1], ("Fprop", "Dgrad", "Wgrad")):
-                assert_within_last_bit(self, got, want, f"{gemm['rounding']}, {gemm['rotation']}: {what}")
-
     def test_observed_per_expert(self):
         for kind, experts, _, (gate_up, down) in self.variants():
             with self.subTest(kind):
@@ -540,6 +520,26 @@ class ExpertsMultipliedByGroupedMm(unittest.TestCase):
         assert_within_last_bit(self, y, y_ref, "Fprop")
         for name in ("gate_up_proj", "down_proj"):
             assert_within_last_bit(self, getattr(model.experts, name).grad, getattr(twin.experts, name).grad, name)
+
+    def test_draws_of_a_grouped_call_are_the_torch_paths(self):
+        """Stochastic rounding and random Hadamard signs of a grouped emulated call: the kernels draw the
+        bits the torch path draws on the CPU (products within a last bit: another order of sums)."""
+        for gemm in (gemm_config("mxfp4", "hadamard", 32, rounding="stochastic"), gemm_config("mxfp4", "random-hadamard", 32)):
+            outputs = []
+            for device in ("cuda", "cpu"):
+                torch.manual_seed(0)
+                model = Moe(StackedExperts()).to(device, torch.bfloat16)
+                emulate(model, default_gemms(gemm))
+                experts = model.experts
+                slices = [s for group in experts._mxscope_experts.values() for s in group]
+                x = torch.randn(40, DIM, generator=torch.Generator().manual_seed(2)).to(device, torch.bfloat16).requires_grad_()
+                offs = torch.tensor([17, 40, 40], dtype=torch.int32, device=device)
+                grouped_mm = (getattr(F, "grouped_mm", None) or torch._grouped_mm) if device == "cuda" else reference_grouped_mm
+                y = _ExpertCalls(slices)._grouped(grouped_mm, (x, experts.gate_up_proj.transpose(-2, -1)), {"offs": offs})
+                y.float().pow(2).sum().backward()
+                outputs.append((y.detach().float().cpu(), x.grad.float().cpu(), experts.gate_up_proj.grad.float().cpu()))
+            for got, want, what in zip(outputs[0], outputs[1], ("Fprop", "Dgrad", "Wgrad")):
+                assert_within_last_bit(self, got, want, f"{gemm['rounding']}, {gemm['rotation']}: {what}")
 
     def test_observed_per_expert(self):
         model, _ = self.models()
