@@ -213,18 +213,24 @@ class _ExpertCalls(TorchFunctionMode):
         if any(found is None for found in experts) or len(ends) != len(experts) or not 0 < ends[-1] <= x.shape[0]:
             return None
         self.split += 1
+        # Experts with nothing of their own to do this step keep one grouped product: the trainer's
+        # grouped GEMM, or emulated, one grouped emulated product (outside this stats step's layer
+        # group, or on a step without a capture). Its rows of the other experts are replaced (no
+        # gradient flows back through them) by their own products, through their hooks.
         emulation = _grouped_emulation(experts)
-        if emulation is not None:
+        own = [_measured(found) for found in experts] if emulation is not None else [busy(found) for found in experts]
+        if all(own):
+            grouped = None
+        elif emulation is not None:
             from .grouped_emulation import GroupedEmulatedExperts
-            what = experts[0]._mxscope_name.rsplit(".", 1)[0]
-            return GroupedEmulatedExperts.apply(x, weights, given["offs"], ends, emulation, call, what)
-        # Experts with nothing to do this step (outside this stats step's layer group) keep the
-        # trainer's grouped GEMM: its rows of the busy experts are replaced (no gradient flows back
-        # through them) by their own products.
-        grouped = None if all(busy(found) for found in experts) else call(*args, **kwargs)
+            grouped = GroupedEmulatedExperts.apply(x, weights, given["offs"], ends, emulation, call, experts[0]._mxscope_name.rsplit(".", 1)[0])
+            if not any(own):
+                return grouped
+        else:
+            grouped = call(*args, **kwargs)
         parts, start, kept = [], 0, 0  # kept: rows before `kept` not yet taken from `grouped`
         for e, end in enumerate(ends):
-            if end > start and (grouped is None or busy(experts[e])):  # an expert no token reached has no GEMM, as in the eager loop
+            if end > start and (grouped is None or own[e]):  # an expert no token reached has no GEMM, as in the eager loop
                 if kept < start:
                     parts.append(grouped[kept:start])
                 parts.append(run_linear(experts[e], x[start:end], weights[e].t(), None, _matmul_linear))
@@ -261,19 +267,21 @@ class _ExpertCalls(TorchFunctionMode):
 
 
 def _grouped_emulation(experts: List[ExpertSlice]):
-    """The Emulation that every expert of a grouped GEMM runs under, when they can run as one grouped
-    emulated product (grouped_emulation.py): none has hooks, no capture measures them this step,
-    and every GEMM's config quantizes an operand the same wherever its rows lie."""
+    """The Emulation that every expert of a grouped GEMM runs under, when the experts this step does
+    not measure can run as one grouped emulated product (grouped_emulation.py): every GEMM's config
+    quantizes all experts' operands at once."""
     emulation = getattr(experts[0], "_mxscope_emulation", None)
     if emulation is None or not emulation.enabled or not all(getattr(e, "_mxscope_emulation", None) is emulation for e in experts):
         return None
-    if any(e.pre_hooks or e.forward_hooks for e in experts):
-        return None
     from .grouped_emulation import groupable
-    capture = emulation.capture
-    if capture is not None and any(capture.observes(e._mxscope_name) for e in experts):
-        return None
     return emulation if all(groupable(emulation.gemms[kind], emulation.misfit) for kind in ("fprop", "dgrad", "wgrad")) else None
+
+
+def _measured(expert: ExpertSlice) -> bool:
+    """Whether an emulated expert has hooks or a capture measures it this step: its GEMMs then run
+    on their own, reporting themselves."""
+    capture = expert._mxscope_emulation.capture
+    return bool(expert.pre_hooks or expert.forward_hooks) or (capture is not None and capture.observes(expert._mxscope_name))
 
 
 def _hooks(target) -> Tuple[list, list]:

@@ -380,17 +380,21 @@ class GroupedEmulation(unittest.TestCase):
     """Emulated experts of a grouped GEMM run as one grouped emulated product per parameter (on CPU,
     with the reference grouped product): the values and gradients of one emulated GEMM per expert."""
 
-    def outputs(self, gemms, grouped: bool, rows=40, in_out=False, input_grad=True):
+    def outputs(self, gemms, grouped: bool, rows=40, in_out=False, input_grad=True, hooked=False):
         """in_out: experts kept [E, in, out] (GPT-OSS's layout), the grouped GEMM taking the parameter
-        itself; input_grad False: the model's input needs no gradient (no Dgrad into it)."""
+        itself; input_grad False: the model's input needs no gradient (no Dgrad into it); hooked:
+        expert 1 of gate_up_proj has a forward hook (a capture step measuring it), seen in self.seen."""
         torch.manual_seed(0)
         model = Moe(MatmulExperts(StackedExperts()) if in_out else StackedExperts())
         emulate(model, gemms)
         generator = torch.Generator().manual_seed(1)
         h = torch.randn(rows, DIM, generator=generator).requires_grad_(input_grad)
-        choice = (torch.rand(rows, generator=generator) < 0.4).long()  # experts 0 and 1, 23 and 17 tokens: no whole blocks; 2: none
+        choice = (torch.rand(rows, generator=generator) < 0.4).long()  # experts 0 and 1, 26 and 14 tokens: no whole blocks; 2: none
         experts = model.experts
         layouts = self.layouts = []
+        self.seen = []
+        if hooked:
+            experts._mxscope_experts["gate_up_proj"][1].register_forward_hook(lambda m, inputs, out: self.seen.append(tuple(out.shape)))
         if grouped:
             order = torch.sort(choice, stable=True).indices
             offs = torch.cumsum(torch.bincount(choice, minlength=EXPERTS), 0, dtype=torch.int32)
@@ -409,9 +413,9 @@ class GroupedEmulation(unittest.TestCase):
         y.pow(2).sum().backward()
         return y.detach(), h.grad, experts.gate_up_proj.grad, experts.down_proj.grad, list(REFERENCE_CALLS)
 
-    def assert_same(self, gemms, grouped_wgrads: int, in_out=False, input_grad=True):
-        want = self.outputs(gemms, grouped=False, in_out=in_out, input_grad=input_grad)
-        got = self.outputs(gemms, grouped=True, in_out=in_out, input_grad=input_grad)
+    def assert_same(self, gemms, grouped_wgrads: int, in_out=False, input_grad=True, hooked=False):
+        want = self.outputs(gemms, grouped=False, in_out=in_out, input_grad=input_grad, hooked=hooked)
+        got = self.outputs(gemms, grouped=True, in_out=in_out, input_grad=input_grad, hooked=hooked)
         self.assertEqual(got[4], ["2-D"] * grouped_wgrads, "Wgrads as grouped products over the tokens")
         self.assertTrue(torch.equal(got[0], want[0]), "Fprop")
         self.assertTrue(got[1] is None if not input_grad else torch.equal(got[1], want[1]), "Dgrad")
@@ -428,6 +432,12 @@ class GroupedEmulation(unittest.TestCase):
     def test_an_input_without_gradient_gets_its_wgrads_alone(self):
         self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2, input_grad=False)
         self.assertEqual(self.layouts, [True, True])
+
+    def test_an_expert_measured_this_step_gets_its_own_gemms_beside_the_grouped_product(self):
+        """A capture step measuring one expert (its hooks): that expert's rows come from its own emulated
+        GEMMs, which report themselves, and its gradients from them alone; the rest stay grouped."""
+        self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2, hooked=True)
+        self.assertEqual(self.seen, [(14, 2 * HIDDEN)], "expert 1 of gate_up_proj (14 tokens), through its hook")
 
     def test_experts_kept_in_out(self):
         self.assert_same(mx_gemms("hadamard"), grouped_wgrads=2, in_out=True)
@@ -581,6 +591,26 @@ class ExpertsMultipliedByGroupedMm(unittest.TestCase):
         self.assertEqual(model.experts.grouped_calls, 1)
         for name in ("gate_up_proj", "down_proj"):
             self.assertTrue(torch.allclose(getattr(model.experts, name).grad.float(), getattr(twin.experts, name).grad.float(), rtol=2e-2, atol=1e-4), name)
+
+    def test_emulated_experts_outside_the_layer_group_stay_one_grouped_product(self):
+        model, twin = self.models()
+        for m in (model, twin):
+            emulate(m, mx_gemms())
+        x = torch.randn(4, 16, DIM, device="cuda", dtype=torch.bfloat16)
+        twin(x).float().pow(2).mean().backward()  # emulated expert by expert, without the bridge
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-emulated-group-"), stats_every=2, stats_layer_groups=2)
+        bridge.start_run()
+        bridge.begin_step(0)  # group 0: gate_up_proj.0 and down_proj.1 measured (expert 2 gets no token)
+        with mock.patch.object(GroupedEmulatedExperts, "apply", side_effect=GroupedEmulatedExperts.apply) as grouped:
+            model(x).float().pow(2).mean().backward()
+        bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        bridge.close()
+        self.assertEqual(grouped.call_count, 2, "one grouped emulated product per parameter for the experts not measured")
+        self.assertEqual({r["layer"] for r in read_log(run_dir) if r["type"] == "layerStats"}, {"experts.gate_up_proj.0", "experts.down_proj.1"})
+        for name in ("gate_up_proj", "down_proj"):
+            assert_within_last_bit(self, getattr(model.experts, name).grad, getattr(twin.experts, name).grad, name)
 
     def test_a_grouped_implementation_it_cannot_split_runs_eager_from_the_next_call(self):
         torch.manual_seed(0)
