@@ -8,7 +8,7 @@ import { NoticeFilter } from '../../src/dashboard/notice.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { BASE_RUN } from './fixtures.js';
 import { launchChromium, openDashboard } from './harness.js';
-import { canvasHash, choose, clickTab, settle, uiState, waitText } from './page-helpers.js';
+import { canvasHash, choose, clickTab, settle, toggle, uiState, waitText } from './page-helpers.js';
 
 let browser: Browser;
 before(async () => {
@@ -66,6 +66,7 @@ test('Layer heatmap: the layer filter keeps the matching rows; hover and click f
   await page.waitForSelector('.loss-view .loss-chart canvas');
   await clickTab(page, 'Layer heatmap');
   await waitText(page, '.layer-heatmap-view p.note', /: 28 layers ×/);
+  assert.equal(await page.isHidden('.layer-heatmap-view vscode-checkbox'), true, 'no experts: no Group experts box');
   const all = await canvasHash(page, 'canvas.layer-grid');
   await page.fill('.layer-heatmap-view vscode-text-field >> input', 'attn\\.v');
   await waitText(page, '.layer-heatmap-view p.note', /: 4 of 28 layers ×/);
@@ -122,6 +123,32 @@ test('Layer heatmap of a LoRA-like run: frozen layers are named under the Wgrad 
   const fprop = await page.locator('.layer-heatmap-view p.note').textContent();
   assert.match(fprop!, /28 layers ×/);
   assert.doesNotMatch(fprop!, /Not shown/);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Layer heatmap: experts as a row per group; hover names the worst expert, a click opens it; Group experts off shows every row', async () => {
+  const host = await openDashboard(browser, 'dark', {
+    before: (h) => h.ingest(syntheticRun({ runId: 'moe', name: 'experts', blocks: 2, experts: 8, steps: 40, statsEvery: 10, evalEvery: 20, sketchSize: 8, rotation: 'hadamard', seed: 5 })),
+  });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Layer heatmap');
+  await waitText(page, '.layer-heatmap-view p.note', /: 12 rows \(40 layers: 32 experts in 4 groups, a row per group with its worst expert at each step\) ×/);
+  const grouped = await canvasHash(page, 'canvas.layer-grid');
+  // Row 4 of 12: block 0's four attention projections, then its gate_up_proj group.
+  const { x, y, tip } = await hoverNewest(page, 4, 12);
+  const m = tip.match(/^blocks\.0\.mlp\.experts\.gate_up_proj\.\* \(8 experts\) · wgrad · step (\d+) · Wgrad relative error [\d.]+ \(worst: (blocks\.0\.mlp\.experts\.gate_up_proj\.\d)\)$/);
+  assert.ok(m, `the group, its value and its worst expert: ${tip}`);
+  await page.mouse.click(x, y);
+  await waitText(page, '.scales-view .stats', 'saturated');
+  const state = await uiState(page);
+  assert.deepEqual([state.layer, state.step], [m![2], Number(m![1])], 'the worst expert at that step in Block scales');
+  await clickTab(page, 'Layer heatmap');
+  await toggle(page, 'Group experts');
+  await waitText(page, '.layer-heatmap-view p.note', /: 40 layers ×/);
+  assert.notEqual(await canvasHash(page, 'canvas.layer-grid'), grouped, 'every expert its own row');
+  assert.equal((await uiState(page)).groupExperts, false);
   assert.deepEqual(host.errors, []);
   await page.close();
 });

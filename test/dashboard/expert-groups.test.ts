@@ -40,3 +40,19 @@ test('a group sits where its first expert sits, so a worst-first order leads wit
   const rows = [row('e.experts.a.1', () => 9), row('dense', () => 8), row('e.experts.a.0', () => 1)];
   assert.deepEqual(groupExperts(rows).map((entry) => ('layer' in entry ? entry.layer.layer : entry.group.row.layer)), ['e.experts.a.*', 'dense']);
 });
+
+test("a grid's group row holds at each step its worst expert's value and names that expert", async () => {
+  const { groupGridRows } = await import('../../webview/dashboard/model/expert-groups.js');
+  const layers = ['attn.q', 'moe.experts.up.0', 'moe.experts.up.1', 'moe.experts.down.0'];
+  // Two steps per row; the group's worst moves from expert 0 to expert 1, and a step without stats stays empty.
+  const values = [1, 2, 0.5, null, 0.2, 0.9, 3, 4];
+  const rows = groupGridRows(layers, values, 2, 'higher');
+  assert.deepEqual(rows.map((row) => row.name), ['attn.q', 'moe.experts.up.*', 'moe.experts.down.0']);
+  assert.deepEqual(rows[1]!.values, [0.5, 0.9]);
+  assert.deepEqual(rows[1]!.shownExpert, ['moe.experts.up.0', 'moe.experts.up.1']);
+  assert.deepEqual(rows[1]!.experts, ['moe.experts.up.0', 'moe.experts.up.1']);
+  assert.deepEqual(rows[0]!.values, [1, 2]);
+  assert.deepEqual(rows[0]!.shownExpert, [null, null]);
+  assert.deepEqual(groupGridRows(layers, values, 2, 'lower')[1]!.values, [0.2, 0.9], 'lower is worse (SQNR)');
+  assert.deepEqual(groupGridRows(['e.experts.a.0', 'e.experts.a.1'], [null, null], 1, 'higher')[0]!.shownExpert, [null]);
+});

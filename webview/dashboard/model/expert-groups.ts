@@ -2,7 +2,7 @@
 // 128 experts per block and projection, thousands of rows that bury its dense layers. A group row
 // holds, per metric, the worst value among its experts, so a worst-first table still leads with
 // what is worst.
-import { badness, layerMetric } from '../../../src/protocol/layer-metrics.js';
+import { badness, layerMetric, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
 import { LAYER_METRICS, type LayerRow } from '../../../src/protocol/webview.js';
 
 /**
@@ -30,23 +30,15 @@ export type OverviewEntry = { layer: LayerRow } | { group: ExpertGroup };
 
 /** The rows with every group of two or more experts as one entry, in the order each first appears. */
 export function groupExperts(rows: readonly LayerRow[]): OverviewEntry[] {
-  const members = new Map<string, LayerRow[]>();
-  for (const row of rows) {
-    const group = expertGroupOf(row.layer);
-    if (group !== null) members.set(group, [...(members.get(group) ?? []), row]);
-  }
-  const entries: OverviewEntry[] = [];
-  const placed = new Set<string>();
-  for (const row of rows) {
-    const group = expertGroupOf(row.layer);
-    const experts = group === null ? undefined : members.get(group);
-    if (group === null || experts === undefined || experts.length < 2) entries.push({ layer: row });
-    else if (!placed.has(group)) {
-      placed.add(group);
-      entries.push({ group: { row: { layer: group, values: LAYER_METRICS.map((_, m) => worstValue(experts, m)) }, experts } });
-    }
-  }
-  return entries;
+  return grouped<OverviewEntry>(
+    rows.map((row) => row.layer),
+    (r) => ({ layer: rows[r]! }),
+    (name, members) => {
+      const experts = members.map((r) => rows[r]!);
+      const values = LAYER_METRICS.map((metric, m) => worstOf(members, (r) => rows[r]!.values[m] ?? null, layerMetric(metric).worse).value);
+      return { group: { row: { layer: name, values }, experts } };
+    },
+  );
 }
 
 /** How many of `rows` are experts of a group of two or more, and in how many groups. */
@@ -55,12 +47,58 @@ export function expertCount(entries: readonly OverviewEntry[]): { experts: numbe
   return { experts: groups.reduce((sum, { group }) => sum + group.experts.length, 0), groups: groups.length };
 }
 
-function worstValue(rows: readonly LayerRow[], metric: number): number | null {
-  const worse = layerMetric(LAYER_METRICS[metric]!).worse;
-  let worst: number | null = null;
-  for (const row of rows) {
-    const value = row.values[metric] ?? null;
-    if (value !== null && (worst === null || badness(value, worse) > badness(worst, worse))) worst = value;
+export interface GridRow {
+  /** A layer, or a group (`….experts.gate_up_proj.*`). */
+  name: string;
+  /** Per step: the layer's value, or the worst of the group's experts' values. */
+  values: (number | null)[];
+  /** Per step, the expert whose value a group's row shows (null in a layer's row, or without stats). */
+  shownExpert: (string | null)[];
+  /** The group's experts (empty for a layer). */
+  experts: string[];
+}
+
+/** A layer × step grid's rows (model order) with every group of two or more experts as one row. */
+export function groupGridRows(layers: readonly string[], values: readonly (number | null)[], columns: number, worse: LayerMetricSpec['worse']): GridRow[] {
+  const at = (r: number, c: number) => values[r * columns + c] ?? null;
+  const steps = Array.from({ length: columns }, (_, c) => c);
+  return grouped<GridRow>(
+    layers,
+    (r) => ({ name: layers[r]!, values: steps.map((c) => at(r, c)), shownExpert: steps.map(() => null), experts: [] }),
+    (name, members) => {
+      const worst = steps.map((c) => worstOf(members, (r) => at(r, c), worse));
+      return { name, values: worst.map((w) => w.value), shownExpert: worst.map((w) => (w.index === null ? null : layers[w.index]!)), experts: members.map((r) => layers[r]!) };
+    },
+  );
+}
+
+/** Items for `names` in order, a group of two or more experts as one item at its first expert's place. */
+function grouped<T>(names: readonly string[], single: (index: number) => T, group: (name: string, members: number[]) => T): T[] {
+  const members = new Map<string, number[]>();
+  names.forEach((name, index) => {
+    const key = expertGroupOf(name);
+    if (key !== null) members.set(key, [...(members.get(key) ?? []), index]);
+  });
+  const items: T[] = [];
+  names.forEach((name, index) => {
+    const key = expertGroupOf(name);
+    const rows = key === null ? undefined : members.get(key);
+    if (key === null || rows === undefined || rows.length < 2) items.push(single(index));
+    else if (rows[0] === index) items.push(group(key, rows));
+  });
+  return items;
+}
+
+/** The worst value among `indices` (by the metric's badness) and whose it is; nulls are skipped. */
+function worstOf(indices: readonly number[], valueOf: (index: number) => number | null, worse: LayerMetricSpec['worse']): { value: number | null; index: number | null } {
+  let value: number | null = null;
+  let index: number | null = null;
+  for (const i of indices) {
+    const v = valueOf(i);
+    if (v !== null && (value === null || badness(v, worse) > badness(value, worse))) {
+      value = v;
+      index = i;
+    }
   }
-  return worst;
+  return { value, index };
 }

@@ -2,18 +2,20 @@
 // lag-1 correlation, scale shift) for one run and GEMM: rows are layers in model order, columns
 // stats steps, brighter is worse. It answers "which layer moved first?" before a divergence.
 // Hover names the cell's layer, step and value; a click (or Enter) opens that layer's block scales
-// at that step; the chosen step (e.g. a divergence) is marked; the layer filter keeps the rows it matches.
+// at that step; the chosen step (e.g. a divergence) is marked; the layer filter keeps the rows it matches;
+// a mixture-of-experts run's experts are a row per group (Group experts), a cell its worst expert's.
 import { GEMM_KINDS, wgradErrorNote, type GemmKind } from '../../../src/protocol/config.js';
 import { GEMM_OPERANDS } from '../../../src/protocol/telemetry.js';
 import { badness, layerMetric, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
 import { GRID_METRICS, type GridMetric, type LayerGridMessage } from '../../../src/protocol/webview.js';
-import { dropdown, textField } from '../../ui/toolkit.js';
+import { checkbox, dropdown, textField } from '../../ui/toolkit.js';
 import { element, formatNumber, type Context, type View } from '../context.js';
 import { paintGrid, type GridGeometry } from '../heatmap-canvas.js';
 import { interactiveHeatmap } from '../heatmap-interaction.js';
 import { controlsWithRunPicker, panelRunsOrNote } from '../layer-picker.js';
 import { stepIndex } from './scales.js';
 import { filterLayers } from '../model/ui-state.js';
+import { groupGridRows, type GridRow } from '../model/expert-groups.js';
 
 const ROW_PX = { min: 4, max: 14 };
 
@@ -21,10 +23,14 @@ export class LayerHeatmapView implements View {
   readonly root = element('div', 'view layer-heatmap-view');
   private readonly heat = element('canvas', 'heatmap layer-grid');
   private readonly note = element('p', 'note');
-  /** The host's grid of the run's layers, and its rows the layer filter keeps (what is drawn). */
+  /** The host's grid of the run's layers, its rows the layer filter keeps, and what is drawn (experts grouped). */
   private grid: LayerGridMessage | undefined;
+  private filtered: LayerGridMessage | undefined;
   private shown: LayerGridMessage | undefined;
+  /** The drawn rows where experts are grouped (a group row opens its worst expert), else null. */
+  private groupedRows: GridRow[] | null = null;
   private geometry: GridGeometry | null = null;
+  private grouping: HTMLElement | undefined;
 
   constructor(private readonly ctx: Context) {
     if (!panelRunsOrNote(ctx, this.root)) return;
@@ -37,7 +43,9 @@ export class LayerHeatmapView implements View {
       dropdown(this.gemms().map((g) => ({ value: g, label: g })), this.gemm(), (g) => ctx.update({ gridGemm: g as GemmKind }), 'heatmap GEMM'),
       // The same filter as the other per-layer tabs': a mixture-of-experts run has thousands of rows.
       textField(ctx.state.layerFilter, 'filter layers (name or regex)', (layerFilter) => ctx.update({ layerFilter })),
+      (this.grouping = checkbox('Group experts', ctx.state.groupExperts, (groupExperts) => ctx.update({ groupExperts }))),
     );
+    this.grouping.hidden = true;
     const box = element('section', 'chart-box');
     box.append(element('h3', undefined, 'Layers × stats steps (brighter = worse)'));
     box.append(
@@ -64,21 +72,31 @@ export class LayerHeatmapView implements View {
     if (!run) return;
     const { gridMetric } = this.ctx.state;
     this.grid = this.ctx.grid(run.runId, gridMetric, this.gemm());
-    this.shown = this.grid && filteredRows(this.grid, this.ctx.state.layerFilter);
-    const grid = this.shown;
-    if (!grid) {
+    this.filtered = this.grid && filteredRows(this.grid, this.ctx.state.layerFilter);
+    const info = layerMetric(gridMetric);
+    const filtered = this.filtered;
+    if (!filtered) {
       this.note.textContent = 'Loading…';
       return;
     }
+    const columns = filtered.steps.length;
+    const groupRows = groupGridRows(filtered.layers, filtered.values, columns, info.worse);
+    const groups = groupRows.filter((row) => row.experts.length > 0);
+    this.grouping!.hidden = groups.length === 0;
+    this.groupedRows = groups.length > 0 && this.ctx.state.groupExperts ? groupRows : null;
+    const grid = (this.shown = this.groupedRows ? { ...filtered, layers: groupRows.map((row) => row.name), values: groupRows.flatMap((row) => row.values) } : filtered);
     const rows = grid.layers.length;
-    const of = rows < this.grid!.layers.length ? ` of ${this.grid!.layers.length}` : '';
-    const columns = grid.steps.length;
-    const info = layerMetric(gridMetric);
+    const layers = filtered.layers.length;
+    const of = layers < this.grid!.layers.length ? ` of ${this.grid!.layers.length}` : '';
+    const experts = groups.reduce((sum, row) => sum + row.experts.length, 0);
+    const what = this.groupedRows
+      ? `${rows} rows (${layers}${of} layers: ${experts} experts in ${groups.length} groups, a row per group with its worst expert at each step)`
+      : `${layers}${of} layers`;
     const errorNote = wgradErrorNote(run);
     this.note.textContent =
       columns === 0
         ? `${run.name}: no ${grid.gemm} layer stats yet.`
-        : `${run.name} · ${grid.gemm} · ${info.title}: ${rows}${of} layers × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.` +
+        : `${run.name} · ${grid.gemm} · ${info.title}: ${what} × ${columns} stats steps (${grid.steps[0]}–${grid.steps[columns - 1]}). Hover for values; click a cell to open that layer's block scales at that step.` +
           withoutStatsNote(grid.gemm, grid.withoutStats) +
           (info.wgradOnly && errorNote ? ` ${errorNote}.` : '');
     this.heat.style.height = `${Math.max(160, Math.min(640, rows * Math.min(ROW_PX.max, Math.max(ROW_PX.min, 480 / Math.max(1, rows))) + 24))}px`;
@@ -93,18 +111,25 @@ export class LayerHeatmapView implements View {
     if (!grid) return null;
     const value = grid.values[row * grid.steps.length + column];
     const label = layerMetric(grid.metric).title;
-    return `${grid.layers[row]} · ${grid.gemm} · step ${grid.steps[column]} · ${label} ${value === null || value === undefined ? 'no stats' : formatNumber(value)}`;
+    const group = this.groupedRows?.[row];
+    const name = group && group.experts.length > 0 ? `${group.name} (${group.experts.length} experts)` : grid.layers[row];
+    const worst = group?.shownExpert[column];
+    return `${name} · ${grid.gemm} · step ${grid.steps[column]} · ${label} ${value === null || value === undefined ? 'no stats' : formatNumber(value)}${worst ? ` (worst: ${worst})` : ''}`;
   }
 
+  /** Opens the cell's layer (a group's: its worst expert at that step) in Block scales at that step. */
   private open(column: number, row: number): void {
     const grid = this.shown;
     if (!grid) return;
     const gemm = grid.gemm;
-    this.ctx.update({ tab: 'scales', layer: grid.layers[row]!, step: grid.steps[column]!, gemm, operand: GEMM_OPERANDS[gemm][0] }, true);
+    const group = this.groupedRows?.[row];
+    const layer = group && group.experts.length > 0 ? (group.shownExpert[column] ?? group.experts[0]!) : grid.layers[row]!;
+    this.ctx.update({ tab: 'scales', layer, step: grid.steps[column]!, gemm, operand: GEMM_OPERANDS[gemm][0] }, true);
   }
 
+  /** Every layer the filter keeps, experts one by one. */
   csv() {
-    const grid = this.shown;
+    const grid = this.filtered;
     const rows: (string | number | null)[][] = [];
     if (grid) grid.layers.forEach((layer, r) => grid.steps.forEach((step, c) => rows.push([grid.runId, layer, grid.gemm, step, grid.values[r * grid.steps.length + c] ?? null])));
     return { name: `layer-heatmap-${this.ctx.state.gridMetric}.csv`, header: ['run_id', 'layer', 'gemm', 'step', this.ctx.state.gridMetric], rows };
