@@ -262,6 +262,9 @@ class _ExpertCalls(TorchFunctionMode):
             elif self._param(weights) is not None and isinstance(x, torch.Tensor) and x.dim() == 3:
                 experts = [self._slice(weights[e].t()) for e in range(weights.shape[0])]
                 if all(found is not None for found in experts):
+                    batched = _batched_emulated(x, weights, experts)
+                    if batched is not None:
+                        return batched
                     return torch.stack([run_linear(found, x[e], weights[e].t(), None, _matmul_linear) for e, found in enumerate(experts)])
         return func(*args, **kwargs)
 
@@ -275,6 +278,22 @@ def _grouped_emulation(experts: List[ExpertSlice]):
         return None
     from .grouped_emulation import groupable
     return emulation if all(groupable(emulation.gemms[kind], emulation.misfit) for kind in ("fprop", "dgrad", "wgrad")) else None
+
+
+def _batched_emulated(x: torch.Tensor, weights: torch.Tensor, experts: List[ExpertSlice]) -> Optional[torch.Tensor]:
+    """A bmm by all experts (x [E, tokens, in], weights [E, in, out]; Llama 4) as one grouped
+    emulated product of equal groups, where all experts run emulated and none is measured this step;
+    else None (one product per expert)."""
+    emulation = _grouped_emulation(experts)
+    if emulation is None or any(_measured(found) for found in experts):
+        return None
+    from .grouped_emulation import GroupedEmulatedExperts, equal_groups_mm
+    count, tokens = x.shape[0], x.shape[1]
+    ends = [tokens * (e + 1) for e in range(count)]
+    offs = torch.tensor(ends, dtype=torch.int32, device=x.device)
+    y = GroupedEmulatedExperts.apply(x.reshape(count * tokens, x.shape[2]), weights, offs, ends, emulation, equal_groups_mm,
+                                     experts[0]._mxscope_name.rsplit(".", 1)[0])
+    return y.view(count, tokens, weights.shape[2])
 
 
 def _measured(expert: ExpertSlice) -> bool:

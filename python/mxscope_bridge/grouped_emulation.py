@@ -177,6 +177,18 @@ def _wgrad(dy: torch.Tensor, x: torch.Tensor, ends: List[int], emulation, dtype:
     return _grouped_product(grouped_mm, xq, dyq.t(), spread_ends, out_dtype)
 
 
+def equal_groups_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """The grouped GEMM for groups of one size (a bmm by all experts, as Llama 4 multiplies them), by
+    torch.bmm: a [G·T, K] by b [G, K, N], or a [M, G·T] by b [G·T, N] split along G·T. Its outputs
+    are in the operands' dtype: a float32 `out_dtype` gets them converted."""
+    groups = offs.numel()
+    if b.dim() == 3:
+        out = torch.bmm(a.reshape(groups, -1, a.shape[1]), b).reshape(a.shape[0], b.shape[2])
+    else:
+        out = torch.bmm(a.reshape(a.shape[0], groups, -1).transpose(0, 1), b.reshape(groups, -1, b.shape[1]))
+    return out if out_dtype is None else out.to(out_dtype)
+
+
 _FLOAT32_OUT: List[Optional[bool]] = [None]
 
 

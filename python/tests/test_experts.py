@@ -214,15 +214,23 @@ class ExpertsMultipliedByMatmul(unittest.TestCase):
         self.assertFalse(is_transposed(module(), "w", gate_up), "no hint: [out, in], F.linear's layout")
 
     def test_emulated_like_experts_multiplied_by_f_linear(self):
-        x = torch.randn(4, 16, DIM)
+        """A bmm by all experts runs as one grouped emulated product per parameter (equal groups; 40
+        tokens each pad to whole blocks), the same values as one emulated GEMM per expert."""
+        for shape in ((4, 16, DIM), (4, 10, DIM)):
+            self.emulated_like_f_linear(torch.randn(*shape))
+
+    def emulated_like_f_linear(self, x):
         for kind, experts, reference, (gate_up, down) in self.variants():
-            with self.subTest(kind):
+            with self.subTest(kind=kind, tokens=x.shape[0] * x.shape[1]):
                 model, twin = Moe(experts), Moe(reference)
                 plain = model(x)
                 for m in (model, twin):
                     emulate(m, mx_gemms())
-                y, y_ref = model(x), twin(x)
-                y.pow(2).mean().backward()
+                with mock.patch.object(GroupedEmulatedExperts, "apply", side_effect=GroupedEmulatedExperts.apply) as grouped:
+                    y = model(x)
+                    y.pow(2).mean().backward()
+                self.assertEqual(grouped.call_count, 2 if kind == "bmm" else 0)
+                y_ref = twin(x)
                 y_ref.pow(2).mean().backward()
                 self.assertFalse(torch.equal(y, plain), "the experts' GEMMs ran in MXFP4")
                 self.assertTrue(torch.equal(y, y_ref))
