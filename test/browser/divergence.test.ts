@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
 import { NoticeFilter } from '../../src/dashboard/notice.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
-import { BASE_RUN } from './fixtures.js';
+import { BASE_RUN, EXPERTS_RUN } from './fixtures.js';
 import { launchChromium, openDashboard } from './harness.js';
 import { canvasHash, choose, clickTab, settle, toggle, uiState, waitText } from './page-helpers.js';
 
@@ -129,7 +129,7 @@ test('Layer heatmap of a LoRA-like run: frozen layers are named under the Wgrad 
 
 test('Layer heatmap: experts as a row per group; hover names the worst expert, a click opens it; Group experts off shows every row', async () => {
   const host = await openDashboard(browser, 'dark', {
-    before: (h) => h.ingest(syntheticRun({ runId: 'moe', name: 'experts', blocks: 2, experts: 8, steps: 40, statsEvery: 10, evalEvery: 20, sketchSize: 8, rotation: 'hadamard', seed: 5 })),
+    before: (h) => h.ingest(syntheticRun({ ...EXPERTS_RUN, steps: 40, statsEvery: 10 })),
   });
   const { page } = host;
   await page.waitForSelector('.loss-view .loss-chart canvas');

@@ -3,6 +3,9 @@
 import { syntheticRun, type SyntheticRunOptions } from '../fixtures/synthetic-run.js';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 
+/** A mixture-of-experts run: 2 blocks of 4 attention projections and 8 experts of 2 parameters (40 layers, 4 groups). */
+export const EXPERTS_RUN = { runId: 'moe', name: 'experts', blocks: 2, experts: 8, evalEvery: 10, sketchSize: 8, rotation: 'hadamard', seed: 5 } as const;
+
 export const BASE_RUN: Omit<SyntheticRunOptions, 'runId' | 'rotation' | 'seed'> = { blocks: 4, steps: 600, statsEvery: 20, evalEvery: 50, sketchSize: 64 };
 
 export function recordedRuns(): TelemetryRecord[] {

@@ -6,7 +6,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
-import { recordedRuns } from './fixtures.js';
+import { EXPERTS_RUN, recordedRuns } from './fixtures.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { launchChromium, openDashboard, type FakeHost } from './harness.js';
 import { canvasHash, chartLabel, choose, clickTab, dropdownValue, settle, toggle, uiState, waitCount, waitText } from './page-helpers.js';
@@ -121,7 +121,7 @@ test('Layer overview: the metric dropdown and header clicks sort worst first; a 
 
 test('Layer overview: experts as a row per group with its worst expert; a click lists them, Group experts off lists all', async () => {
   const host = await openDashboard(browser, 'dark', {
-    before: (h) => h.ingest(syntheticRun({ runId: 'moe', name: 'experts', blocks: 2, experts: 8, steps: 2, statsEvery: 1, evalEvery: 10, sketchSize: 8, rotation: 'hadamard', seed: 5 })),
+    before: (h) => h.ingest(syntheticRun({ ...EXPERTS_RUN, steps: 2, statsEvery: 1 })),
   });
   const { page } = host;
   await page.waitForSelector('.loss-view .loss-chart canvas');
