@@ -17,7 +17,9 @@ grouped GEMM by one (`F.grouped_mm` or `torch._grouped_mm`: transformers' groupe
 on CUDA, the routed tokens sorted by expert, split at the offsets it is given). Experts that an
 implementation multiplies another way (transformers' batched_mm, grouped_mm without a grouped GEMM
 in torch or off CUDA) run their eager implementation instead while hooked (a capturing step) or
-emulated: the same products, one GEMM per expert."""
+emulated: the same products, one GEMM per expert. Emulated experts of a grouped GEMM, or of one bmm
+over all of them, run as one grouped emulated product (grouped_emulation.py), but for the experts a
+capture step measures, which get GEMMs of their own."""
 from __future__ import annotations
 
 import types
