@@ -161,6 +161,31 @@ test('Layer overview: experts as a row per group with its worst expert; a click 
   await page.close();
 });
 
+test("Layer overview, comparing runs: a row per group of experts with each run's worst expert and their Δ; a click lists them", async () => {
+  const host = await openDashboard(browser, 'dark', {
+    before: (h) => h.ingest([...syntheticRun({ ...EXPERTS_RUN, steps: 2, statsEvery: 1 }), ...syntheticRun({ ...EXPERTS_RUN, runId: 'moe-b', name: 'experts b', seed: 6, steps: 2, statsEvery: 1 })]),
+  });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await host.send({ type: 'focus', mode: 'compare', runIds: ['moe', 'moe-b'] });
+  await clickTab(page, 'Layer overview');
+  await waitText(page, '.overview-view .note', /per layer \(32 experts in 4 groups, a row per group with each run's worst expert\); Δ = /);
+  assert.equal(await page.locator('table.overview tr.clickable').count(), 12);
+  const group = 'table.overview tr.expert-group:has-text("blocks.0.mlp.experts.down_proj.*")';
+  const numbers = (selector: string) => page.$$eval(selector, (rows) => rows.map((row) => [1, 2, 3].map((i) => Number(row.children[i]!.textContent))));
+  const [[a, b, diff]] = await numbers(group);
+  await page.click(group);
+  await waitCount(page, 'table.overview tr.expert', 8);
+  const experts = await numbers('table.overview tr.expert');
+  assert.equal(a, Math.max(...experts.map((row) => row[0]!)), "the first run's worst expert");
+  assert.equal(b, Math.max(...experts.map((row) => row[1]!)), "the second run's worst expert");
+  assert.ok(Math.abs(diff! - (b! - a!)) < 1e-3 * Math.max(Math.abs(a!), Math.abs(b!)), `Δ of the group's values: ${diff} against ${b! - a!}`);
+  await toggle(page, 'Group experts');
+  await waitCount(page, 'table.overview tr.clickable', 40);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
 test('Layer overview: a run with more layers than the table draws says which it shows', async () => {
   const host = await openDashboard(browser, 'dark', {
     before: (h) => h.ingest(syntheticRun({ runId: 'moe', name: 'many layers', blocks: 40, steps: 2, statsEvery: 1, evalEvery: 10, sketchSize: 8, rotation: 'hadamard', seed: 3 })),

@@ -28,14 +28,21 @@ export interface ExpertGroup {
 
 export type OverviewEntry = { layer: LayerRow } | { group: ExpertGroup };
 
-/** The rows with every group of two or more experts as one entry, in the order each first appears. */
-export function groupExperts(rows: readonly LayerRow[]): OverviewEntry[] {
+/** Which way each overview column (a metric) is worse. */
+export const metricColumns = (column: number): LayerMetricSpec['worse'] => layerMetric(LAYER_METRICS[column]!).worse;
+
+/**
+ * The rows with every group of two or more experts as one entry, in the order each first appears;
+ * a group's value in each column is the worst of its experts' (`worse` says which way that column
+ * is worse: per metric, or one metric's for every compared run).
+ */
+export function groupExperts(rows: readonly LayerRow[], worse: (column: number) => LayerMetricSpec['worse'] = metricColumns): OverviewEntry[] {
   return grouped<OverviewEntry>(
     rows.map((row) => row.layer),
     (r) => ({ layer: rows[r]! }),
     (name, members) => {
       const experts = members.map((r) => rows[r]!);
-      const values = LAYER_METRICS.map((metric, m) => worstOf(members, (r) => rows[r]!.values[m] ?? null, layerMetric(metric).worse).value);
+      const values = rows[members[0]!]!.values.map((_, c) => worstOf(members, (r) => rows[r]!.values[c] ?? null, worse(c)).value);
       return { group: { row: { layer: name, values }, experts } };
     },
   );

@@ -81,6 +81,13 @@ export class OverviewView implements View {
 
   /** A group's row (a click shows or hides its experts), then its experts, worst first, when shown. */
   private groupRows(group: ExpertGroup, ranges: readonly { min: number; max: number }[]): HTMLTableRowElement[] {
+    const tr = this.groupHeader(group);
+    group.row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
+    return [tr, ...(this.expanded.has(group.row.layer) ? group.experts.map((row) => this.layerRow(row, ranges, 'expert')) : [])];
+  }
+
+  /** A group's row with its name cell; a click (or Enter) shows or hides its experts under it. */
+  private groupHeader(group: ExpertGroup): HTMLTableRowElement {
     const name = group.row.layer;
     const open = this.expanded.has(name);
     const count = group.experts.length;
@@ -90,8 +97,7 @@ export class OverviewView implements View {
     }, `${open ? 'Hide' : 'List'} the ${count} experts of ${name}`);
     tr.setAttribute('aria-expanded', String(open));
     tr.append(element('td', 'layer-name', `${open ? '▾' : '▸'} ${name} (${count} experts)`));
-    group.row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
-    return [tr, ...(open ? group.experts.map((row) => this.layerRow(row, ranges, 'expert')) : [])];
+    return tr;
   }
 
   private renderCompare(overviews: LayerOverview[]): void {
@@ -100,30 +106,43 @@ export class OverviewView implements View {
     const names = overviews.map((o) => this.ctx.data.run(o.runId)?.name ?? o.runId);
     const byLayer = overviews.map((o) => new Map(o.rows.map((row) => [row.layer, row.values[m] ?? null])));
     const first = overviews[0]!;
-    const rows = first.rows.map((row) => {
-      const values = byLayer.map((map) => map.get(row.layer) ?? null);
-      const a = values[0] ?? null;
-      const b = values[values.length - 1] ?? null;
-      return { layer: row.layer, values, diff: a === null || b === null ? null : b - a };
-    });
-    rows.sort((x, y) => Math.abs(y.diff ?? -Infinity) - Math.abs(x.diff ?? -Infinity));
-    const errorNotes = layerMetric(metric).wgradOnly ? this.wgradErrorNotes(overviews) : '';
-    this.note.textContent = `${layerMetric(metric).label} per layer; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first${shownOf(rows.length, 'largest')}.${errorNotes}`;
-    const head = element('tr');
-    head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
+    // A row's values are the runs' values of the chosen metric; Δ is the last run's minus the first's.
+    const rows = largestDiffFirst(first.rows.map((row) => ({ layer: row.layer, values: byLayer.map((map) => map.get(row.layer) ?? null) })), (row) => row);
+    const worse = layerMetric(metric).worse;
+    const entries = groupExperts(rows, () => worse);
+    const { experts, groups } = expertCount(entries);
+    const grouped = groups > 0 && this.ctx.state.groupExperts;
+    this.grouping.hidden = groups === 0;
     // One shading range for all runs, so equal values look equal across columns.
     const shared = range(byLayer.flatMap((map) => [...map.values()]));
-    const diffRange = range(rows.map((row) => (row.diff === null ? null : Math.abs(row.diff))));
-    const body = rows.slice(0, MAX_ROWS).map((row) => {
-      const tr = this.rowFor(row.layer);
+    const diffRange = range(rows.map((row) => (diffOf(row) === null ? null : Math.abs(diffOf(row)!))));
+    const cells = (tr: HTMLTableRowElement, row: LayerRow): HTMLTableRowElement => {
       row.values.forEach((value) => tr.append(this.cell(value, metric, shared)));
-      const diff = element('td', 'num', row.diff === null ? '—' : `${row.diff > 0 ? '+' : ''}${formatNumber(row.diff)}`);
-      if (row.diff !== null && diffRange.max > 0) diff.style.backgroundColor = withAlpha(this.ctx.theme.warning, (0.45 * Math.abs(row.diff)) / diffRange.max);
+      const d = diffOf(row);
+      const diff = element('td', 'num', d === null ? '—' : `${d > 0 ? '+' : ''}${formatNumber(d)}`);
+      if (d !== null && diffRange.max > 0) diff.style.backgroundColor = withAlpha(this.ctx.theme.warning, (0.45 * Math.abs(d)) / diffRange.max);
       tr.append(diff);
       return tr;
-    });
-    this.table.replaceChildren(head, ...body);
-    this.csvData = { header: ['layer', ...overviews.map((o) => `${metric} ${o.runId}`), 'diff'], rows: rows.map((row) => [row.layer, ...row.values, row.diff]) };
+    };
+    const layerRow = (row: LayerRow, className?: string) => {
+      const tr = cells(this.rowFor(row.layer), row);
+      if (className) tr.classList.add(className);
+      return tr;
+    };
+    const shown = grouped
+      ? largestDiffFirst(entries, (entry) => ('layer' in entry ? entry.layer : entry.group.row)).flatMap((entry) => {
+          if ('layer' in entry) return [layerRow(entry.layer)];
+          const { group } = entry;
+          return [cells(this.groupHeader(group), group.row), ...(this.expanded.has(group.row.layer) ? group.experts.map((expert) => layerRow(expert, 'expert')) : [])];
+        })
+      : rows.map((row) => layerRow(row));
+    const errorNotes = layerMetric(metric).wgradOnly ? this.wgradErrorNotes(overviews) : '';
+    const expertsNote = groups > 0 ? ` (${experts} experts in ${groups} groups${grouped ? ', a row per group with each run\'s worst expert' : ''})` : '';
+    this.note.textContent = `${layerMetric(metric).label} per layer${expertsNote}; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first${shownOf(shown.length, 'largest')}.${errorNotes}`;
+    const head = element('tr');
+    head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
+    this.table.replaceChildren(head, ...shown.slice(0, MAX_ROWS));
+    this.csvData = { header: ['layer', ...overviews.map((o) => `${metric} ${o.runId}`), 'diff'], rows: rows.map((row) => [row.layer, ...row.values, diffOf(row)]) };
   }
 
   /**
@@ -167,6 +186,19 @@ export class OverviewView implements View {
   }
 
   destroy(): void {}
+}
+
+/** Items by the size of their row's Δ, largest first (a stable sort: ties keep their order). */
+function largestDiffFirst<T>(items: readonly T[], rowOf: (item: T) => LayerRow): T[] {
+  const size = (item: T) => Math.abs(diffOf(rowOf(item)) ?? -Infinity);
+  return [...items].sort((x, y) => size(y) - size(x));
+}
+
+/** The last run's value minus the first's (compare mode), null where either has none. */
+function diffOf(row: LayerRow): number | null {
+  const a = row.values[0] ?? null;
+  const b = row.values[row.values.length - 1] ?? null;
+  return a === null || b === null ? null : b - a;
 }
 
 /** ", the <first> 256 shown (Export CSV has every layer)" where the table draws fewer rows than it has. */
