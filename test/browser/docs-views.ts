@@ -1,7 +1,7 @@
 // Screenshots of every dashboard view for the user guide (not a test), from deterministic synthetic
 // runs: a diverging run, seed groups, and the three-run series, in Dark and Light Modern at 1200 px
 // and in a 300 px side bar. npm run build && node --import tsx test/browser/docs-views.ts
-// Writes docs/images/views/<theme>-<tab>.png, <theme>-overview-experts.png and sidebar-<theme>.png.
+// Writes docs/images/views/<theme>-<tab>.png, <theme>-overview-experts.png, <theme>-layer-heatmap-experts.png and sidebar-<theme>.png.
 import { mkdirSync } from 'node:fs';
 import type { TelemetryRecord } from '../../src/protocol/telemetry.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
@@ -61,6 +61,9 @@ async function main(): Promise<void> {
       await moe.page.click('table.overview tr.expert-group >> nth=0');
       await moe.page.waitForTimeout(400);
       await moe.page.screenshot({ path: `${OUT}/${theme}-overview-experts.png` });
+      await clickTab(moe.page, 'Layer heatmap');
+      await moe.page.waitForTimeout(600);
+      await moe.page.screenshot({ path: `${OUT}/${theme}-layer-heatmap-experts.png` });
       await moe.page.close();
       const side = await openDashboard(browser, theme, { layout: 'sidebar', width: 300, height: 480, before: (h) => h.ingest(recordedRuns()) });
       await side.page.waitForSelector('canvas');

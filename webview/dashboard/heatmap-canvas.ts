@@ -3,6 +3,7 @@
 // not 400,000 fillRects. Two kinds share the painter: step × exponent (block-scale histograms over
 // time) and layer × step (any per-layer metric). Each draw returns its geometry, so the pointer and
 // the keyboard can find the cell under them (tooltips, click-through).
+import { fitRowLabel } from './model/row-label.js';
 import type { HeatmapGrid } from './model/heatmap.js';
 import { rgb, type Theme } from './theme.js';
 
@@ -82,7 +83,7 @@ export function paintGrid(canvas: HTMLCanvasElement, grid: ShadeGrid, theme: The
   g.textBaseline = 'middle';
   const rowH = plotH / grid.rows;
   const every = Math.max(1, Math.ceil(12 / rowH));
-  for (let r = 0; r < grid.rows; r += every) g.fillText(fit(g, grid.rowLabels[r] ?? '', left - 4), left - 3, MARGIN.top + (r + 0.5) * rowH);
+  for (let r = 0; r < grid.rows; r += every) g.fillText(fitRowLabel(grid.rowLabels[r] ?? '', left - 4, (text) => g.measureText(text).width), left - 3, MARGIN.top + (r + 0.5) * rowH);
   g.textBaseline = 'top';
   g.textAlign = 'left';
   g.fillText(`step ${grid.columnStep[0]}`, left, MARGIN.top + plotH + 4);
@@ -102,13 +103,6 @@ export function paintGrid(canvas: HTMLCanvasElement, grid: ShadeGrid, theme: The
   return { left, top: MARGIN.top, width: plotW, height: plotH, columns: grid.columns, rows: grid.rows };
 }
 
-/** The label, cut with an ellipsis at the front (layer names differ at their end) to fit `width`. */
-function fit(g: CanvasRenderingContext2D, label: string, width: number): string {
-  if (g.measureText(label).width <= width) return label;
-  let cut = label;
-  while (cut.length > 1 && g.measureText(`…${cut}`).width > width) cut = cut.slice(1);
-  return `…${cut}`;
-}
 
 /** Grid row r is exponent minExp + r; the image spans exponents lo..hi (shared by side-by-side panels). */
 export interface ExponentRange {
