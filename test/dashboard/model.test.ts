@@ -143,6 +143,9 @@ test('UI state restores what fits and defaults the rest', () => {
   assert.equal(restored.layer, 'x');
   assert.equal(restored.lag, DEFAULT_UI_STATE.lag);
   assert.deepEqual(restored.runIds, ['a']);
+  assert.equal(restored.groupExperts, true, 'experts grouped unless the user cleared the box');
+  assert.equal(restoreUiState({ groupExperts: false }).groupExperts, false);
+  assert.equal(restoreUiState({ groupExperts: 'no' }).groupExperts, true, 'not a boolean: the default');
 });
 
 test('layer filter: regex or substring, bounded', () => {
