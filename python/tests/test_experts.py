@@ -690,7 +690,6 @@ class Experts(unittest.TestCase):
         self.assertIsNotNone(records[(2, "experts.down_proj.0", "wgrad")]["wgradError"]["lag1Cos"])
 
     def test_many_expert_layers_measured_every_stats_step_are_priced_at_the_start(self):
-        from unittest import mock
         from mxscope_bridge import bridge as bridge_module
         for groups, told in ((1, True), (2, False)):
             with self.subTest(stats_layer_groups=groups), mock.patch.object(bridge_module, "MANY_EXPERT_LAYERS", 2 * EXPERTS):
@@ -702,7 +701,6 @@ class Experts(unittest.TestCase):
                     self.assertIn("stats_layer_groups", hints[0])
 
     def test_a_run_start_too_large_for_clients_is_told(self):
-        from unittest import mock
         from mxscope_bridge import link
         for limit, told in ((1_000, True), (1_000_000, False)):
             with self.subTest(limit=limit), mock.patch.object(link, "HARD_FRAME_BYTES", limit):

@@ -73,13 +73,27 @@ function lowestSqnr(record: LayerStatsRecord): number | null {
 /** How bad a value of a metric that is `worse` is: larger is worse (worst-first order, shading). */
 export const badness = (value: number, worse: LayerMetricSpec['worse']): number => (worse === 'higher' ? value : worse === 'lower' ? -value : Math.abs(value));
 
-/** The worst of the values that are known (largest, smallest, or farthest from zero); null if none is. */
-function worstOf(values: readonly (number | null)[], worse: LayerMetricSpec['worse']): number | null {
+/**
+ * Which of `count` values (`valueOf(i)`, null where unknown) is the worst (largest, smallest, or
+ * farthest from zero; the first of equals); null if none is known.
+ */
+export function worstIndex(count: number, valueOf: (index: number) => number | null, worse: LayerMetricSpec['worse']): number | null {
   let worst: number | null = null;
-  for (const value of values) {
-    if (value !== null && (worst === null || badness(value, worse) > badness(worst, worse))) worst = value;
+  let at: number | null = null;
+  for (let i = 0; i < count; i++) {
+    const value = valueOf(i);
+    if (value !== null && (worst === null || badness(value, worse) > badness(worst, worse))) {
+      worst = value;
+      at = i;
+    }
   }
-  return worst;
+  return at;
+}
+
+/** The worst of the values that are known; null if none is. */
+function worstOf(values: readonly (number | null)[], worse: LayerMetricSpec['worse']): number | null {
+  const at = worstIndex(values.length, (i) => values[i] ?? null, worse);
+  return at === null ? null : values[at]!;
 }
 
 type MetricInput<Name extends string, Overview extends boolean, Grid extends boolean> = Omit<LayerMetricSpec<Name>, 'of' | 'format' | 'overview' | 'grid'> & {

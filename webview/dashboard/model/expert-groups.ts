@@ -2,7 +2,7 @@
 // 128 experts per block and projection, thousands of rows that bury its dense layers. A group row
 // holds, per metric, the worst value among its experts, so a worst-first table still leads with
 // what is worst.
-import { badness, layerMetric, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
+import { layerMetric, worstIndex, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
 import { LAYER_METRICS, type LayerRow } from '../../../src/protocol/webview.js';
 
 /**
@@ -98,14 +98,6 @@ function grouped<T>(names: readonly string[], single: (index: number) => T, grou
 
 /** The worst value among `indices` (by the metric's badness) and whose it is; nulls are skipped. */
 function worstOf(indices: readonly number[], valueOf: (index: number) => number | null, worse: LayerMetricSpec['worse']): { value: number | null; index: number | null } {
-  let value: number | null = null;
-  let index: number | null = null;
-  for (const i of indices) {
-    const v = valueOf(i);
-    if (v !== null && (value === null || badness(v, worse) > badness(value, worse))) {
-      value = v;
-      index = i;
-    }
-  }
-  return { value, index };
+  const at = worstIndex(indices.length, (k) => valueOf(indices[k]!), worse);
+  return at === null ? { value: null, index: null } : { value: valueOf(indices[at]!), index: indices[at]! };
 }

@@ -23,8 +23,7 @@ export class LayerHeatmapView implements View {
   readonly root = element('div', 'view layer-heatmap-view');
   private readonly heat = element('canvas', 'heatmap layer-grid');
   private readonly note = element('p', 'note');
-  /** The host's grid of the run's layers, its rows the layer filter keeps, and what is drawn (experts grouped). */
-  private grid: LayerGridMessage | undefined;
+  /** The host's grid's rows the layer filter keeps, and what is drawn (experts grouped). */
   private filtered: LayerGridMessage | undefined;
   private shown: LayerGridMessage | undefined;
   /** The drawn rows where experts are grouped (a group row opens its worst expert), else null. */
@@ -71,8 +70,8 @@ export class LayerHeatmapView implements View {
     const run = this.ctx.shownRuns()[0];
     if (!run) return;
     const { gridMetric } = this.ctx.state;
-    this.grid = this.ctx.grid(run.runId, gridMetric, this.gemm());
-    this.filtered = this.grid && filteredRows(this.grid, this.ctx.state.layerFilter);
+    const all = this.ctx.grid(run.runId, gridMetric, this.gemm());
+    this.filtered = all && filteredRows(all, this.ctx.state.layerFilter);
     const info = layerMetric(gridMetric);
     const filtered = this.filtered;
     if (!filtered) {
@@ -87,7 +86,7 @@ export class LayerHeatmapView implements View {
     const grid = (this.shown = this.groupedRows ? { ...filtered, layers: groupRows.map((row) => row.name), values: groupRows.flatMap((row) => row.values) } : filtered);
     const rows = grid.layers.length;
     const layers = filtered.layers.length;
-    const of = layers < this.grid!.layers.length ? ` of ${this.grid!.layers.length}` : '';
+    const of = layers < all!.layers.length ? ` of ${all!.layers.length}` : '';
     const experts = groups.reduce((sum, row) => sum + row.experts.length, 0);
     const what = this.groupedRows
       ? `${rows} rows (${layers}${of} layers: ${experts} experts in ${groups.length} groups, a row per group with its worst expert at each step)`

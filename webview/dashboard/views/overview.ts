@@ -1,10 +1,10 @@
 // Layer overview: every layer × every metric as a table whose cells are shaded by how bad they are
 // (a heatmap you can read), sorted worst first by the chosen metric; a click drills into the layer.
 // In compare mode: the chosen metric per run and the difference (last run − first run).
-import { expertCount, groupExperts, type ExpertGroup } from '../model/expert-groups.js';
+import { expertCount, groupExperts, metricColumns, type ExpertGroup, type OverviewEntry } from '../model/expert-groups.js';
 import { worstFirst } from '../model/ui-state.js';
 import { wgradErrorNote } from '../../../src/protocol/config.js';
-import { layerMetric } from '../../../src/protocol/layer-metrics.js';
+import { layerMetric, type LayerMetricSpec } from '../../../src/protocol/layer-metrics.js';
 import { LAYER_METRICS, type LayerMetric, type LayerOverview, type LayerRow } from '../../../src/protocol/webview.js';
 import { checkbox, dropdown } from '../../ui/toolkit.js';
 import { activatable, element, formatNumber, type Context, type View } from '../context.js';
@@ -53,15 +53,13 @@ export class OverviewView implements View {
     const run = this.ctx.data.run(overview.runId);
     const errorNote = run ? wgradErrorNote(run) : '';
     const ranges = LAYER_METRICS.map((_, m) => range(overview.rows.map((row) => row.values[m] ?? null)));
-    const entries = groupExperts(rows);
-    const { experts, groups } = expertCount(entries);
-    const grouped = groups > 0 && this.ctx.state.groupExperts;
-    this.grouping.hidden = groups === 0;
-    const shown = grouped
-      ? entries.flatMap((entry) => ('layer' in entry ? [this.layerRow(entry.layer, ranges)] : this.groupRows(entry.group, ranges)))
-      : rows.map((row) => this.layerRow(row, ranges));
-    const expertsNote = groups > 0 ? ` (${experts} experts in ${groups} groups${grouped ? ', a row per group with its worst expert\'s values; click one to list its experts' : ''})` : '';
-    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers${expertsNote} at stats step ${overview.step}${shownOf(shown.length, 'worst')}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${errorNote ? ` ${errorNote} (the Wgrad columns).` : ''}`;
+    const cells: Cells = (tr, row) => {
+      row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
+      return tr;
+    };
+    const { entries, grouped, note } = this.experts(rows, metricColumns, "its worst expert's values; click one to list its experts");
+    const shown = grouped ? entries.flatMap((entry) => this.entryRows(entry, cells)) : rows.map((row) => this.layerRow(row, cells));
+    this.note.textContent = `${run?.name ?? overview.runId}: ${rows.length} layers${note} at stats step ${overview.step}${shownOf(shown.length, 'worst')}; saturation/flush are the worst operand over all GEMMs, SQNR the lowest. Click a header to sort, a row to open its scales.${errorNote ? ` ${errorNote} (the Wgrad columns).` : ''}`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'));
     LAYER_METRICS.forEach((m) => {
@@ -72,18 +70,29 @@ export class OverviewView implements View {
     this.csvData = { header: ['run_id', 'layer', ...LAYER_METRICS], rows: rows.map((row) => [overview.runId, row.layer, ...row.values]) };
   }
 
-  private layerRow(row: LayerRow, ranges: readonly { min: number; max: number }[], className?: string): HTMLTableRowElement {
-    const tr = this.rowFor(row.layer);
+  /**
+   * The rows' groups of experts (the Group experts box shown where there are any), whether they are
+   * drawn grouped, and the note saying so (`perGroup`: what a group's row holds).
+   */
+  private experts(rows: readonly LayerRow[], worse: (column: number) => LayerMetricSpec['worse'], perGroup: string): { entries: OverviewEntry[]; grouped: boolean; note: string } {
+    const entries = groupExperts(rows, worse);
+    const { experts, groups } = expertCount(entries);
+    const grouped = groups > 0 && this.ctx.state.groupExperts;
+    this.grouping.hidden = groups === 0;
+    return { entries, grouped, note: groups > 0 ? ` (${experts} experts in ${groups} groups${grouped ? `, a row per group with ${perGroup}` : ''})` : '' };
+  }
+
+  private layerRow(row: LayerRow, cells: Cells, className?: string): HTMLTableRowElement {
+    const tr = cells(this.rowFor(row.layer), row);
     if (className) tr.classList.add(className);
-    row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
     return tr;
   }
 
-  /** A group's row (a click shows or hides its experts), then its experts, worst first, when shown. */
-  private groupRows(group: ExpertGroup, ranges: readonly { min: number; max: number }[]): HTMLTableRowElement[] {
-    const tr = this.groupHeader(group);
-    group.row.values.forEach((value, m) => tr.append(this.cell(value, LAYER_METRICS[m]!, ranges[m]!)));
-    return [tr, ...(this.expanded.has(group.row.layer) ? group.experts.map((row) => this.layerRow(row, ranges, 'expert')) : [])];
+  /** A layer's row; or a group's row (a click shows or hides its experts), then its experts when shown. */
+  private entryRows(entry: OverviewEntry, cells: Cells): HTMLTableRowElement[] {
+    if ('layer' in entry) return [this.layerRow(entry.layer, cells)];
+    const { group } = entry;
+    return [cells(this.groupHeader(group), group.row), ...(this.expanded.has(group.row.layer) ? group.experts.map((row) => this.layerRow(row, cells, 'expert')) : [])];
   }
 
   /** A group's row with its name cell; a click (or Enter) shows or hides its experts under it. */
@@ -109,14 +118,14 @@ export class OverviewView implements View {
     // A row's values are the runs' values of the chosen metric; Δ is the last run's minus the first's.
     const rows = largestDiffFirst(first.rows.map((row) => ({ layer: row.layer, values: byLayer.map((map) => map.get(row.layer) ?? null) })), (row) => row);
     const worse = layerMetric(metric).worse;
-    const entries = groupExperts(rows, () => worse);
-    const { experts, groups } = expertCount(entries);
-    const grouped = groups > 0 && this.ctx.state.groupExperts;
-    this.grouping.hidden = groups === 0;
+    const { entries, grouped, note: expertsNote } = this.experts(rows, () => worse, "each run's worst expert");
     // One shading range for all runs, so equal values look equal across columns.
     const shared = range(byLayer.flatMap((map) => [...map.values()]));
-    const diffRange = range(rows.map((row) => (diffOf(row) === null ? null : Math.abs(diffOf(row)!))));
-    const cells = (tr: HTMLTableRowElement, row: LayerRow): HTMLTableRowElement => {
+    const diffRange = range(rows.map((row) => {
+      const d = diffOf(row);
+      return d === null ? null : Math.abs(d);
+    }));
+    const cells: Cells = (tr, row) => {
       row.values.forEach((value) => tr.append(this.cell(value, metric, shared)));
       const d = diffOf(row);
       const diff = element('td', 'num', d === null ? '—' : `${d > 0 ? '+' : ''}${formatNumber(d)}`);
@@ -124,20 +133,10 @@ export class OverviewView implements View {
       tr.append(diff);
       return tr;
     };
-    const layerRow = (row: LayerRow, className?: string) => {
-      const tr = cells(this.rowFor(row.layer), row);
-      if (className) tr.classList.add(className);
-      return tr;
-    };
     const shown = grouped
-      ? largestDiffFirst(entries, (entry) => ('layer' in entry ? entry.layer : entry.group.row)).flatMap((entry) => {
-          if ('layer' in entry) return [layerRow(entry.layer)];
-          const { group } = entry;
-          return [cells(this.groupHeader(group), group.row), ...(this.expanded.has(group.row.layer) ? group.experts.map((expert) => layerRow(expert, 'expert')) : [])];
-        })
-      : rows.map((row) => layerRow(row));
+      ? largestDiffFirst(entries, (entry) => ('layer' in entry ? entry.layer : entry.group.row)).flatMap((entry) => this.entryRows(entry, cells))
+      : rows.map((row) => this.layerRow(row, cells));
     const errorNotes = layerMetric(metric).wgradOnly ? this.wgradErrorNotes(overviews) : '';
-    const expertsNote = groups > 0 ? ` (${experts} experts in ${groups} groups${grouped ? ', a row per group with each run\'s worst expert' : ''})` : '';
     this.note.textContent = `${layerMetric(metric).label} per layer${expertsNote}; Δ = ${names[names.length - 1]} − ${names[0]}, largest difference first${shownOf(shown.length, 'largest')}.${errorNotes}`;
     const head = element('tr');
     head.append(element('th', undefined, 'Layer'), ...names.map((name) => element('th', undefined, name)), element('th', 'sorted', 'Δ ▼'));
@@ -187,6 +186,9 @@ export class OverviewView implements View {
 
   destroy(): void {}
 }
+
+/** Appends a row's value cells to `tr` (per metric, or per compared run and Δ). */
+type Cells = (tr: HTMLTableRowElement, row: LayerRow) => HTMLTableRowElement;
 
 /** Items by the size of their row's Δ, largest first (a stable sort: ties keep their order). */
 function largestDiffFirst<T>(items: readonly T[], rowOf: (item: T) => LayerRow): T[] {
