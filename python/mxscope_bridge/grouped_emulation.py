@@ -111,13 +111,13 @@ def _spread(rows: torch.Tensor, counts: List[int], block: int) -> tuple:
     """rows [Σcounts, n] with each expert's rows starting at a multiple of `block`, zeros between;
     and the ends of the spread experts (int32, on rows' device)."""
     padded = [padded_length(c, block) for c in counts]
-    ends = torch.tensor(padded, dtype=torch.int64).cumsum(0)
+    sizes = torch.tensor(padded, dtype=torch.int64)
+    ends = sizes.cumsum(0)
     if padded == counts:
         return rows, ends.to(device=rows.device, dtype=torch.int32)
-    starts = ends - torch.tensor(padded, dtype=torch.int64)
-    shifts = starts - (torch.tensor(counts, dtype=torch.int64).cumsum(0) - torch.tensor(counts, dtype=torch.int64))
-    shift_of_row = torch.repeat_interleave(shifts, torch.tensor(counts, dtype=torch.int64))
-    where = (torch.arange(rows.shape[0]) + shift_of_row).to(rows.device)
+    given = torch.tensor(counts, dtype=torch.int64)
+    shifts = (ends - sizes) - (given.cumsum(0) - given)  # each expert's new start less its old one
+    where = (torch.arange(rows.shape[0]) + torch.repeat_interleave(shifts, given)).to(rows.device)
     spread = rows.new_zeros(int(ends[-1]), rows.shape[1])
     spread.index_copy_(0, where, rows)
     return spread, ends.to(device=rows.device, dtype=torch.int32)

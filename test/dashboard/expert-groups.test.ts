@@ -56,3 +56,11 @@ test("a grid's group row holds at each step its worst expert's value and names t
   assert.deepEqual(groupGridRows(layers, values, 2, 'lower')[1]!.values, [0.2, 0.9], 'lower is worse (SQNR)');
   assert.deepEqual(groupGridRows(['e.experts.a.0', 'e.experts.a.1'], [null, null], 1, 'higher')[0]!.shownExpert, [null]);
 });
+
+test('the groups counted from the names alone are the groups the rows make', async () => {
+  const { expertsIn } = await import('../../webview/dashboard/model/expert-groups.js');
+  const names = ['b.0.attn.q', 'b.0.experts.up.0', 'b.0.experts.up.1', 'b.0.experts.up.2', 'b.1.experts.down.0', 'b.1.experts.gate.0', 'b.1.experts.gate.1'];
+  assert.deepEqual(expertsIn(names), { experts: 5, groups: 2 });
+  assert.deepEqual(expertsIn(names), expertCount(groupExperts(names.map((layer) => row(layer, () => 1)))));
+  assert.deepEqual(expertsIn(['dense']), { experts: 0, groups: 0 });
+});

@@ -54,6 +54,12 @@ export function expertCount(entries: readonly OverviewEntry[]): { experts: numbe
   return { experts: groups.reduce((sum, { group }) => sum + group.experts.length, 0), groups: groups.length };
 }
 
+/** How many of `names` are experts of a group of two or more, and in how many groups: from the names alone. */
+export function expertsIn(names: readonly string[]): { experts: number; groups: number } {
+  const sizes = grouped(names, () => 0, (_, members) => members.length).filter((size) => size > 0);
+  return { experts: sizes.reduce((sum, size) => sum + size, 0), groups: sizes.length };
+}
+
 export interface GridRow {
   /** A layer, or a group (`….experts.gate_up_proj.*`). */
   name: string;

@@ -15,7 +15,7 @@ import { interactiveHeatmap } from '../heatmap-interaction.js';
 import { controlsWithRunPicker, panelRunsOrNote } from '../layer-picker.js';
 import { stepIndex } from './scales.js';
 import { filterLayers } from '../model/ui-state.js';
-import { groupGridRows, type GridRow } from '../model/expert-groups.js';
+import { expertsIn, groupGridRows, type GridRow } from '../model/expert-groups.js';
 
 const ROW_PX = { min: 4, max: 14 };
 
@@ -79,17 +79,17 @@ export class LayerHeatmapView implements View {
       return;
     }
     const columns = filtered.steps.length;
-    const groupRows = groupGridRows(filtered.layers, filtered.values, columns, info.worse);
-    const groups = groupRows.filter((row) => row.experts.length > 0);
-    this.grouping!.hidden = groups.length === 0;
-    this.groupedRows = groups.length > 0 && this.ctx.state.groupExperts ? groupRows : null;
-    const grid = (this.shown = this.groupedRows ? { ...filtered, layers: groupRows.map((row) => row.name), values: groupRows.flatMap((row) => row.values) } : filtered);
+    // The groups are counted from the names; their rows are made only when drawn.
+    const { experts, groups } = expertsIn(filtered.layers);
+    this.grouping!.hidden = groups === 0;
+    const groupRows = groups > 0 && this.ctx.state.groupExperts ? groupGridRows(filtered.layers, filtered.values, columns, info.worse) : null;
+    this.groupedRows = groupRows;
+    const grid = (this.shown = groupRows ? { ...filtered, layers: groupRows.map((row) => row.name), values: groupRows.flatMap((row) => row.values) } : filtered);
     const rows = grid.layers.length;
     const layers = filtered.layers.length;
     const of = layers < all!.layers.length ? ` of ${all!.layers.length}` : '';
-    const experts = groups.reduce((sum, row) => sum + row.experts.length, 0);
-    const what = this.groupedRows
-      ? `${rows} rows (${layers}${of} layers: ${experts} experts in ${groups.length} groups, a row per group with its worst expert at each step)`
+    const what = groupRows
+      ? `${rows} rows (${layers}${of} layers: ${experts} experts in ${groups} groups, a row per group with its worst expert at each step)`
       : `${layers}${of} layers`;
     const errorNote = wgradErrorNote(run);
     this.note.textContent =
