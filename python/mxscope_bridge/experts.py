@@ -220,6 +220,11 @@ class _ExpertCalls(TorchFunctionMode):
         # group, or on a step without a capture). Its rows of the other experts are replaced (no
         # gradient flows back through them) by their own products, through their hooks.
         emulation = _grouped_emulation(experts)
+        if emulation is None:
+            from .grouped_observe import observe_grouped
+            observed = observe_grouped(experts, x, weights, ends, call, args, kwargs)
+            if observed is not None:
+                return observed
         own = [_measured(found) for found in experts] if emulation is not None else [busy(found) for found in experts]
         if all(own):
             grouped = None

@@ -80,7 +80,7 @@ def _quantized(x: torch.Tensor, call: _Call, salt: int, row_major: bool = True, 
     return values
 
 
-def _block(gemm: dict) -> int:
+def unsplit_stretch(gemm: dict) -> int:
     """The stretch of a reduction dimension that no block of the GEMM's operands crosses: the MXFP4
     block, or the Hadamard block where it is longer."""
     if gemm["precision"] == "bf16":
@@ -94,7 +94,7 @@ def _weights_2d(b: torch.Tensor, gemm: dict) -> tuple:
     contiguous and whole blocks fill K, its experts side by side ([N, E·K], a view: no block crosses
     from one expert to the next); else [E·N, K], a view where b is a transposed one, a copy otherwise."""
     experts, k, n = b.shape
-    if b.is_contiguous() and k % _block(gemm) == 0:
+    if b.is_contiguous() and k % unsplit_stretch(gemm) == 0:
         return b.reshape(experts * k, n).t(), experts
     return b.transpose(1, 2).reshape(experts * n, k), 1
 
@@ -107,7 +107,7 @@ def _weights_quantized(w2d: torch.Tensor, tiles: int, shape: torch.Size, call: _
     return _quantized(w2d, call, SALT_B).view(experts, n, -1).transpose(1, 2)
 
 
-def _spread(rows: torch.Tensor, counts: List[int], block: int) -> tuple:
+def spread_experts(rows: torch.Tensor, counts: List[int], block: int) -> tuple:
     """rows [Σcounts, n] with each expert's rows starting at a multiple of `block`, zeros between;
     and the ends of the spread experts (int32, on rows' device)."""
     padded = [padded_length(c, block) for c in counts]
@@ -166,9 +166,9 @@ def _wgrad(dy: torch.Tensor, x: torch.Tensor, ends: List[int], emulation, dtype:
     """[E, in, out] in `out_dtype`: expert e's Xᵀ·∇Y over its own tokens, both quantized along the
     tokens; with param_layout, the transpose of a contiguous [E, out, in]."""
     counts = [end - start for start, end in zip([0] + ends[:-1], ends)]
-    block = _block(emulation.gemms["wgrad"])
-    dy, spread_ends = _spread(dy, counts, block)
-    x, _ = _spread(x, counts, block)
+    block = unsplit_stretch(emulation.gemms["wgrad"])
+    dy, spread_ends = spread_experts(dy, counts, block)
+    x, _ = spread_experts(x, counts, block)
     call = _call(emulation, "wgrad", f"{what} wgrad", dy.t(), x.t(), dtype)
     dyq = _quantized(dy.t(), call, SALT_A)  # [out, tokens]
     xq = _quantized(x.t(), call, SALT_B)  # [in, tokens]

@@ -54,7 +54,7 @@ _MATMUL_NODES = {"AddmmBackward0": ("_saved_mat1", "_saved_mat2"), "MmBackward0"
 _VIEW_NODES = {"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TBackward0"}
 
 
-def _saved_tensor_hooks_active() -> bool:
+def saved_tensor_hooks_active() -> bool:
     # Checkpointing packs saved tensors through saved-tensor hooks: reading them from the node would
     # unpack them a second time, which torch.utils.checkpoint forbids.
     top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
@@ -147,6 +147,7 @@ def observer_pre_hook(bridge: "Bridge", name: str, adapter: LinearLike):
             _dispatch(bridge, name, module, adapter, x, None, dy, dtype, ran, gemms=gemms)
         if not waiting and id(module) in state.registered:
             state.recomputed[id(module)] = (x, dtype)
+    pre_hook.mxscope_bridge = bridge
     return pre_hook
 
 
@@ -188,7 +189,7 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
             state.registered.add(id(module))
             capture.forward_call(name)
         plain = adapter is DEFAULT_ADAPTER
-        checkpointed = _saved_tensor_hooks_active()
+        checkpointed = saved_tensor_hooks_active()
         found = matmul_node(y, 0) if plain and not checkpointed else None
         if found is not None and getattr(found[0], found[1][0]) is None:  # X is saved only when W needs a gradient
             found = None
@@ -216,6 +217,8 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
                 state.waiting.setdefault(id(module), []).append((dy, ran, gemms))
             return None
         y.register_hook(on_grad)
+    # Whose hook this is: experts hooked by nothing else can be measured as a group (grouped_observe.py).
+    hook.mxscope_bridge, hook.mxscope_layer = bridge, name
     return hook
 
 

@@ -3,6 +3,7 @@ linear layer per expert and parameter, like experts that are nn.Linear modules."
 import functools
 import math
 import tempfile
+import threading
 import types
 import unittest
 from unittest import mock
@@ -10,7 +11,7 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-from mxscope_bridge import default_gemms, emulate, gemm_config, layers
+from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_observe, layers
 from mxscope_bridge.experts import _ExpertCalls, expert_slices
 from mxscope_bridge.grouped_emulation import GroupedEmulatedExperts
 
@@ -500,6 +501,107 @@ class GroupedEmulation(unittest.TestCase):
         self.assert_same(dict(mx_gemms("hadamard"), wgrad=gemm_config("mxfp4", "fixed-sign-hadamard", 32)), grouped_wgrads=0)
 
 
+def assert_same_records(test, got: dict, want: dict) -> None:
+    """The same layerStats records: counts equal, float fields within float rounding (sums in another order)."""
+    test.assertEqual(sorted(got), sorted(want))
+    for key, record in want.items():
+        mine = got[key]
+        for operand, theirs in zip(mine["operands"], record["operands"]):
+            for field, value in theirs.items():
+                if isinstance(value, float):
+                    test.assertTrue(math.isclose(operand[field], value, rel_tol=1e-9, abs_tol=1e-12), (key, field))
+                else:
+                    test.assertEqual(operand[field], value, (key, field))
+        if "wgradError" in record:
+            for field, value in record["wgradError"].items():
+                if isinstance(value, list):
+                    test.assertTrue(all(math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-9) for a, b in zip(mine["wgradError"][field], value)), (key, field))
+                elif isinstance(value, float):
+                    test.assertTrue(math.isclose(mine["wgradError"][field], value, rel_tol=1e-5, abs_tol=1e-9), (key, field, mine["wgradError"][field], value))
+                else:
+                    test.assertEqual(mine["wgradError"][field], value, (key, field))
+
+
+class GroupedObservation(unittest.TestCase):
+    """Observed experts of a grouped GEMM are measured as a group on capture steps (on CPU, with the
+    reference grouped product): the trainer's grouped GEMM runs unsplit, and every record is the one
+    measuring expert by expert gives."""
+
+    def run_steps(self, grouped: bool, steps=3, gemms=None, change_weights=False, **bridge_kwargs):
+        """{(step, layer, gemm): layerStats record} of `steps` steps at statsEvery 2 (steps 0 and 2
+        measure, step 1 keeps E for step 2's lag-1), and the grouped Wgrad products of each step.
+        change_weights: the weights are changed in place after backward, before the backward worker
+        measures anything (an optimizer step before end_step)."""
+        torch.manual_seed(0)
+        model = Moe(StackedExperts())
+        experts = model.experts
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-observe-"), gemms=gemms, stats_every=2, **bridge_kwargs)
+        self.addCleanup(bridge.close)
+        slices = [s for _, s in expert_slices("experts", experts)]
+        bridge.start_run()
+        generator = torch.Generator().manual_seed(1)
+        products = []
+        measure = grouped_observe.observe_grouped if grouped else (lambda *args: None)
+        released, worker_part = threading.Event(), grouped_observe._measure
+
+        def late(*args):
+            released.wait(10)
+            worker_part(*args)
+
+        with mock.patch.object(grouped_observe, "observe_grouped", side_effect=measure), \
+                mock.patch.object(grouped_observe, "_measure", late if change_weights else worker_part):
+            for step in range(steps):
+                bridge.begin_step(step)
+                h = torch.randn(40, DIM, generator=generator).requires_grad_()
+                choice = (torch.rand(40, generator=generator) < 0.4).long()  # experts 0 and 1, no whole blocks; 2: none
+                order = torch.sort(choice, stable=True).indices
+                offs = torch.cumsum(torch.bincount(choice, minlength=EXPERTS), 0, dtype=torch.int32)
+                calls = _ExpertCalls(slices)
+                REFERENCE_CALLS.clear()
+                gate, up = calls._grouped(reference_grouped_mm, (h[order], experts.gate_up_proj.transpose(-2, -1)), {"offs": offs}).chunk(2, dim=-1)
+                y = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, experts.down_proj.transpose(-2, -1)), {"offs": offs})
+                y.pow(2).sum().backward()
+                if change_weights:
+                    with torch.no_grad():
+                        experts.gate_up_proj.mul_(4)
+                        experts.down_proj.mul_(4)
+                    released.set()
+                bridge.end_step(loss=0.0)
+                products.append(REFERENCE_CALLS.count("2-D"))
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        return {(r["step"], r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}, products
+
+    def test_every_record_is_the_expert_by_expert_ones(self):
+        want, split = self.run_steps(grouped=False)
+        got, grouped = self.run_steps(grouped=True)
+        self.assertEqual(split, [0, 0, 0], "expert by expert: no grouped Wgrad product")
+        self.assertEqual(grouped, [4, 4, 4], "measured as a group: ∇Ŵ and ∇W of both parameters' experts, on each capture step")
+        self.assertEqual({layer for (_, layer, _) in got}, {f"experts.{p}.{e}" for p in ("gate_up_proj", "down_proj") for e in (0, 1)},
+                         "expert 2 gets no token: no GEMM, no record")
+        self.assertIsNotNone(got[(2, "experts.down_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
+        assert_same_records(self, got, want)
+
+    def test_weights_are_measured_before_an_optimizer_step_changes_them(self):
+        want, _ = self.run_steps(grouped=True, steps=1)
+        got, _ = self.run_steps(grouped=True, steps=1, change_weights=True)
+        assert_same_records(self, got, want)
+
+    def test_without_rotation(self):
+        want, _ = self.run_steps(grouped=False, gemms=mx_gemms("none"))
+        got, grouped = self.run_steps(grouped=True, gemms=mx_gemms("none"))
+        self.assertEqual(grouped, [4, 4, 4])
+        assert_same_records(self, got, want)
+
+    def test_random_bits_and_sampled_rows_are_measured_expert_by_expert(self):
+        for gemms, kwargs in ((default_gemms(gemm_config("mxfp4", "hadamard", 32, rounding="stochastic")), {}),
+                              (default_gemms(gemm_config("mxfp4", "random-hadamard", 32)), {}),
+                              (mx_gemms(), {"wgrad_error_row_stride": 2})):
+            with self.subTest(gemms=gemms["wgrad"], **kwargs):
+                _, grouped = self.run_steps(grouped=True, steps=1, gemms=gemms, **kwargs)
+                self.assertEqual(grouped, [0])
+
+
 def assert_within_last_bit(test, got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     """bf16 products of the same MXFP4 operands, summed in another order: equal but for a last bit here
     and there (a grouped GEMM against one GEMM per expert)."""
@@ -580,6 +682,32 @@ class ExpertsMultipliedByGroupedMm(unittest.TestCase):
                 wgrad = records[(layer, "wgrad")]["wgradError"]
                 self.assertTrue(math.isclose(wgrad["gradNorm"], grad[e].float().norm().item(), rel_tol=1e-2), layer)
             self.assertNotIn((f"experts.{name}.2", "fprop"), records)
+
+    def observed_records(self, grouped: bool):
+        """The layerStats records of three steps at statsEvery 2 (steps 0 and 2 measure, step 1 keeps
+        E for step 2's lag-1), measured as a group or expert by expert, and the grouped GEMMs run."""
+        model, _ = self.models()
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-observed-"), stats_every=2)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        generator = torch.Generator().manual_seed(3)
+        measure = grouped_observe.observe_grouped if grouped else (lambda *args: None)
+        with mock.patch.object(grouped_observe, "observe_grouped", side_effect=measure):
+            for step in range(3):
+                bridge.begin_step(step)
+                model(torch.randn(4, 16, DIM, generator=generator).to("cuda", torch.bfloat16)).float().pow(2).mean().backward()
+                bridge.end_step(loss=0.0)
+        run_dir = bridge.run_dir
+        bridge.end_run()
+        return {(r["step"], r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}, model.experts.grouped_calls
+
+    def test_observed_as_a_group_like_expert_by_expert(self):
+        want, _ = self.observed_records(grouped=False)
+        got, calls = self.observed_records(grouped=True)
+        self.assertEqual(calls, 3, "the trainer's grouped GEMMs ran on every step")
+        print(f"grouped GEMM float32 outputs: {grouped_observe._FLOAT32_OUT}")
+        assert_same_records(self, got, want)
+        self.assertIsNotNone(got[(2, "experts.down_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
 
     def test_experts_outside_the_layer_group_keep_the_grouped_gemm(self):
         model, _ = self.models()

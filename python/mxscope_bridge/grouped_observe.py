@@ -1,0 +1,214 @@
+"""Observed experts of a grouped GEMM, measured as a group on a capture step.
+
+Expert by expert (experts.py splitting the grouped GEMM, each expert's GEMM its own product through
+its hooks), a capture step costs about a millisecond of host time per expert layer: +146 % step time
+at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers. Here the trainer's grouped GEMM
+runs as it is, and one gradient hook on its output measures its experts:
+
+- The Wgrad error of all of them at once (of a batch of experts, so memory stays bounded): each
+  expert's rows of ∇Y and X go to a start that is a multiple of the block, zeros between (as the
+  expert-by-expert way pads each expert's tokens), ∇Yᵀ and Xᵀ are quantized in one launch each, and
+  two grouped products give every expert's ∇Ŵ and exact ∇W (float32 sums; one product per expert
+  where the grouped GEMM gives no float32 output). Each expert's E then goes to WgradErrors as its
+  own layer's, so the sums, sketches and lag-1 are the expert-by-expert way's (up to the order of the
+  products' sums, which may change their last bits).
+- The operand stats (stats steps only), expert by expert as before, with the same bits: W's in the
+  hook (the optimizer may change the parameter in place before the worker runs), the rest on the
+  backward worker.
+
+Only where that gives the same telemetry: MXFP4 with nearest-even rounding and no rotation or a
+fixed Hadamard one (no random bits: a grouped call would draw other bits than each expert's own), one
+Wgrad per step (no micro-batches summed, no repeated call, no row sampling), one process's own
+error (no reduction across ranks in backward), no activation checkpointing, and an expert's E within
+one chunk (wgrad_error.CHUNK_BYTES). Otherwise the experts are split as before."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from .capture import StepCapture, in_backward, mm_float32
+from .config import GEMM_KINDS
+from .draws import SALT_A, SALT_B
+from .grouped_emulation import spread_experts, unsplit_stretch
+from .mx_ops import quantize_operand_and_copy
+from .precision import BLOCK_PRECISIONS, uses_formats
+from .rotation import make_rotation
+from .wgrad_error import CHUNK_BYTES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .bridge import Bridge
+    from .experts import ExpertSlice
+
+#: Bytes of ∇Y's and X's spread copies, their quantized values and the ∇Ŵ and ∇W of one batch of experts.
+BATCH_BYTES = 4 * CHUNK_BYTES
+
+_FIXED_ROTATIONS = ("none", "hadamard")
+
+
+def measured_gemms(config: dict) -> Dict[str, dict]:
+    """What an observed GEMM's stats measure: its config where it is a block format, else MXFP4 with
+    its rotation and rounding (observe.py)."""
+    return {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}
+
+
+def _groupable(gemm: dict, misfit: str) -> bool:
+    return (gemm["precision"] == "mxfp4" and not uses_formats(gemm) and gemm["rounding"] != "stochastic"
+            and gemm["rotation"] in _FIXED_ROTATIONS and (gemm["rotation"] == "none" or misfit != "skip"))
+
+
+def observing_bridge(experts: Sequence["ExpertSlice"]) -> Optional["Bridge"]:
+    """The bridge whose observing hooks are the only hooks of every expert, if one is."""
+    found = None
+    for expert in experts:
+        if len(expert.forward_hooks) != 1 or len(expert.pre_hooks) != 1:
+            return None
+        bridge = getattr(expert.forward_hooks[0], "mxscope_bridge", None)
+        if bridge is None or getattr(expert.pre_hooks[0], "mxscope_bridge", None) is not bridge or found not in (None, bridge):
+            return None
+        found = bridge
+    return found
+
+
+def _measurable(bridge: "Bridge", experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: torch.Tensor) -> bool:
+    """Whether this grouped call's experts can be measured as a group (the module's docstring)."""
+    from .observe import saved_tensor_hooks_active
+    capture = bridge.capture
+    if capture is None or not torch.is_grad_enabled() or in_backward() or saved_tensor_hooks_active():
+        return False
+    if not (x.requires_grad and weights.requires_grad) or x.dim() != 2:
+        return False
+    errors = capture.errors
+    names = [expert.forward_hooks[0].mxscope_layer for expert in experts]
+    if errors.world != 1 or errors.micro_batches != 1 or errors.row_stride != 1 or any(name in errors.repeated for name in names):
+        return False
+    if not all(capture.observes(name) for name in names):
+        return False
+    out_features, in_features = experts[0].weight.shape
+    if out_features * in_features * 4 > CHUNK_BYTES:
+        return False
+    gemms = measured_gemms(bridge.config)
+    return all(_groupable(gemms[kind], capture.misfit) for kind in GEMM_KINDS)
+
+
+def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: torch.Tensor, ends: List[int], call: Callable,
+                    args, kwargs) -> Optional[torch.Tensor]:
+    """The trainer's grouped GEMM `call(*args, **kwargs)` (x [rows, in] by weights [E, in, out], rows
+    split at `ends`) with its experts measured as a group; None where they cannot be (split them)."""
+    bridge = observing_bridge(experts)
+    if bridge is None or not _measurable(bridge, experts, x, weights):
+        return None
+    from .observe import ran_at
+    capture = bridge.capture
+    y = call(*args, **kwargs)
+    starts = [0] + ends[:-1]
+    # An expert no token reached has no GEMM, as in the eager loop: it reports nothing this step.
+    reached = [(expert, expert.forward_hooks[0].mxscope_layer, start, end) for expert, start, end in zip(experts, starts, ends) if end > start]
+    for _, name, _, _ in reached:
+        capture.forward_call(name)
+    ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
+    x = x.detach()
+
+    def on_grad(dy: torch.Tensor) -> None:
+        if bridge.capture is not capture:
+            return None
+        capture.backward_begun = True
+        gemms = measured_gemms(bridge.config)
+        if capture.with_stats:  # W now: the worker may run after an optimizer step changed it in place
+            for expert, name, _, _ in reached:
+                weight = expert.weight.detach().to(x.dtype)
+                capture.observe_operands(name, "fprop", gemms["fprop"], None, weight, precision=ran["fprop"])
+                capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
+        parts = [(name, start, end) for _, name, start, end in reached]
+        worker = bridge.backward_worker
+        args = (capture, gemms, parts, x, dy.detach(), ran, call)
+        if worker is None:
+            _measure(*args)
+        else:
+            worker.submit(dy.device, _measure, *args)
+        return None
+
+    y.register_hook(on_grad)
+    return y
+
+
+def _measure(capture: StepCapture, gemms: Dict[str, dict], parts: List[Tuple[str, int, int]], x: torch.Tensor, dy: torch.Tensor,
+             ran: Dict[str, str], call: Callable) -> None:
+    """The backward worker's part: X's and ∇Y's stats of each expert (stats steps), and every expert's
+    Wgrad error with its operands' stats."""
+    x = x.to(dy.dtype)
+    if capture.with_stats:
+        for name, start, end in parts:
+            capture.observe_operands(name, "fprop", gemms["fprop"], x[start:end], None, precision=ran["fprop"])
+            capture.observe_operands(name, "dgrad", gemms["dgrad"], dy[start:end], None, precision=ran["dgrad"])
+    gemm = gemms["wgrad"]
+    for batch in _batches(parts, dy.shape[1], x.shape[1]):
+        _wgrad_errors(capture, gemm, batch, x, dy, call)
+    if capture.with_stats:
+        for name, start, end in parts:
+            capture.observe_operands(name, "wgrad", gemm, dy[start:end].t(), x[start:end].t(), precision=ran["wgrad"])
+
+
+def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: int) -> List[List[Tuple[str, int, int]]]:
+    """Consecutive experts whose spread operands and products stay within BATCH_BYTES (at least one each)."""
+    product = 2 * out_features * in_features * 4
+    batches, batch, used = [], [], 0
+    for part in parts:
+        size = product + (part[2] - part[1] + 64) * (out_features + in_features) * 2 * 3
+        if batch and used + size > BATCH_BYTES:
+            batches.append(batch)
+            batch, used = [], 0
+        batch.append(part)
+        used += size
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, int]], x: torch.Tensor, dy: torch.Tensor,
+                  call: Callable) -> None:
+    """E = ∇Ŵ − ∇W of a batch of consecutive experts, each to WgradErrors as its own layer's."""
+    first, last = batch[0][1], batch[-1][2]
+    counts = [end - start for _, start, end in batch]
+    block = unsplit_stretch(gemm)
+    dy_spread, offs = spread_experts(dy[first:last], counts, block)
+    x_spread, _ = spread_experts(x[first:last], counts, block)
+    what = f"{batch[0][0]} wgrad"
+    r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy_spread.shape[0], dy.device, None, capture.misfit)
+    draws = capture.random.draws(gemm, what, dy_spread.t())
+    dyq, _, dy_t = quantize_operand_and_copy(dy_spread.t(), gemm, r, draws.for_operand(SALT_A), what, dy.dtype)  # [out, tokens]
+    xq, _, x_t = quantize_operand_and_copy(x_spread.t(), gemm, r, draws.for_operand(SALT_B), what, dy.dtype)  # [in, tokens]
+    del dy_spread, x_spread
+    ends = offs.tolist()
+    dw = _float32_products(call, dy_t, x_t, offs, ends)
+    del dy_t, x_t
+    dwq = _float32_products(call, dyq, xq, offs, ends)
+    del dyq, xq
+    shape = tuple(dw.shape[1:])
+    for i, (name, _, _) in enumerate(batch):
+        capture.errors.add(name, dwq[i], dw[i], 0, shape)
+
+
+#: operand dtype -> whether the grouped GEMM gives float32 sums of it (absent: not tried yet)
+_FLOAT32_OUT: Dict[torch.dtype, bool] = {}
+
+
+def _float32_products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> torch.Tensor:
+    """[groups, m, n] float32: group g is a[:, s:e] · b[:, s:e]ᵀ over its stretch [s, e) of the
+    tokens (a [m, tokens], b [n, tokens], both row-major): by the grouped GEMM where it gives float32
+    sums of these operands, else one capture.mm_float32 per group (the expert-by-expert way's
+    product). The values of bf16 operands are exact in either."""
+    works = _FLOAT32_OUT.get(a.dtype)
+    if works is not False:
+        try:
+            out = call(a, b.t(), offs=offs) if a.dtype == torch.float32 else call(a, b.t(), offs=offs, out_dtype=torch.float32)
+            _FLOAT32_OUT[a.dtype] = True
+            return out
+        except (RuntimeError, TypeError, NotImplementedError):
+            if works:
+                raise
+            _FLOAT32_OUT[a.dtype] = False
+    out = a.new_empty((len(ends), a.shape[0], b.shape[0]), dtype=torch.float32)
+    for g, (start, end) in enumerate(zip([0] + ends[:-1], ends)):
+        out[g] = mm_float32(a[:, start:end], b[:, start:end].t(), a.dtype)
+    return out
