@@ -198,18 +198,21 @@ def per_step(seconds: dict) -> dict:
 def _time_hooks():
     """Wall time spent inside the bridge's backward-time work, per step kind (host time: launches
     and Python, on the bridge's backward worker thread beside autograd's, or with
-    --no-backward-thread on autograd's; the GPU runs behind it)."""
-    from mxscope_bridge import observe
-    inner = observe._observe
+    --no-backward-thread on autograd's; the GPU runs behind it): a layer's (observe._observe) and a
+    group of experts' (grouped_observe._measure)."""
+    from mxscope_bridge import grouped_observe, observe
 
-    def timed(config, capture, *args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return inner(config, capture, *args, **kwargs)
-        finally:
-            kind = "stats" if capture.with_stats else "pre"
-            HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
-    observe._observe = timed
+    def timing(inner):
+        def timed(config, capture, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return inner(config, capture, *args, **kwargs)
+            finally:
+                kind = "stats" if capture.with_stats else "pre"
+                HOOK_SECONDS[kind] = HOOK_SECONDS.get(kind, 0.0) + time.perf_counter() - started
+        return timed
+    observe._observe = timing(observe._observe)
+    grouped_observe._measure = timing(grouped_observe._measure)
 
     from mxscope_bridge.backward_worker import BackwardWorker
     submit = BackwardWorker.submit
@@ -229,18 +232,21 @@ def _profile_hooks(path):
     """cProfile of the bridge's backward-time work on stats steps (the thread that runs it), written to `path`."""
     import cProfile
     import pstats
-    from mxscope_bridge import observe
-    inner, profiler = observe._observe, cProfile.Profile()
+    from mxscope_bridge import grouped_observe, observe
+    profiler = cProfile.Profile()
 
-    def profiled(config, capture, *args, **kwargs):
-        if not capture.with_stats or not TIMED["now"]:
-            return inner(config, capture, *args, **kwargs)
-        profiler.enable()
-        try:
-            return inner(config, capture, *args, **kwargs)
-        finally:
-            profiler.disable()
-    observe._observe = profiled
+    def profiling(inner):
+        def profiled(config, capture, *args, **kwargs):
+            if not capture.with_stats or not TIMED["now"]:
+                return inner(config, capture, *args, **kwargs)
+            profiler.enable()
+            try:
+                return inner(config, capture, *args, **kwargs)
+            finally:
+                profiler.disable()
+        return profiled
+    observe._observe = profiling(observe._observe)
+    grouped_observe._measure = profiling(grouped_observe._measure)
 
     def write():
         with open(path, "w") as f:

@@ -121,7 +121,7 @@ def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: 
                 capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
         parts = [(name, start, end) for _, name, start, end in reached]
         worker = bridge.backward_worker
-        args = (capture, gemms, parts, x, dy.detach(), ran, call)
+        args = (bridge.config, capture, parts, x, dy.detach(), ran, call)
         if worker is None:
             _measure(*args)
         else:
@@ -132,10 +132,11 @@ def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: 
     return y
 
 
-def _measure(capture: StepCapture, gemms: Dict[str, dict], parts: List[Tuple[str, int, int]], x: torch.Tensor, dy: torch.Tensor,
+def _measure(config: dict, capture: StepCapture, parts: List[Tuple[str, int, int]], x: torch.Tensor, dy: torch.Tensor,
              ran: Dict[str, str], call: Callable) -> None:
-    """The backward worker's part: X's and ∇Y's stats of each expert (stats steps), and every expert's
-    Wgrad error with its operands' stats."""
+    """The backward worker's part (observe._observe's for a group of experts): X's and ∇Y's stats of
+    each expert (stats steps), and every expert's Wgrad error with its operands' stats."""
+    gemms = measured_gemms(config)
     x = x.to(dy.dtype)
     if capture.with_stats:
         for name, start, end in parts:
