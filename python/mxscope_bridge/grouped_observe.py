@@ -33,7 +33,7 @@ from .draws import SALT_A, SALT_B
 from .grouped_emulation import spread_experts, unsplit_stretch
 from .mx_ops import quantize_operand_and_copy
 from .precision import BLOCK_PRECISIONS, uses_formats
-from .rotation import make_rotation
+from .rotation import make_rotation, padded_length
 from .wgrad_error import CHUNK_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,12 +142,8 @@ def _measure(config: dict, capture: StepCapture, parts: List[Tuple[str, int, int
         for name, start, end in parts:
             capture.observe_operands(name, "fprop", gemms["fprop"], x[start:end], None, precision=ran["fprop"])
             capture.observe_operands(name, "dgrad", gemms["dgrad"], dy[start:end], None, precision=ran["dgrad"])
-    gemm = gemms["wgrad"]
     for batch in _batches(parts, dy.shape[1], x.shape[1]):
-        _wgrad_errors(capture, gemm, batch, x, dy, call)
-    if capture.with_stats:
-        for name, start, end in parts:
-            capture.observe_operands(name, "wgrad", gemm, dy[start:end].t(), x[start:end].t(), precision=ran["wgrad"])
+        _wgrad_errors(capture, gemms["wgrad"], batch, x, dy, call, ran["wgrad"])
 
 
 def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: int) -> List[List[Tuple[str, int, int]]]:
@@ -167,13 +163,13 @@ def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: 
 
 
 def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, int]], x: torch.Tensor, dy: torch.Tensor,
-                  call: Callable) -> None:
-    """E = ∇Ŵ − ∇W of a batch of consecutive experts, each to WgradErrors as its own layer's."""
+                  call: Callable, precision: str) -> None:
+    """E = ∇Ŵ − ∇W of a batch of consecutive experts, each to WgradErrors as its own layer's, and on
+    stats steps each expert's ∇Yᵀ and Xᵀ stats."""
     first, last = batch[0][1], batch[-1][2]
     counts = [end - start for _, start, end in batch]
-    block = unsplit_stretch(gemm)
-    dy_spread, offs = spread_experts(dy[first:last], counts, block)
-    x_spread, _ = spread_experts(x[first:last], counts, block)
+    dy_spread, offs = spread_experts(dy[first:last], counts, unsplit_stretch(gemm))
+    x_spread, _ = spread_experts(x[first:last], counts, unsplit_stretch(gemm))
     what = f"{batch[0][0]} wgrad"
     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy_spread.shape[0], dy.device, None, capture.misfit)
     draws = capture.random.draws(gemm, what, dy_spread.t())
@@ -181,35 +177,39 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
     xq, _, x_t = quantize_operand_and_copy(x_spread.t(), gemm, r, draws.for_operand(SALT_B), what, dy.dtype)  # [in, tokens]
     del dy_spread, x_spread
     ends = offs.tolist()
-    dw = _float32_products(call, dy_t, x_t, offs, ends)
-    del dy_t, x_t
-    dwq = _float32_products(call, dyq, xq, offs, ends)
-    del dyq, xq
-    shape = tuple(dw.shape[1:])
-    for i, (name, _, _) in enumerate(batch):
-        capture.errors.add(name, dwq[i], dw[i], 0, shape)
+    starts = [0] + ends[:-1]
+    shape = (dy.shape[1], x.shape[1])
+    for (name, _, _), dwq, dw in zip(batch, _products(call, dyq, xq, offs, ends), _products(call, dy_t, x_t, offs, ends)):
+        capture.errors.add(name, dwq, dw, 0, shape)
+    if capture.with_stats:
+        # Each expert's tokens padded to the Hadamard block, as the expert-by-expert way quantizes them
+        # (the spread's zeros are that padding): the same operands, read in place.
+        hadamard = gemm["hadamardBlock"] if r is not None else 1
+        for (name, start, end), at in zip(batch, starts):
+            stretch = slice(at, at + padded_length(end - start, hadamard))
+            capture.observe_operands(name, "wgrad", gemm, dy_t[:, stretch], x_t[:, stretch], precision=precision)
 
 
 #: operand dtype -> whether the grouped GEMM gives float32 sums of it (absent: not tried yet)
 _FLOAT32_OUT: Dict[torch.dtype, bool] = {}
 
 
-def _float32_products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> torch.Tensor:
-    """[groups, m, n] float32: group g is a[:, s:e] · b[:, s:e]ᵀ over its stretch [s, e) of the
-    tokens (a [m, tokens], b [n, tokens], both row-major): by the grouped GEMM where it gives float32
-    sums of these operands, else one capture.mm_float32 per group (the expert-by-expert way's
-    product). The values of bf16 operands are exact in either."""
+def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> Sequence[torch.Tensor]:
+    """Each group's a[:, s:e] · b[:, s:e]ᵀ [m, n] over its stretch [s, e) of the tokens (a [m, tokens],
+    b [n, tokens], both row-major), summed in float32: by the grouped GEMM where it gives float32 sums
+    of these operands, else one product per group, read in place (on CUDA torch.mm's float32 output
+    of bf16 operands: the bits of the same product of contiguous copies, measured on an H200). The
+    values of bf16 operands are exact in either."""
     works = _FLOAT32_OUT.get(a.dtype)
     if works is not False:
         try:
             out = call(a, b.t(), offs=offs) if a.dtype == torch.float32 else call(a, b.t(), offs=offs, out_dtype=torch.float32)
             _FLOAT32_OUT[a.dtype] = True
-            return out
+            return out.unbind(0)
         except (RuntimeError, TypeError, NotImplementedError):
             if works:
                 raise
             _FLOAT32_OUT[a.dtype] = False
-    out = a.new_empty((len(ends), a.shape[0], b.shape[0]), dtype=torch.float32)
-    for g, (start, end) in enumerate(zip([0] + ends[:-1], ends)):
-        out[g] = mm_float32(a[:, start:end], b[:, start:end].t(), a.dtype)
-    return out
+    in_place = a.is_cuda and a.dtype in (torch.bfloat16, torch.float16)
+    product = (lambda p, q: torch.mm(p, q, out_dtype=torch.float32)) if in_place else (lambda p, q: mm_float32(p, q, a.dtype))
+    return [product(a[:, start:end], b[:, start:end].t()) for start, end in zip([0] + ends[:-1], ends)]
