@@ -22,7 +22,7 @@ expert by expert. The products are the grouped GEMM's: their float32 sums may be
 order than one GEMM per expert does, so a product can differ in its last bit."""
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -107,20 +107,21 @@ def _weights_quantized(w2d: torch.Tensor, tiles: int, shape: torch.Size, call: _
     return _quantized(w2d, call, SALT_B).view(experts, n, -1).transpose(1, 2)
 
 
-def spread_experts(rows: torch.Tensor, counts: List[int], block: int) -> tuple:
-    """rows [Σcounts, n] with each expert's rows starting at a multiple of `block`, zeros between;
-    and the ends of the spread experts (int32, on rows' device)."""
+def spread_experts(tensors: Sequence[torch.Tensor], counts: List[int], block: int) -> tuple:
+    """Each of `tensors` ([Σcounts, n], one row per routed token) with each expert's rows starting at
+    a multiple of `block`, zeros between; and the ends of the spread experts (int32, on the rows'
+    device)."""
     padded = [padded_length(c, block) for c in counts]
     sizes = torch.tensor(padded, dtype=torch.int64)
     ends = sizes.cumsum(0)
+    device = tensors[0].device
     if padded == counts:
-        return rows, ends.to(device=rows.device, dtype=torch.int32)
+        return list(tensors), ends.to(device=device, dtype=torch.int32)
     given = torch.tensor(counts, dtype=torch.int64)
     shifts = (ends - sizes) - (given.cumsum(0) - given)  # each expert's new start less its old one
-    where = (torch.arange(rows.shape[0]) + torch.repeat_interleave(shifts, given)).to(rows.device)
-    spread = rows.new_zeros(int(ends[-1]), rows.shape[1])
-    spread.index_copy_(0, where, rows)
-    return spread, ends.to(device=rows.device, dtype=torch.int32)
+    where = (torch.arange(tensors[0].shape[0]) + torch.repeat_interleave(shifts, given)).to(device)
+    spread = [rows.new_zeros(int(ends[-1]), rows.shape[1]).index_copy_(0, where, rows) for rows in tensors]
+    return spread, ends.to(device=device, dtype=torch.int32)
 
 
 class GroupedEmulatedExperts(torch.autograd.Function):
@@ -167,8 +168,7 @@ def _wgrad(dy: torch.Tensor, x: torch.Tensor, ends: List[int], emulation, dtype:
     tokens; with param_layout, the transpose of a contiguous [E, out, in]."""
     counts = [end - start for start, end in zip([0] + ends[:-1], ends)]
     block = unsplit_stretch(emulation.gemms["wgrad"])
-    dy, spread_ends = spread_experts(dy, counts, block)
-    x, _ = spread_experts(x, counts, block)
+    (dy, x), spread_ends = spread_experts((dy, x), counts, block)
     call = _call(emulation, "wgrad", f"{what} wgrad", dy.t(), x.t(), dtype)
     dyq = _quantized(dy.t(), call, SALT_A)  # [out, tokens]
     xq = _quantized(x.t(), call, SALT_B)  # [in, tokens]

@@ -23,7 +23,7 @@ error (no reduction across ranks in backward), no activation checkpointing, and 
 one chunk (wgrad_error.CHUNK_BYTES). Otherwise the experts are split as before."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -40,8 +40,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .bridge import Bridge
     from .experts import ExpertSlice
 
-#: Bytes of ∇Y's and X's spread copies, their quantized values and the ∇Ŵ and ∇W of one batch of experts.
-BATCH_BYTES = 4 * CHUNK_BYTES
+#: Bytes of ∇Y's and X's spread copies and their quantized and exact values for one batch of experts
+#: (each expert's ∇Ŵ and ∇W are made and reduced one expert at a time).
+BATCH_BYTES = 2 * CHUNK_BYTES
 
 _FIXED_ROTATIONS = ("none", "hadamard")
 
@@ -58,10 +59,13 @@ def _groupable(gemm: dict, misfit: str) -> bool:
 
 
 def observing_bridge(experts: Sequence["ExpertSlice"]) -> Optional["Bridge"]:
-    """The bridge whose observing hooks are the only hooks of every expert, if one is."""
+    """The bridge observing some of the experts, if the only hooks of each are that bridge's
+    observing hooks or none (experts outside a stats step's layer group have none)."""
     found = None
     for expert in experts:
-        if len(expert.forward_hooks) != 1 or len(expert.pre_hooks) != 1:
+        if not expert.forward_hooks and not expert.pre_hooks:
+            continue
+        if len(expert.forward_hooks) != 1 or len(expert.pre_hooks) != 1 or getattr(expert, "_mxscope_emulation", None) is not None:
             return None
         bridge = getattr(expert.forward_hooks[0], "mxscope_bridge", None)
         if bridge is None or getattr(expert.pre_hooks[0], "mxscope_bridge", None) is not bridge or found not in (None, bridge):
@@ -70,8 +74,8 @@ def observing_bridge(experts: Sequence["ExpertSlice"]) -> Optional["Bridge"]:
     return found
 
 
-def _measurable(bridge: "Bridge", experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: torch.Tensor) -> bool:
-    """Whether this grouped call's experts can be measured as a group (the module's docstring)."""
+def _measurable(bridge: "Bridge", names: List[str], x: torch.Tensor, weights: torch.Tensor, out_features: int, in_features: int) -> bool:
+    """Whether the experts `names` of a grouped call can be measured as a group (the module's docstring)."""
     from .observe import saved_tensor_hooks_active
     capture = bridge.capture
     if capture is None or not torch.is_grad_enabled() or in_backward() or saved_tensor_hooks_active():
@@ -79,13 +83,9 @@ def _measurable(bridge: "Bridge", experts: Sequence["ExpertSlice"], x: torch.Ten
     if not (x.requires_grad and weights.requires_grad) or x.dim() != 2:
         return False
     errors = capture.errors
-    names = [expert.forward_hooks[0].mxscope_layer for expert in experts]
     if errors.world != 1 or errors.micro_batches != 1 or errors.row_stride != 1 or any(name in errors.repeated for name in names):
         return False
-    if not all(capture.observes(name) for name in names):
-        return False
-    out_features, in_features = experts[0].weight.shape
-    if out_features * in_features * 4 > CHUNK_BYTES:
+    if not all(capture.observes(name) for name in names) or out_features * in_features * 4 > CHUNK_BYTES:
         return False
     gemms = measured_gemms(bridge.config)
     return all(_groupable(gemms[kind], capture.misfit) for kind in GEMM_KINDS)
@@ -94,23 +94,27 @@ def _measurable(bridge: "Bridge", experts: Sequence["ExpertSlice"], x: torch.Ten
 def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: torch.Tensor, ends: List[int], call: Callable,
                     args, kwargs) -> Optional[torch.Tensor]:
     """The trainer's grouped GEMM `call(*args, **kwargs)` (x [rows, in] by weights [E, in, out], rows
-    split at `ends`) with its experts measured as a group; None where they cannot be (split them)."""
+    split at `ends`) with the experts a bridge observes measured as a group; None where they cannot
+    be (split them)."""
     bridge = observing_bridge(experts)
-    if bridge is None or not _measurable(bridge, experts, x, weights):
+    if bridge is None:
+        return None
+    starts = [0] + ends[:-1]
+    observed = [(expert, expert.forward_hooks[0].mxscope_layer, start, end) for expert, start, end in zip(experts, starts, ends) if expert.forward_hooks]
+    if not _measurable(bridge, [name for _, name, _, _ in observed], x, weights, *experts[0].weight.shape):
         return None
     from .observe import ran_at
     capture = bridge.capture
     y = call(*args, **kwargs)
-    starts = [0] + ends[:-1]
     # An expert no token reached has no GEMM, as in the eager loop: it reports nothing this step.
-    reached = [(expert, expert.forward_hooks[0].mxscope_layer, start, end) for expert, start, end in zip(experts, starts, ends) if end > start]
+    reached = [part for part in observed if part[3] > part[2]]
     for _, name, _, _ in reached:
         capture.forward_call(name)
     ran = {kind: ran_at(bridge._declared, kind, y) for kind in GEMM_KINDS}
     x = x.detach()
 
     def on_grad(dy: torch.Tensor) -> None:
-        if bridge.capture is not capture:
+        if bridge.capture is not capture or not reached:
             return None
         capture.backward_begun = True
         gemms = measured_gemms(bridge.config)
@@ -147,11 +151,11 @@ def _measure(config: dict, capture: StepCapture, parts: List[Tuple[str, int, int
 
 
 def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: int) -> List[List[Tuple[str, int, int]]]:
-    """Consecutive experts whose spread operands and products stay within BATCH_BYTES (at least one each)."""
-    product = 2 * out_features * in_features * 4
+    """Consecutive experts whose spread operands (a copy, the quantized values and the exact ones, with
+    a block of padding) stay within BATCH_BYTES (at least one each)."""
     batches, batch, used = [], [], 0
     for part in parts:
-        size = product + (part[2] - part[1] + 64) * (out_features + in_features) * 2 * 3
+        size = (part[2] - part[1] + 64) * (out_features + in_features) * 2 * 3
         if batch and used + size > BATCH_BYTES:
             batches.append(batch)
             batch, used = [], 0
@@ -168,8 +172,7 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
     stats steps each expert's ∇Yᵀ and Xᵀ stats."""
     first, last = batch[0][1], batch[-1][2]
     counts = [end - start for _, start, end in batch]
-    dy_spread, offs = spread_experts(dy[first:last], counts, unsplit_stretch(gemm))
-    x_spread, _ = spread_experts(x[first:last], counts, unsplit_stretch(gemm))
+    (dy_spread, x_spread), offs = spread_experts((dy[first:last], x[first:last]), counts, unsplit_stretch(gemm))
     what = f"{batch[0][0]} wgrad"
     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy_spread.shape[0], dy.device, None, capture.misfit)
     draws = capture.random.draws(gemm, what, dy_spread.t())
@@ -194,7 +197,7 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
 _FLOAT32_OUT: Dict[torch.dtype, bool] = {}
 
 
-def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> Sequence[torch.Tensor]:
+def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> Iterable[torch.Tensor]:
     """Each group's a[:, s:e] · b[:, s:e]ᵀ [m, n] over its stretch [s, e) of the tokens (a [m, tokens],
     b [n, tokens], both row-major), summed in float32: by the grouped GEMM where it gives float32 sums
     of these operands, else one product per group, read in place (on CUDA torch.mm's float32 output
@@ -212,4 +215,5 @@ def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tens
             _FLOAT32_OUT[a.dtype] = False
     in_place = a.is_cuda and a.dtype in (torch.bfloat16, torch.float16)
     product = (lambda p, q: torch.mm(p, q, out_dtype=torch.float32)) if in_place else (lambda p, q: mm_float32(p, q, a.dtype))
-    return [product(a[:, start:end], b[:, start:end].t()) for start, end in zip([0] + ends[:-1], ends)]
+    # One group at a time: a batch's products are never all held at once.
+    return (product(a[:, start:end], b[:, start:end].t()) for start, end in zip([0] + ends[:-1], ends))

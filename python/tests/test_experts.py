@@ -582,6 +582,15 @@ class GroupedObservation(unittest.TestCase):
         self.assertIsNotNone(got[(2, "experts.down_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
         assert_same_records(self, got, want)
 
+    def test_a_layer_group_of_experts(self):
+        """With layer groups, a capture step measures some of a grouped call's experts: those alone, from the unsplit call."""
+        want, _ = self.run_steps(grouped=False, stats_layer_groups=2)
+        got, grouped = self.run_steps(grouped=True, stats_layer_groups=2)
+        self.assertEqual(grouped, [4, 4, 4])
+        self.assertEqual({layer for (step, layer, _) in got if step == 0}, {"experts.gate_up_proj.0", "experts.down_proj.1"})
+        self.assertEqual({layer for (step, layer, _) in got if step == 2}, {"experts.gate_up_proj.1", "experts.down_proj.0"})
+        assert_same_records(self, got, want)
+
     def test_weights_are_measured_before_an_optimizer_step_changes_them(self):
         want, _ = self.run_steps(grouped=True, steps=1)
         got, _ = self.run_steps(grouped=True, steps=1, change_weights=True)
