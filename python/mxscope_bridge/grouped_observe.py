@@ -172,7 +172,10 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
     stats steps each expert's ∇Yᵀ and Xᵀ stats."""
     first, last = batch[0][1], batch[-1][2]
     counts = [end - start for _, start, end in batch]
-    (dy_spread, x_spread), offs = spread_experts((dy[first:last], x[first:last]), counts, unsplit_stretch(gemm))
+    # A layer group's experts need not be next to each other: their rows are gathered first.
+    adjacent = all(one[2] == other[1] for one, other in zip(batch, batch[1:]))
+    rows = (lambda t: t[first:last]) if adjacent else (lambda t: torch.cat([t[start:end] for _, start, end in batch]))
+    (dy_spread, x_spread), offs = spread_experts((rows(dy), rows(x)), counts, unsplit_stretch(gemm))
     what = f"{batch[0][0]} wgrad"
     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy_spread.shape[0], dy.device, None, capture.misfit)
     draws = capture.random.draws(gemm, what, dy_spread.t())

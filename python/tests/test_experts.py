@@ -527,11 +527,11 @@ class GroupedObservation(unittest.TestCase):
     reference grouped product): the trainer's grouped GEMM runs unsplit, and every record is the one
     measuring expert by expert gives."""
 
-    def run_steps(self, grouped: bool, steps=3, gemms=None, change_weights=False, **bridge_kwargs):
+    def run_steps(self, grouped: bool, steps=3, gemms=None, change_weights=False, every_expert=False, **bridge_kwargs):
         """{(step, layer, gemm): layerStats record} of `steps` steps at statsEvery 2 (steps 0 and 2
         measure, step 1 keeps E for step 2's lag-1), and the grouped Wgrad products of each step.
         change_weights: the weights are changed in place after backward, before the backward worker
-        measures anything (an optimizer step before end_step)."""
+        measures anything (an optimizer step before end_step). every_expert: tokens reach expert 2 too."""
         torch.manual_seed(0)
         model = Moe(StackedExperts())
         experts = model.experts
@@ -554,6 +554,8 @@ class GroupedObservation(unittest.TestCase):
                 bridge.begin_step(step)
                 h = torch.randn(40, DIM, generator=generator).requires_grad_()
                 choice = (torch.rand(40, generator=generator) < 0.4).long()  # experts 0 and 1, no whole blocks; 2: none
+                if every_expert:
+                    choice = torch.randint(0, EXPERTS, (40,), generator=generator)
                 order = torch.sort(choice, stable=True).indices
                 offs = torch.cumsum(torch.bincount(choice, minlength=EXPERTS), 0, dtype=torch.int32)
                 calls = _ExpertCalls(slices)
@@ -583,13 +585,15 @@ class GroupedObservation(unittest.TestCase):
         assert_same_records(self, got, want)
 
     def test_a_layer_group_of_experts(self):
-        """With layer groups, a capture step measures some of a grouped call's experts: those alone, from the unsplit call."""
-        want, _ = self.run_steps(grouped=False, stats_layer_groups=2)
-        got, grouped = self.run_steps(grouped=True, stats_layer_groups=2)
+        """With layer groups, a capture step measures some of a grouped call's experts, not always next
+        to each other: those alone, from the unsplit call, each as a run measuring every layer does."""
+        every, _ = self.run_steps(grouped=True, every_expert=True)
+        got, grouped = self.run_steps(grouped=True, every_expert=True, stats_layer_groups=2)
         self.assertEqual(grouped, [4, 4, 4])
-        self.assertEqual({layer for (step, layer, _) in got if step == 0}, {"experts.gate_up_proj.0", "experts.down_proj.1"})
-        self.assertEqual({layer for (step, layer, _) in got if step == 2}, {"experts.gate_up_proj.1", "experts.down_proj.0"})
-        assert_same_records(self, got, want)
+        self.assertEqual({layer for (step, layer, _) in got if step == 0}, {"experts.gate_up_proj.0", "experts.gate_up_proj.2", "experts.down_proj.1"})
+        self.assertEqual({layer for (step, layer, _) in got if step == 2}, {"experts.gate_up_proj.1", "experts.down_proj.0", "experts.down_proj.2"})
+        self.assertIsNotNone(got[(2, "experts.gate_up_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
+        assert_same_records(self, got, {key: record for key, record in every.items() if key in got})
 
     def test_weights_are_measured_before_an_optimizer_step_changes_them(self):
         want, _ = self.run_steps(grouped=True, steps=1)
