@@ -21,8 +21,7 @@ numbering (sampled row i is row i·N), and the sums are scaled to the whole tens
 from __future__ import annotations
 
 import bisect
-from collections import deque
-from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -40,9 +39,6 @@ except ImportError:  # pragma: no cover - depends on the install
 CHUNK_BYTES = 64 << 20
 #: E_{t−1} chunks fetched ahead of the one in use on a stats step.
 LOOKAHEAD = 3
-#: Bytes of E chunks whose copy to host memory may be pending at once: E made faster than the copies
-#: drain (a grouped call's experts, grouped_observe.py) would otherwise wait in GPU memory.
-IN_FLIGHT_BYTES = 4 * CHUNK_BYTES
 
 
 if triton is not None:
@@ -174,9 +170,6 @@ class HostErrorStore:
         self.writing: List[Tuple[str, int, int]] = []
         self.stream: Optional[torch.cuda.Stream] = None
         self.ready: Dict[Tuple[str, int, int], Tuple[torch.Tensor, object]] = {}
-        #: (event after the copy, bytes) of the copies to host memory issued and maybe not done, oldest first
-        self.in_flight: Deque[Tuple[object, int]] = deque()
-        self.in_flight_bytes = 0
 
     def end_step(self, keep: bool) -> None:
         """What this step stored becomes readable (keep) or everything is forgotten. Buffers stay
@@ -203,15 +196,7 @@ class HostErrorStore:
         stream.wait_stream(torch.cuda.current_stream(chunk.device))
         with torch.cuda.stream(stream):
             target.copy_(chunk, non_blocking=True)
-            done = torch.cuda.Event()
-            done.record(stream)
         chunk.record_stream(stream)  # its memory is not reused before the copy is done
-        self.in_flight.append((done, chunk.numel() * chunk.element_size()))
-        self.in_flight_bytes += self.in_flight[-1][1]
-        while self.in_flight_bytes > IN_FLIGHT_BYTES:  # wait for the oldest copies (this thread only)
-            event, size = self.in_flight.popleft()
-            event.synchronize()
-            self.in_flight_bytes -= size
 
     def discard(self, layer: str) -> None:
         """Forget what this step stored of `layer` (it is not the whole E)."""
