@@ -4,6 +4,7 @@ import functools
 import math
 import tempfile
 import threading
+import time
 import types
 import unittest
 from unittest import mock
@@ -594,6 +595,24 @@ class GroupedObservation(unittest.TestCase):
         self.assertEqual({layer for (step, layer, _) in got if step == 2}, {"experts.gate_up_proj.1", "experts.down_proj.0", "experts.down_proj.2"})
         self.assertIsNotNone(got[(2, "experts.gate_up_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
         assert_same_records(self, got, {key: record for key, record in every.items() if key in got})
+
+    def test_one_call_at_a_time_waits_for_the_backward_worker(self):
+        """A grouped call's work holds all its experts' X and ∇Y: the next call's waits until it has run."""
+        from mxscope_bridge.backward_worker import BackwardWorker
+        waiting, submit, measure = [], BackwardWorker.submit, grouped_observe._measure
+
+        def watched(worker, device, work, *args):
+            if work is slow:
+                waiting.append(worker._queue.unfinished_tasks)
+            return submit(worker, device, work, *args)
+
+        def slow(*args):
+            time.sleep(0.2)
+            measure(*args)
+
+        with mock.patch.object(BackwardWorker, "submit", watched), mock.patch.object(grouped_observe, "_measure", slow):
+            self.run_steps(grouped=True, steps=1)
+        self.assertEqual(waiting, [0, 0], "nothing else queued or running when a call's work is handed over")
 
     def test_weights_are_measured_before_an_optimizer_step_changes_them(self):
         want, _ = self.run_steps(grouped=True, steps=1)
