@@ -19,7 +19,8 @@ implementation multiplies another way (transformers' batched_mm, grouped_mm with
 in torch or off CUDA) run their eager implementation instead while hooked (a capturing step) or
 emulated: the same products, one GEMM per expert. Emulated experts of a grouped GEMM, or of one bmm
 over all of them, run as one grouped emulated product (grouped_emulation.py), but for the experts a
-capture step measures, which get GEMMs of their own."""
+capture step measures, which get GEMMs of their own. Observed experts of a grouped GEMM are measured
+as a group from the unsplit call where that gives the same telemetry (grouped_observe.py)."""
 from __future__ import annotations
 
 import types
