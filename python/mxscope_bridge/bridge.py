@@ -347,6 +347,7 @@ class Bridge:
         # The pre-stats step keeps E for the layers its stats step will report (lag-1).
         observed = self._layer_group(step if is_stats else step + 1)
         self.capture = StepCapture(is_stats, self.random, self.misfit, observed, self._errors) if is_stats or before_stats else None
+        self.observing.release()
         self.observing = ObserveState()
         if self.capture is not None:
             self._errors.begin(step, is_stats, keep=before_stats)
@@ -402,6 +403,7 @@ class Bridge:
         self._detach_hooks()
         for emulation in self._emulations:
             emulation.capture = None
+        self.observing.release()
         self.observing = ObserveState()
         step_stats = None
         if capture is not None:

@@ -121,6 +121,25 @@ class ObserveState:
         self._source: Optional[tuple] = None
         self._held = None
         self._shared: dict = {}
+        #: what this step's gradient hooks hold of autograd's graph (their matmul node), each in a
+        #: one-item list emptied at the step's end: a hook registered on its own node's output made a
+        #: cycle (node → hook → node) that kept the step's tensors until a garbage collection
+        self._slots: List[list] = []
+
+    def hold(self, value) -> list:
+        """A one-item list holding `value` until `release`."""
+        slot = [value]
+        self._slots.append(slot)
+        return slot
+
+    def release(self) -> None:
+        """Lets go of everything the step's hooks held (at its end, once its backward work has run)."""
+        for slot in self._slots:
+            slot.clear()
+        self._slots.clear()
+        self._source, self._held, self._shared = None, None, {}
+        self.recomputed.clear()
+        self.waiting.clear()
 
     def shared_for(self, source: Optional[tuple], held) -> Optional[dict]:
         """The reuse slot of layers whose X comes from `source` (None: nothing to share)."""
@@ -197,13 +216,15 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         if found is None and not (plain and checkpointed):
             x = x_in.detach()
             kept = (x, compute_dtype(x))
+        held = state.hold(found)
 
         def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
-            if bridge.capture is not capture:
+            if bridge.capture is not capture or not held:
                 return None
             capture.backward_begun = True
             dy = dy.detach()
             recomputed = state.recomputed.pop(id(module), None)
+            found = held[0]
             if found is not None:
                 node, (x_name, w_name) = found
                 w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
