@@ -404,6 +404,8 @@ def main():
                             "droppedStats": dropped, "oom": sorted(samples.oom)})
             print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
+            # Where a bridge's memory goes: its capture steps' peaks against the plain and idle steps'.
+            print("  peak GiB per kind " + json.dumps({k: round(samples.peak_gib(k), 2) for k in samples.peak}), flush=True)
             after = after_stats_excess(samples, args.stats_every)
             if after:  # what a stats step leaves to the step after it: per-kind medians do not show it, means do
                 print(f"  the idle step after each stats step, ms over the plain median: {[round(v, 1) for v in after]} (mean {statistics.mean(after):.1f})", flush=True)
