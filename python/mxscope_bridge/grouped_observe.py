@@ -1,20 +1,22 @@
 """Observed experts of a grouped GEMM, measured as a group on a capture step.
 
 Expert by expert (experts.py splitting the grouped GEMM, each expert's GEMM its own product through
-its hooks), a capture step costs about a millisecond of host time per expert layer: +146 % step time
-at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers. Here the trainer's grouped GEMM
-runs as it is, and one gradient hook on its output measures its experts:
+its hooks), a capture step cost about a millisecond of host time per expert layer: +146 % step time
+at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers (+79 % measured as a group; docs/
+bridge.md, "Observed experts measured as a group"). Here the trainer's grouped GEMM runs as it is,
+and one gradient hook on its output measures the experts this step observes (all, or its layer
+group's):
 
-- The Wgrad error of all of them at once (of a batch of experts, so memory stays bounded): each
-  expert's rows of ∇Y and X go to a start that is a multiple of the block, zeros between (as the
-  expert-by-expert way pads each expert's tokens), ∇Yᵀ and Xᵀ are quantized in one launch each, and
-  two grouped products give every expert's ∇Ŵ and exact ∇W (float32 sums; one product per expert
-  where the grouped GEMM gives no float32 output). Each expert's E then goes to WgradErrors as its
-  own layer's, so the sums, sketches and lag-1 are the expert-by-expert way's (up to the order of the
-  products' sums, which may change their last bits).
+- The Wgrad error of all of them at once, a batch of experts at a time (so memory stays bounded):
+  each expert's rows of ∇Y and X go to a start that is a multiple of the block, zeros between (as
+  the expert-by-expert way pads each expert's tokens), and ∇Yᵀ and Xᵀ are quantized, with their
+  exact copies, in one launch each. Each expert's ∇Ŵ and exact ∇W are float32 sums of its stretch
+  of those operands: the grouped GEMM's where it gives float32 outputs, else one product each, read
+  in place. Each expert's E then goes to WgradErrors as its own layer's, so the sums, sketches and
+  lag-1 are the expert-by-expert way's (up to the order of the products' sums).
 - The operand stats (stats steps only), expert by expert as before, with the same bits: W's in the
   hook (the optimizer may change the parameter in place before the worker runs), the rest on the
-  backward worker.
+  backward worker, which takes one call's work at a time (it holds all the call's X and ∇Y).
 
 Only where that gives the same telemetry: MXFP4 with nearest-even rounding and no rotation or a
 fixed Hadamard one (no random bits: a grouped call would draw other bits than each expert's own), one
