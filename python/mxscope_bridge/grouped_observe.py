@@ -131,9 +131,10 @@ def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: 
         if worker is None:
             _measure(*args)
         else:
-            # A call's X and ∇Y (all its experts' rows) are held until its work has run: one call's
-            # at a time beyond what autograd holds itself. Three queued (the worker's depth and the
-            # one running) held 1.4 GiB more than plain training on a Qwen3-MoE-shaped model.
+            # A call's X and ∇Y (all its experts' rows: 470 MB for a Qwen3-30B-A3B-shaped block's
+            # up projection at 8 × 1024 tokens) are held until its work has run: one call's at a time
+            # beyond what autograd holds itself, not the worker queue's depth plus the one running.
+            # Measured on an H200: the step times did not move.
             worker.drain()
             worker.submit(dy.device, _measure, *args)
         return None
