@@ -614,6 +614,35 @@ class GroupedObservation(unittest.TestCase):
             self.run_steps(grouped=True, steps=1)
         self.assertEqual(waiting, [0, 0], "nothing else queued or running when a call's work is handed over")
 
+    def test_observing_leaves_the_trainers_products_as_they_are(self):
+        """Measured as a group, the experts' outputs and gradients on a capture step are the bits of
+        the trainer's own grouped GEMM, as without the bridge."""
+        def step(observed: bool):
+            torch.manual_seed(0)
+            model = Moe(StackedExperts())
+            experts = model.experts
+            slices = [s for _, s in expert_slices("experts", experts)]
+            if observed:
+                bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-bits-"), stats_every=2)
+                self.addCleanup(bridge.close)
+                bridge.start_run()
+                bridge.begin_step(0)
+            generator = torch.Generator().manual_seed(1)
+            h = torch.randn(40, DIM, generator=generator).requires_grad_()
+            offs = torch.tensor([16, 29, 40], dtype=torch.int32)
+            calls = _ExpertCalls(slices)
+            gate, up = calls._grouped(reference_grouped_mm, (h, experts.gate_up_proj.transpose(-2, -1)), {"offs": offs}).chunk(2, dim=-1)
+            y = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, experts.down_proj.transpose(-2, -1)), {"offs": offs})
+            REFERENCE_CALLS.clear()
+            y.pow(2).sum().backward()
+            if observed:
+                bridge.end_step(loss=0.0)
+                self.assertEqual(REFERENCE_CALLS.count("2-D"), 4, "the experts were measured, as a group")
+                bridge.end_run()
+            return y.detach(), h.grad, experts.gate_up_proj.grad, experts.down_proj.grad
+        for got, want, what in zip(step(observed=True), step(observed=False), ("outputs", "input gradient", "gate_up_proj's", "down_proj's")):
+            self.assertTrue(torch.equal(got, want), what)
+
     def test_weights_are_measured_before_an_optimizer_step_changes_them(self):
         want, _ = self.run_steps(grouped=True, steps=1)
         got, _ = self.run_steps(grouped=True, steps=1, change_weights=True)
