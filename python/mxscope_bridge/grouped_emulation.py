@@ -22,7 +22,7 @@ expert by expert. The products are the grouped GEMM's: their float32 sums may be
 order than one GEMM per expert does, so a product can differ in its last bit."""
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -189,21 +189,31 @@ def equal_groups_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out_dt
     return out if out_dtype is None else out.to(out_dtype)
 
 
-_FLOAT32_OUT: List[Optional[bool]] = [None]
+#: (grouped GEMM, operand dtype) -> whether that GEMM gives float32 sums of such operands (absent: not tried yet)
+_FLOAT32_SUMS: Dict[Tuple[Callable, torch.dtype], bool] = {}
+
+
+def float32_sums(grouped_mm: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> Optional[torch.Tensor]:
+    """The grouped product of a [m, K] and b [K, n] split along K as the grouped GEMM's float32 sums
+    (as capture.mm_float32 gives one GEMM's), where it gives them for a's dtype: tried once per GEMM and
+    dtype (torch's refuses a float32 output of bf16 operands on an H200, torch 2.11); else None."""
+    key = (grouped_mm, a.dtype)
+    works = _FLOAT32_SUMS.get(key)
+    if works is False:
+        return None
+    try:
+        out = grouped_mm(a, b, offs=offs) if a.dtype == torch.float32 else grouped_mm(a, b, offs=offs, out_dtype=torch.float32)
+    except (RuntimeError, TypeError, NotImplementedError):
+        if works:
+            raise
+        _FLOAT32_SUMS[key] = False
+        return None
+    _FLOAT32_SUMS[key] = True
+    return out
 
 
 def _grouped_product(grouped_mm: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
     """The grouped product of a [m, K] and b [K, n] split along K, in `out_dtype`: float32 outputs
-    come from the grouped GEMM's float32 sums where it gives them (as capture.mm_float32 does one
-    GEMM's), else from its output in the operands' dtype."""
-    if out_dtype != torch.float32 or a.dtype == torch.float32 or _FLOAT32_OUT[0] is False:
-        return grouped_mm(a, b, offs=offs).to(out_dtype)
-    try:
-        out = grouped_mm(a, b, offs=offs, out_dtype=torch.float32)
-        _FLOAT32_OUT[0] = True
-        return out
-    except (RuntimeError, TypeError, NotImplementedError):
-        if _FLOAT32_OUT[0]:
-            raise
-        _FLOAT32_OUT[0] = False
-        return grouped_mm(a, b, offs=offs).to(out_dtype)
+    are the grouped GEMM's float32 sums where it gives them, else its output in the operands' dtype."""
+    out = float32_sums(grouped_mm, a, b, offs) if out_dtype == torch.float32 else None
+    return out if out is not None else grouped_mm(a, b, offs=offs).to(out_dtype)

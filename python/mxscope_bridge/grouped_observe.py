@@ -32,7 +32,7 @@ import torch
 from .capture import StepCapture, in_backward, mm_float32
 from .config import GEMM_KINDS
 from .draws import SALT_A, SALT_B
-from .grouped_emulation import spread_experts, unsplit_stretch
+from .grouped_emulation import float32_sums, spread_experts, unsplit_stretch
 from .mx_ops import quantize_operand_and_copy
 from .precision import BLOCK_PRECISIONS, uses_formats
 from .rotation import make_rotation, padded_length
@@ -203,26 +203,15 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
             capture.observe_operands(name, "wgrad", gemm, dy_t[:, stretch], x_t[:, stretch], precision=precision)
 
 
-#: operand dtype -> whether the grouped GEMM gives float32 sums of it (absent: not tried yet)
-_FLOAT32_OUT: Dict[torch.dtype, bool] = {}
-
-
 def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> Iterable[torch.Tensor]:
     """Each group's a[:, s:e] · b[:, s:e]ᵀ [m, n] over its stretch [s, e) of the tokens (a [m, tokens],
     b [n, tokens], both row-major), summed in float32: by the grouped GEMM where it gives float32 sums
     of these operands, else one product per group, read in place (on CUDA torch.mm's float32 output
     of bf16 operands: the bits of the same product of contiguous copies, measured on an H200). The
     values of bf16 operands are exact in either."""
-    works = _FLOAT32_OUT.get(a.dtype)
-    if works is not False:
-        try:
-            out = call(a, b.t(), offs=offs) if a.dtype == torch.float32 else call(a, b.t(), offs=offs, out_dtype=torch.float32)
-            _FLOAT32_OUT[a.dtype] = True
-            return out.unbind(0)
-        except (RuntimeError, TypeError, NotImplementedError):
-            if works:
-                raise
-            _FLOAT32_OUT[a.dtype] = False
+    grouped = float32_sums(call, a, b.t(), offs)
+    if grouped is not None:
+        return grouped.unbind(0)
     in_place = a.is_cuda and a.dtype in (torch.bfloat16, torch.float16)
     product = (lambda p, q: torch.mm(p, q, out_dtype=torch.float32)) if in_place else (lambda p, q: mm_float32(p, q, a.dtype))
     # One group at a time: a batch's products are never all held at once.

@@ -12,7 +12,7 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_observe, layers
+from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_emulation, grouped_observe, layers
 from mxscope_bridge.experts import _ExpertCalls, expert_slices
 from mxscope_bridge.grouped_emulation import GroupedEmulatedExperts
 
@@ -502,6 +502,28 @@ class GroupedEmulation(unittest.TestCase):
         self.assert_same(dict(mx_gemms("hadamard"), wgrad=gemm_config("mxfp4", "fixed-sign-hadamard", 32)), grouped_wgrads=0)
 
 
+class Float32Sums(unittest.TestCase):
+    def test_each_grouped_gemm_is_asked_once_per_dtype(self):
+        """Whether a grouped GEMM gives float32 sums is learnt per GEMM: one that does not (torch's, for
+        bf16) after one that does (a bmm of equal groups) is asked, not taken to."""
+        def without_out_dtype(a, b, offs):
+            asked.append("without")
+            return reference_grouped_mm(a.float(), b.float(), offs)
+
+        def with_out_dtype(a, b, offs, out_dtype=None):
+            asked.append("with")
+            return reference_grouped_mm(a.float(), b.float(), offs).to(out_dtype)
+
+        asked = []
+        a, b, offs = torch.randn(4, 6).bfloat16(), torch.randn(6, 5).bfloat16(), torch.tensor([2, 6])
+        with mock.patch.dict(grouped_emulation._FLOAT32_SUMS, clear=True):
+            self.assertEqual(grouped_emulation.float32_sums(with_out_dtype, a, b, offs).dtype, torch.float32)
+            self.assertIsNone(grouped_emulation.float32_sums(without_out_dtype, a, b, offs))
+            self.assertIsNone(grouped_emulation.float32_sums(without_out_dtype, a, b, offs))
+            self.assertIsNotNone(grouped_emulation.float32_sums(with_out_dtype, a, b, offs))
+        self.assertEqual(asked, ["with", "with"], "the one without float32 sums is not called: it refuses the keyword, once")
+
+
 def assert_same_records(test, got: dict, want: dict) -> None:
     """The same layerStats records: counts equal, float fields within float rounding (sums in another order)."""
     test.assertEqual(sorted(got), sorted(want))
@@ -766,7 +788,7 @@ class ExpertsMultipliedByGroupedMm(unittest.TestCase):
         want, _ = self.observed_records(grouped=False)
         got, calls = self.observed_records(grouped=True)
         self.assertEqual(calls, 3, "the trainer's grouped GEMMs ran on every step")
-        print(f"grouped GEMM float32 outputs: {grouped_observe._FLOAT32_OUT}")
+        print(f"grouped GEMM float32 outputs: {grouped_emulation._FLOAT32_SUMS}")
         assert_same_records(self, got, want)
         self.assertIsNotNone(got[(2, "experts.down_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
 
