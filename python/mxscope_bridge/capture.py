@@ -56,6 +56,12 @@ def in_backward() -> bool:
     return task is not None and task() != -1
 
 
+def measured_gemm(gemm: dict) -> dict:
+    """What a GEMM's operand stats measure: its config where it is a block format, else MXFP4 with its
+    rotation, rounding and scale rule (what MXFP4 would do to an fp32, bf16 or fp8 GEMM's operands)."""
+    return gemm if gemm["precision"] in BLOCK_PRECISIONS else dict(gemm, precision="mxfp4")
+
+
 class StepCapture:
     def __init__(self, with_stats: bool, random: RandomSource, misfit: str = "pad", layers: Optional[Set[str]] = None,
                  errors: Optional[WgradErrors] = None):
@@ -113,8 +119,7 @@ class StepCapture:
             return
         if precision is not None:
             self.simulated.add((layer, gemm_name))
-        # A GEMM outside the block formats is measured as MXFP4 with its rotation, rounding and scale rule.
-        measured = gemm if gemm["precision"] in BLOCK_PRECISIONS else dict(gemm, precision="mxfp4")
+        measured = measured_gemm(gemm)
         r = draws = None
         for name, x, s, salt in zip(GEMM_OPERANDS[gemm_name], (a, b), sums, (SALT_A, SALT_B)):
             if x is None:

@@ -34,7 +34,8 @@ from .config import GEMM_KINDS
 from .draws import SALT_A, SALT_B
 from .grouped_emulation import float32_sums, spread_experts, unsplit_stretch
 from .mx_ops import quantize_operand_and_copy
-from .precision import BLOCK_PRECISIONS, uses_formats
+from .observe import measured_gemms, ran_at, saved_tensor_hooks_active
+from .precision import uses_formats
 from .rotation import make_rotation, padded_length
 from .wgrad_error import CHUNK_BYTES
 
@@ -47,12 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 BATCH_BYTES = 2 * CHUNK_BYTES
 
 _FIXED_ROTATIONS = ("none", "hadamard")
-
-
-def measured_gemms(config: dict) -> Dict[str, dict]:
-    """What an observed GEMM's stats measure: its config where it is a block format, else MXFP4 with
-    its rotation and rounding (observe.py)."""
-    return {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}
 
 
 def _groupable(gemm: dict, misfit: str) -> bool:
@@ -78,7 +73,6 @@ def observing_bridge(experts: Sequence["ExpertSlice"]) -> Optional["Bridge"]:
 
 def _measurable(bridge: "Bridge", names: List[str], x: torch.Tensor, weights: torch.Tensor, out_features: int, in_features: int) -> bool:
     """Whether the experts `names` of a grouped call can be measured as a group (the module's docstring)."""
-    from .observe import saved_tensor_hooks_active
     capture = bridge.capture
     if capture is None or not torch.is_grad_enabled() or in_backward() or saved_tensor_hooks_active():
         return False
@@ -105,7 +99,6 @@ def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: 
     observed = [(expert, expert.forward_hooks[0].mxscope_layer, start, end) for expert, start, end in zip(experts, starts, ends) if expert.forward_hooks]
     if not _measurable(bridge, [name for _, name, _, _ in observed], x, weights, *experts[0].weight.shape):
         return None
-    from .observe import ran_at
     capture = bridge.capture
     y = call(*args, **kwargs)
     # An expert no token reached has no GEMM, as in the eager loop: it reports nothing this step.

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import StepCapture, compute_dtype, deterministic, in_backward, observed_wgrad, operand_sums
+from .capture import StepCapture, compute_dtype, deterministic, in_backward, measured_gemm, observed_wgrad, operand_sums
 from .config import GEMM_KINDS
 from .layers import DEFAULT_ADAPTER, LinearLike
-from .precision import BLOCK_PRECISIONS, PRECISIONS
+from .precision import PRECISIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bridge import Bridge
@@ -44,6 +44,11 @@ def declared_precisions(precision) -> Dict[str, str]:
         if value not in PRECISIONS:
             raise ValueError(f"precision.{kind}: {value!r} is not one of {', '.join(PRECISIONS)} (what the GEMM really runs at)")
     return per_gemm
+
+
+def measured_gemms(config: dict) -> Dict[str, dict]:
+    """What the run config's GEMMs measure, observed: each its block format, MXFP4 for fp32, bf16 or fp8."""
+    return {kind: measured_gemm(g) for kind, g in config["gemms"].items()}
 
 
 def ran_at(declared: Dict[str, str], gemm: str, output: torch.Tensor) -> str:
@@ -300,8 +305,7 @@ def _whole_local(x: Optional[torch.Tensor], dy: Optional[torch.Tensor], weight: 
 def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str, x: Optional[torch.Tensor], weight: torch.Tensor,
              dy: Optional[torch.Tensor], dtype: Optional[torch.dtype], ran: Dict[str, str], source: Optional[tuple] = None, held=None,
              gemms_run: Tuple[str, ...] = GEMM_KINDS) -> None:
-    # What the configured block format (MXFP4 for fp32/bf16/fp8 configs) would do.
-    gemms = {kind: g if g["precision"] in BLOCK_PRECISIONS else dict(g, precision="mxfp4") for kind, g in config["gemms"].items()}
+    gemms = measured_gemms(config)
     if x is None:  # Dgrad alone (a frozen weight)
         weight = weight.to(dy.dtype)
         capture.observe_operands(name, "dgrad", gemms["dgrad"], dy.reshape(-1, dy.shape[-1]), weight.t(), precision=ran["dgrad"])
