@@ -221,15 +221,15 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         if found is None and not (plain and checkpointed):
             x = x_in.detach()
             kept = (x, compute_dtype(x))
-        held = state.hold(found)
+        found_slot = state.hold(found)
 
         def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
-            if bridge.capture is not capture or not held:
+            if bridge.capture is not capture or not found_slot:
                 return None
             capture.backward_begun = True
             dy = dy.detach()
             recomputed = state.recomputed.pop(id(module), None)
-            found = held[0]
+            found = found_slot[0]
             if found is not None:
                 node, (x_name, w_name) = found
                 w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient
