@@ -314,6 +314,13 @@ def reference_grouped_mm(x, weights, offs):
 REFERENCE_CALLS = []
 
 
+def grouped_mlp(calls: _ExpertCalls, h: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """The experts' MLP of routed rows h (sorted by expert, split at offs) through the reference grouped
+    product, as transformers' grouped_mm experts run it, under `calls` (the bridge's split or grouped way)."""
+    gate, up = calls._grouped(reference_grouped_mm, (h, gate_up), {"offs": offs}).chunk(2, dim=-1)
+    return calls._grouped(reference_grouped_mm, (F.silu(gate) * up, down), {"offs": offs})
+
+
 class GroupedGemmSplit(unittest.TestCase):
     """How a grouped GEMM by experts is split (on CPU, with a reference grouped product): each busy
     expert's rows are its own product, through its hooks; the rest are the grouped GEMM's."""
@@ -414,8 +421,7 @@ class GroupedEmulation(unittest.TestCase):
             for view in (gate_up, down):
                 if view.requires_grad and not in_out:  # the gradient autograd hands the parameter: laid out as it is
                     view.register_hook(lambda g: layouts.append(g.transpose(-2, -1).is_contiguous()))
-            gate, up = calls._grouped(reference_grouped_mm, (h[order], gate_up), {"offs": offs}).chunk(2, dim=-1)
-            y_sorted = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, down), {"offs": offs})
+            y_sorted = grouped_mlp(calls, h[order], gate_up, down, offs)
             y = torch.empty_like(y_sorted).index_copy(0, order, y_sorted)
         else:
             y = experts(h, choice)
@@ -583,8 +589,7 @@ class GroupedObservation(unittest.TestCase):
                 offs = torch.cumsum(torch.bincount(choice, minlength=EXPERTS), 0, dtype=torch.int32)
                 calls = _ExpertCalls(slices)
                 REFERENCE_CALLS.clear()
-                gate, up = calls._grouped(reference_grouped_mm, (h[order], experts.gate_up_proj.transpose(-2, -1)), {"offs": offs}).chunk(2, dim=-1)
-                y = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, experts.down_proj.transpose(-2, -1)), {"offs": offs})
+                y = grouped_mlp(calls, h[order], experts.gate_up_proj.transpose(-2, -1), experts.down_proj.transpose(-2, -1), offs)
                 y.pow(2).sum().backward()
                 if change_weights:
                     with torch.no_grad():
@@ -653,8 +658,7 @@ class GroupedObservation(unittest.TestCase):
             h = torch.randn(40, DIM, generator=generator).requires_grad_()
             offs = torch.tensor([16, 29, 40], dtype=torch.int32)
             calls = _ExpertCalls(slices)
-            gate, up = calls._grouped(reference_grouped_mm, (h, experts.gate_up_proj.transpose(-2, -1)), {"offs": offs}).chunk(2, dim=-1)
-            y = calls._grouped(reference_grouped_mm, (F.silu(gate) * up, experts.down_proj.transpose(-2, -1)), {"offs": offs})
+            y = grouped_mlp(calls, h, experts.gate_up_proj.transpose(-2, -1), experts.down_proj.transpose(-2, -1), offs)
             REFERENCE_CALLS.clear()
             y.pow(2).sum().backward()
             if observed:
