@@ -126,13 +126,14 @@ class ObserveState:
         self._source: Optional[tuple] = None
         self._held = None
         self._shared: dict = {}
-        #: what this step's gradient hooks hold of autograd's graph (their matmul node), each in a
-        #: one-item list emptied at the step's end: a hook registered on its own node's output made a
-        #: cycle (node → hook → node) that kept the step's tensors until a garbage collection
+        #: what this step's gradient hooks hold (their matmul node or a kept X), each in a one-item
+        #: list the hook empties when it runs, or the step's end does: a hook lives as long as the
+        #: graph (until the trainer drops its loss), and a hook registered on its own node's output
+        #: made a cycle (node → hook → node) that kept the step's tensors until a garbage collection
         self._slots: List[list] = []
 
     def hold(self, value) -> list:
-        """A one-item list holding `value` until `release`."""
+        """A one-item list holding `value` until its hook pops it or `release` empties it."""
         slot = [value]
         self._slots.append(slot)
         return slot
@@ -221,15 +222,17 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         if found is None and not (plain and checkpointed):
             x = x_in.detach()
             kept = (x, compute_dtype(x))
-        found_slot = state.hold(found)
+        # Taken by the hook when it runs: autograd's graph lives on until the trainer drops its loss
+        # (after the optimizer step), and the hook with it, but a kept X must not.
+        slot = state.hold((found, kept))
 
         def on_grad(dy: torch.Tensor) -> Optional[torch.Tensor]:
-            if bridge.capture is not capture or not found_slot:
+            if bridge.capture is not capture or not slot:
                 return None
             capture.backward_begun = True
             dy = dy.detach()
             recomputed = state.recomputed.pop(id(module), None)
-            found = found_slot[0]
+            found, kept = slot.pop()
             if found is not None:
                 node, (x_name, w_name) = found
                 w_t = getattr(node, w_name)  # Wᵀ is saved only when X needs a gradient

@@ -192,11 +192,69 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class NothingKeptPastBackward(unittest.TestCase):
+    """Once backward has run, the bridge holds none of the step's activations, though autograd's graph
+    (with the bridge's gradient hooks on it) lives until the trainer drops its loss, after the
+    optimizer step: hooks that kept X until then held 1.4 GiB through a Qwen3-MoE-shaped bench's
+    optimizer step (the grouped experts' X)."""
+
+    ROWS = 37  # no parameter has a dimension of 37: a live tensor of 37 rows is an activation
+
+    def activations_alive_after_backward(self, model, forward, width):
+        """Activations the bridge keeps after a capture step's backward and the worker's work, graph
+        still alive."""
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-kept-"), stats_every=2)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        found = []
+        for step in range(2):  # a stats step, the step before one
+            bridge.begin_step(step)
+            x = torch.randn(self.ROWS, width, requires_grad=True)
+            y = forward(x)
+            loss = y.pow(2).mean()
+            loss.backward()
+            if bridge.backward_worker is not None:
+                bridge.backward_worker.drain()
+            found.append(sorted(tuple(t.shape) for t in gc.get_objects() if self.activation_kept(t, x)))
+            bridge.end_step(loss=0.0)
+            del loss, y
+        bridge.end_run()
+        return found
+
+    def activation_kept(self, t, x: torch.Tensor) -> bool:
+        """Whether t is a detached activation ([ROWS, features]) other than the step's input or its
+        gradient (the graph's own tensors, held by the test's output, need a gradient)."""
+        if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.shape[0] != self.ROWS or t.requires_grad:
+            return False
+        return t.data_ptr() not in (x.data_ptr(), x.grad.data_ptr())
+
+    def test_layers_whose_x_the_hook_keeps(self):
+        """GPT-2's Conv1D: no matmul node gives its X, so the hook keeps X for backward's work."""
+        from tests.test_transposed_linear import Conv1D
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(Conv1D(48, 24), torch.nn.GELU(), Conv1D(24, 48))
+        self.assertEqual(self.activations_alive_after_backward(model, model, 24), [[], []])
+
+    def test_experts_measured_as_a_group(self):
+        from mxscope_bridge.experts import _ExpertCalls, expert_slices
+        from tests.test_experts import DIM, EXPERTS, StackedExperts, grouped_mlp
+        torch.manual_seed(0)
+        model = torch.nn.Module()
+        model.experts = StackedExperts()
+        experts = model.experts
+        offs = torch.tensor([20, self.ROWS] + [self.ROWS] * (EXPERTS - 2), dtype=torch.int32)
+
+        def forward(x):
+            calls = _ExpertCalls([s for _, s in expert_slices("experts", experts)])
+            return grouped_mlp(calls, x, experts.gate_up_proj.transpose(-2, -1), experts.down_proj.transpose(-2, -1), offs)
+        self.assertEqual(self.activations_alive_after_backward(model, forward, DIM), [[], []])
+
+
 class NoReferenceCycles(unittest.TestCase):
     """A capture step leaves nothing for the garbage collector: a gradient hook registered on the
     output of the very matmul node it reads X from made a cycle (node → hook → node) that kept the
-    step's tensors alive until a collection (1.4 GiB a capture step on a Qwen3-MoE-shaped model), and
-    a collection during a step could drop hooks of the step's layers (their records went missing)."""
+    step's tensors alive until a collection, and a collection during a step could drop hooks of the
+    step's layers (their records went missing)."""
 
     def unreachable_after_each_step(self, model, batch):
         bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-cycles-"), stats_every=2)
