@@ -6,7 +6,7 @@ several micro-batches add up; the Wgrad error goes to `wgrad_error.WgradErrors` 
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -136,6 +136,36 @@ class StepCapture:
                 else:
                     _, s = mx_ops.quantize_operand(x, measured, r, draws.for_operand(salt), what, with_stats=True)
             self.add_operand(layer, gemm_name, precision or gemm["precision"], name, s)
+
+    def observe_each(self, layers: Sequence[str], gemm_name: str, gemm: dict, a: Optional[Sequence[torch.Tensor]],
+                     b: Optional[Sequence[torch.Tensor]], precision: Optional[str] = None) -> None:
+        """observe_operands of each of `layers` (a grouped call's experts) with operands a[i] and b[i]
+        (a or b None: seen elsewhere), with the same stats: where the operands allow it (MXFP4,
+        nearest-even rounding, no rotation or a fixed Hadamard one, mx_ops.segment_stats), one launch
+        per operand for all the layers, else layer by layer."""
+        if not self.with_stats:
+            return
+        measured = measured_gemm(gemm)
+        if uses_formats(measured) or measured["rounding"] == "stochastic" or gemm["rotation"] not in ("none", "hadamard"):
+            for i, layer in enumerate(layers):
+                self.observe_operands(layer, gemm_name, gemm, a[i] if a is not None else None, b[i] if b is not None else None, precision=precision)
+            return
+        for index, (name, views) in enumerate(zip(GEMM_OPERANDS[gemm_name], (a, b))):
+            if views is None or not views:
+                continue
+            # No signs: one rotation whatever K is. segment_stats refuses a K the block does not divide,
+            # which observe_operands pads, or leaves unrotated under the "skip" misfit rule.
+            r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], views[0].shape[-1], views[0].device) if gemm["rotation"] != "none" else None
+            found = mx_ops.segment_stats(views, measured, r)
+            if found is None:
+                for layer, view in zip(layers, views):
+                    self.observe_operands(layer, gemm_name, gemm, view if index == 0 else None, view if index == 1 else None, precision=precision)
+                continue
+            for layer, sums in zip(layers, found):
+                if precision is not None:
+                    self.simulated.add((layer, gemm_name))
+                self.add_operand(layer, gemm_name, precision or gemm["precision"], name, sums)
+
 
 def gemm_operands(gemm: dict, a: torch.Tensor, b: torch.Tensor, a_is_gradient: bool, random: RandomSource, what: str,
                   out_dtype: torch.dtype, with_stats: bool, a_row_major: bool = False, misfit: str = "pad", b_is_weight: bool = False):

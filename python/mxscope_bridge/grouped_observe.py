@@ -117,10 +117,16 @@ def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: 
         capture.backward_begun = True
         gemms = measured_gemms(bridge.config)
         if capture.with_stats:  # W now: the worker may run after an optimizer step changed it in place
-            for expert, name, _, _ in reached:
-                weight = expert.weight.detach().to(x.dtype)
-                capture.observe_operands(name, "fprop", gemms["fprop"], None, weight, precision=ran["fprop"])
-                capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
+            names = [name for _, name, _, _ in reached]
+            weights = [expert.weight.detach() for expert, _, _, _ in reached]
+            if weights[0].dtype == x.dtype:  # slices of the stacked parameter: one launch each for all
+                capture.observe_each(names, "fprop", gemms["fprop"], None, weights, precision=ran["fprop"])
+                capture.observe_each(names, "dgrad", gemms["dgrad"], None, [w.t() for w in weights], precision=ran["dgrad"])
+            else:  # each in X's dtype, one at a time (all experts' copies at once could take a GiB)
+                for name, weight in zip(names, weights):
+                    weight = weight.to(x.dtype)
+                    capture.observe_operands(name, "fprop", gemms["fprop"], None, weight, precision=ran["fprop"])
+                    capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
         parts = [(name, start, end) for _, name, start, end in reached]
         worker = bridge.backward_worker
         args = (bridge.config, capture, parts, x, dy.detach(), ran, call)
@@ -146,9 +152,9 @@ def _measure(config: dict, capture: StepCapture, parts: List[Tuple[str, int, int
     gemms = measured_gemms(config)
     x = x.to(dy.dtype)
     if capture.with_stats:
-        for name, start, end in parts:
-            capture.observe_operands(name, "fprop", gemms["fprop"], x[start:end], None, precision=ran["fprop"])
-            capture.observe_operands(name, "dgrad", gemms["dgrad"], dy[start:end], None, precision=ran["dgrad"])
+        names = [name for name, _, _ in parts]
+        capture.observe_each(names, "fprop", gemms["fprop"], [x[start:end] for _, start, end in parts], None, precision=ran["fprop"])
+        capture.observe_each(names, "dgrad", gemms["dgrad"], [dy[start:end] for _, start, end in parts], None, precision=ran["dgrad"])
     for batch in _batches(parts, dy.shape[1], x.shape[1]):
         _wgrad_errors(capture, gemms["wgrad"], batch, x, dy, call, ran["wgrad"])
 
@@ -194,9 +200,9 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
         # Each expert's tokens padded to the Hadamard block, as the expert-by-expert way quantizes them
         # (the spread's zeros are that padding): the same operands, read in place.
         hadamard = gemm["hadamardBlock"] if r is not None else 1
-        for (name, start, end), at in zip(batch, starts):
-            stretch = slice(at, at + padded_length(end - start, hadamard))
-            capture.observe_operands(name, "wgrad", gemm, dy_t[:, stretch], x_t[:, stretch], precision=precision)
+        stretches = [slice(at, at + padded_length(end - start, hadamard)) for (_, start, end), at in zip(batch, starts)]
+        capture.observe_each([name for name, _, _ in batch], "wgrad", gemm, [dy_t[:, s] for s in stretches], [x_t[:, s] for s in stretches],
+                             precision=precision)
 
 
 def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> Iterable[torch.Tensor]:

@@ -4,7 +4,7 @@ torch path (`rotation.rotate` then `mxfp4.quantize`, the reference) otherwise. B
 from __future__ import annotations
 
 import threading
-from typing import Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
@@ -81,6 +81,34 @@ def quantize_operand(x: torch.Tensor, gemm: dict, r: Optional[Rotation], draws: 
     q = mxfp4.quantize(rotate(x, r, what), gemm["rounding"], prescale, draws)
     values = q.values.to(out_dtype) if out_dtype is not None else None
     return values, (stats.operand_sums(q) if with_stats else None)
+
+
+def segment_stats(views: Sequence[torch.Tensor], gemm: dict, r: Optional[Rotation]) -> Optional[List[stats.OperandSums]]:
+    """quantize_operand's stats of each operand in `views` (no values), in one launch where Gluon's
+    kernel takes them: non-empty 2-D CUDA views of one storage with one dtype and the same strides (a
+    grouped call's experts: rows or stretches of one tensor, or the slices of a stacked parameter),
+    nearest-even rounding, every K a whole number of Hadamard blocks, and signs only where every K is
+    the same. None otherwise: measure each with quantize_operand (the same stats)."""
+    if not views or gemm["rounding"] == "stochastic" or not _triton_fits(views[0]):
+        return None
+    first = views[0]
+    hadamard = r.h.shape[0] if r is not None else 1
+    storage = first.untyped_storage().data_ptr()
+    if any(v.dim() != 2 or v.numel() == 0 or v.dtype != first.dtype or v.stride() != first.stride() or v.device != first.device
+           or v.shape[1] % hadamard or v.untyped_storage().data_ptr() != storage for v in views):
+        return None
+    if r is not None and r.signs is not None and any(v.shape[1] != first.shape[1] for v in views):
+        return None
+    base = min(views, key=lambda v: v.data_ptr())
+    table = [((v.data_ptr() - base.data_ptr()) // v.element_size(), v.shape[0], v.shape[1]) for v in views]
+    # Pinned, so the copy neither waits for the stream nor holds up this thread.
+    segments = torch.tensor(table, dtype=torch.int64).pin_memory().to(first.device, non_blocking=True)
+    rows = torch.zeros(len(views), mxfp4_triton.STATS_LEN, dtype=torch.float64, device=first.device)
+    blocks = [(count, -(-k // mxfp4.BLOCK)) for _, count, k in table]
+    if not mxfp4_triton.stats_of_segments(base, first.stride(), segments, max(count * nbk for count, nbk in blocks),
+                                          r.signs if r is not None else None, hadamard, bool(gemm["srPrescale"]), rows):
+        return None
+    return [sums_of_row(row, count * k, count * nbk * mxfp4.BLOCK) for row, (_, count, k), (_, nbk) in zip(rows.unbind(0), table, blocks)]
 
 
 def quantize_operand_and_copy(x: torch.Tensor, gemm: dict, r: Optional[Rotation], draws: Optional[Draws], what: str,

@@ -16,7 +16,7 @@ a failure to compile (`gave_up`), the Triton kernel takes them.
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -84,10 +84,10 @@ if gluon is not None:
 
     @gluon.jit(do_not_specialize=["salt", "row0"])  # they vary per operand and chunk (mxfp4_triton._mx_kernel)
     def _mx_stats_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
-                         R, K, K_PAD, NBK, n_blocks, norm, salt, row0,
+                         R, K, K_PAD, NBK, n_blocks, norm, salt, row0, segments_ptr, per_segment, stats_len,
                          HB: gl.constexpr, HAS_SIGNS: gl.constexpr, STOCHASTIC: gl.constexpr, PRESCALE: gl.constexpr,
                          WRITE: gl.constexpr, COPY: gl.constexpr, LANES_ALONG_K: gl.constexpr, STORE_ALONG_K: gl.constexpr,
-                         NUM_WARPS: gl.constexpr):
+                         SEGMENTED: gl.constexpr, NUM_WARPS: gl.constexpr):
         # A tile is one block per thread. Along the last axis neighbouring threads take neighbouring
         # blocks of a row; along the first axis (a transposed operand) neighbouring rows, whose
         # elements are contiguous in memory, so each load of a warp reads one stretch.
@@ -97,6 +97,17 @@ if gluon is not None:
         TB: gl.constexpr = 32 * NUM_WARPS
         pid = gl.program_id(0)
         programs = gl.num_programs(0)
+        if SEGMENTED:  # stats only: `per_segment` programs for each operand of the table (launch_segments)
+            segment = pid // per_segment
+            pid = pid % per_segment
+            programs = per_segment
+            entry = segments_ptr + segment * 3
+            x_ptr = x_ptr + gl.load(entry)
+            R = gl.load(entry + 1).to(gl.int32)
+            K = gl.load(entry + 2).to(gl.int32)
+            NBK = (K + 31) // 32
+            n_blocks = R * NBK
+            stats_ptr = stats_ptr + segment * stats_len
         j = gl.arange(0, 32, layout=gl.SliceLayout(0, L))
         lane = gl.arange(0, TB, layout=BL)
         # Values (and the copy) whose rows are contiguous along K, made with lanes along the rows (a
@@ -227,7 +238,26 @@ def launch(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, norm: 
     _launch_stats(programs, (
         x, x.stride(0), x.stride(1), out if out is not None else x, out.stride(0) if out is not None else 0, out.stride(1) if out is not None else 0,
         copy if copy is not None else x, signs if signs is not None else x, key if key is not None else x, stats,
-        rows, k, nbk * BLOCK, nbk, n_blocks, norm, salt, row0),
+        rows, k, nbk * BLOCK, nbk, n_blocks, norm, salt, row0, x, 1, 0),
         dict(HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=key is not None, PRESCALE=prescale, WRITE=out is not None, COPY=copy is not None,
              LANES_ALONG_K=lanes_along_k,
-             STORE_ALONG_K=out is not None and out.stride(1) == 1 and not lanes_along_k, NUM_WARPS=WARPS), num_warps=WARPS, enable_fp_fusion=False)
+             STORE_ALONG_K=out is not None and out.stride(1) == 1 and not lanes_along_k, SEGMENTED=False, NUM_WARPS=WARPS),
+        num_warps=WARPS, enable_fp_fusion=False)
+
+
+def launch_segments(base: torch.Tensor, strides: Tuple[int, int], segments: torch.Tensor, most_blocks: int, signs: Optional[torch.Tensor],
+                    hadamard: int, norm: float, prescale: bool, stats: torch.Tensor, sm_count: int) -> None:
+    """The stats alone of many operands in one launch (nearest-even rounding): the operands lie in
+    `base`'s storage with the same `strides`, and `segments` (int64 [n, 3], on the device) gives each
+    one's offset from `base` in elements, rows and K; operand i's stats are added into stats[i] (a
+    [n, STATS_LEN] float64 tensor). `most_blocks`: the largest operand's blocks, which sizes the
+    programs each operand gets."""
+    count = segments.shape[0]
+    per_segment = max(1, min(-(-most_blocks // (32 * WARPS)), -(-sm_count * PROGRAMS_PER_SM // count)))
+    lanes_along_k = strides[1] == 1
+    _launch_stats(count * per_segment, (
+        base, strides[0], strides[1], base, 0, 0, base, signs if signs is not None else base, base, stats,
+        0, 0, 0, 0, 0, norm, 0, 0, segments, per_segment, stats.stride(0)),
+        dict(HB=hadamard, HAS_SIGNS=signs is not None, STOCHASTIC=False, PRESCALE=prescale, WRITE=False, COPY=False,
+             LANES_ALONG_K=lanes_along_k, STORE_ALONG_K=False, SEGMENTED=True, NUM_WARPS=WARPS),
+        num_warps=WARPS, enable_fp_fusion=False)

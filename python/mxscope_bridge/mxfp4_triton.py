@@ -311,6 +311,20 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     return out
 
 
+def stats_of_segments(base: torch.Tensor, strides: Tuple[int, int], segments: torch.Tensor, most_blocks: int, signs: Optional[torch.Tensor],
+                      hadamard: int, prescale: bool, stats: torch.Tensor) -> bool:
+    """mxfp4_gluon.launch_segments (the stats of many operands of one storage in one launch) where
+    Gluon's kernel fits; False where it does not or failed to compile: then measure each operand."""
+    if not mxfp4_gluon.fits(base, hadamard):
+        return False
+    try:
+        mxfp4_gluon.launch_segments(base, strides, segments, most_blocks, signs, hadamard, mxfp4_norm(hadamard), prescale, stats, _sms(base.device))
+        return True
+    except Exception as error:  # noqa: BLE001 - as in quantize: the operands are then measured one by one
+        mxfp4_gluon.gave_up(error)
+        return False
+
+
 def _sampled(x: torch.Tensor) -> tuple:
     rows, cols = x.shape
     return x, x.stride(0), x.stride(1), rows, cols, min(rows, SAMPLE), min(cols, SAMPLE)

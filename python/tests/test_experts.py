@@ -12,7 +12,7 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_emulation, grouped_observe, layers
+from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_emulation, grouped_observe, layers, mx_ops
 from mxscope_bridge.experts import _ExpertCalls, expert_slices
 from mxscope_bridge.grouped_emulation import GroupedEmulatedExperts
 
@@ -772,26 +772,37 @@ class ExpertsMultipliedByGroupedMm(unittest.TestCase):
 
     def observed_records(self, grouped: bool):
         """The layerStats records of three steps at statsEvery 2 (steps 0 and 2 measure, step 1 keeps
-        E for step 2's lag-1), measured as a group or expert by expert, and the grouped GEMMs run."""
+        E for step 2's lag-1), measured as a group or expert by expert, the grouped GEMMs run, and the
+        operands whose stats took a launch of their own."""
         model, _ = self.models()
         bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-grouped-observed-"), stats_every=2)
         self.addCleanup(bridge.close)
         bridge.start_run()
         generator = torch.Generator().manual_seed(3)
         measure = grouped_observe.observe_grouped if grouped else (lambda *args: None)
-        with mock.patch.object(grouped_observe, "observe_grouped", side_effect=measure):
+        alone, quantize = [], mx_ops.quantize_operand
+
+        def counted(*args, **kwargs):
+            if (args[6] if len(args) > 6 else kwargs.get("with_stats", False)):
+                alone.append(args[4])
+            return quantize(*args, **kwargs)
+        with mock.patch.object(grouped_observe, "observe_grouped", side_effect=measure), mock.patch.object(mx_ops, "quantize_operand", counted):
             for step in range(3):
                 bridge.begin_step(step)
                 model(torch.randn(4, 16, DIM, generator=generator).to("cuda", torch.bfloat16)).float().pow(2).mean().backward()
                 bridge.end_step(loss=0.0)
         run_dir = bridge.run_dir
         bridge.end_run()
-        return {(r["step"], r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}, model.experts.grouped_calls
+        return {(r["step"], r["layer"], r["gemm"]): r for r in read_log(run_dir) if r["type"] == "layerStats"}, model.experts.grouped_calls, alone
 
     def test_observed_as_a_group_like_expert_by_expert(self):
-        want, _ = self.observed_records(grouped=False)
-        got, calls = self.observed_records(grouped=True)
+        want, _, one_by_one = self.observed_records(grouped=False)
+        got, calls, alone = self.observed_records(grouped=True)
         self.assertEqual(calls, 3, "the trainer's grouped GEMMs ran on every step")
+        # The up projection's experts are split in both runs (their input, the model's, needs no gradient).
+        self.assertTrue(any("down_proj" in what for what in one_by_one), "expert by expert: a launch per operand")
+        self.assertEqual([what for what in alone if "down_proj" in what], [],
+                         "as a group: each operand's stats of all experts in one launch (mx_ops.segment_stats)")
         print(f"grouped GEMM float32 outputs: {grouped_emulation._FLOAT32_SUMS}")
         assert_same_records(self, got, want)
         self.assertIsNotNone(got[(2, "experts.down_proj.1", "wgrad")]["wgradError"]["lag1Cos"])

@@ -250,6 +250,57 @@ class GluonStatsLaunches(unittest.TestCase):
             self.assertTrue(torch.allclose(sums.energies.cpu(), want[1].energies.cpu(), rtol=1e-12, atol=0))
 
 
+@unittest.skipUnless(CUDA and mxfp4_gluon.gluon is not None, "needs CUDA and Triton with Gluon")
+class SegmentStats(unittest.TestCase):
+    """mx_ops.segment_stats (a grouped call's experts' stats in one launch) gives each operand the
+    stats quantize_operand gives it alone: counts and histogram exact, energies to float64 rounding."""
+
+    assert_same = TritonKernels.assert_same
+
+    def assert_each_alone(self, views, g, r, label):
+        got = mx_ops.segment_stats(views, g, r)
+        self.assertIsNotNone(got, f"{label}: one launch")
+        self.assertEqual(len(got), len(views))
+        for i, (view, sums) in enumerate(zip(views, got)):
+            _, want = mx_ops.quantize_operand(view, g, r, None, "test", None, with_stats=True)
+            self.assert_same((torch.zeros(1, 1), sums), (torch.zeros(1, 1), want), f"{label}, operand {i} {tuple(view.shape)}")
+
+    def test_rows_stretches_and_stacked_slices_in_every_layout(self):
+        for dtype in (torch.bfloat16, torch.float32):
+            rows = hostile((300, 96), 1).to("cuda", dtype)
+            stretches = hostile((96, 416), 2).to("cuda", dtype)
+            stacked = hostile((4 * 64, 96), 3).to("cuda", dtype).view(4, 64, 96)
+            for rotation, block, prescale in (("none", 32, False), ("hadamard", 16, False), ("hadamard", 32, False), ("hadamard", 32, True)):
+                g = gemm(rotation, block, prescale=prescale)
+                r = make_rotation(rotation, block, 96, torch.device("cuda")) if rotation != "none" else None
+                label = f"{dtype} {rotation} {block}{' prescaled' if prescale else ''}"
+                self.inputs = rows
+                self.assert_each_alone([rows[0:37], rows[37:101], rows[101:300]], g, r, f"{label}, rows")
+                self.inputs = stretches
+                self.assert_each_alone([stretches[:, 0:64], stretches[:, 64:96], stretches[:, 96:416]], g, r, f"{label}, stretches along K")
+                self.inputs = stacked
+                self.assert_each_alone([stacked[e] for e in range(4)], g, r, f"{label}, a stacked parameter's slices")
+                self.assert_each_alone([stacked[e].t() for e in (2, 0, 3)], g, r, f"{label}, transposed slices, out of order")
+        partial = hostile((64, 50), 4).cuda()
+        self.inputs = partial
+        self.assert_each_alone([partial[:20], partial[20:]], gemm(), None, "a partial last block")
+
+    def test_what_it_leaves_to_one_launch_each(self):
+        x = torch.randn(128, 96, device="cuda")
+        r = make_rotation("hadamard", 32, 96, x.device)
+        cases = {
+            "stochastic rounding": ([x[:64], x[64:]], gemm("hadamard", rounding="stochastic")),
+            "a K the block does not divide": ([x[:, :48], x[:, 48:]], gemm("hadamard")),
+            "two storages": ([x[:64], x[64:].clone()], gemm("hadamard")),
+            "two layouts": ([x[:64, :64], x.t()[:64, :64]], gemm("hadamard")),
+            "an empty operand": ([x[:64], x[64:64]], gemm("hadamard")),
+            "two dtypes": ([x[:64], x[64:].to(torch.bfloat16)], gemm("hadamard")),
+        }
+        for label, (views, g) in cases.items():
+            self.assertIsNone(mx_ops.segment_stats(views, g, r), label)
+        self.assertIsNone(mx_ops.segment_stats([x[:64].cpu(), x[64:].cpu()], gemm("hadamard"), None), "on the CPU")
+
+
 @unittest.skipUnless(CUDA, "needs CUDA and Triton")
 class DirectRelaunches(unittest.TestCase):
     """Repeated launches go straight to the compiled launcher (triton_launch.Relauncher) and give the
