@@ -229,16 +229,18 @@ def _time_hooks():
 
 
 def _profile_hooks(path):
-    """cProfile of the bridge's backward-time work on stats steps (the thread that runs it), written to `path`."""
+    """cProfile of the bridge's backward-time work (the thread that runs it) on timed stats steps and,
+    apart, on timed pre-stats steps, written to `path`."""
     import cProfile
     import pstats
     from mxscope_bridge import grouped_observe, observe
-    profiler = cProfile.Profile()
+    profilers = {"stats": cProfile.Profile(), "pre-stats": cProfile.Profile()}
 
     def profiling(inner):
         def profiled(config, capture, *args, **kwargs):
-            if not capture.with_stats or not TIMED["now"]:
+            if not TIMED["now"]:
                 return inner(config, capture, *args, **kwargs)
+            profiler = profilers["stats" if capture.with_stats else "pre-stats"]
             profiler.enable()
             try:
                 return inner(config, capture, *args, **kwargs)
@@ -250,9 +252,12 @@ def _profile_hooks(path):
 
     def write():
         with open(path, "w") as f:
-            stats = pstats.Stats(profiler, stream=f)
-            stats.sort_stats("tottime").print_stats(60)
-            stats.sort_stats("cumulative").print_stats(60)
+            for kind, profiler in profilers.items():
+                f.write(f"==== {kind} steps\n")
+                stats = pstats.Stats(profiler, stream=f)
+                stats.sort_stats("tottime").print_stats(40)
+                stats.print_callers(8)  # who pays for the costliest calls
+                stats.sort_stats("cumulative").print_stats(40)
     return write
 
 
@@ -351,7 +356,7 @@ def main():
     parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables and timelines (trace-*.json, for trace_gaps.py) of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
     parser.add_argument("--no-backward-thread", action="store_true",
                         help="the bridge's backward work in the hooks, on autograd's thread (what torch.distributed runs), not on its worker thread")
-    parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats steps here")
+    parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats and pre-stats steps here")
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir

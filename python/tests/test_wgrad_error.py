@@ -122,6 +122,30 @@ class WgradErrors(unittest.TestCase):
             model(torch.randn(2, 16, 64)).pow(2).mean().backward()
 
 
+class HostErrorStoreBuffers(unittest.TestCase):
+    """E_{t−1}'s host buffers: a layer a step does not store (an expert no token reached) keeps its
+    buffer for a later step (pinned memory is slow to allocate); a layer stored in other chunks keeps
+    only the new ones; a buffer not stored by the step before is never read."""
+
+    def store(self, store, step_chunks):
+        for layer, row0, row1 in step_chunks:
+            store.put(layer, row0, row1, torch.full((row1 - row0, 4), float(row0 + len(layer))))
+        store.end_step(keep=True)
+
+    def test_buffers_of_layers_a_step_did_not_store_stay(self):
+        store = wgrad_error.HostErrorStore()
+        self.store(store, [("a", 0, 8), ("b", 0, 8)])
+        b_buffer = store.host[("b", 0, 8)]
+        self.store(store, [("a", 0, 8)])  # no token reached expert b
+        self.assertIs(store.host.get(("b", 0, 8)), b_buffer, "b's buffer kept")
+        self.assertIsNone(store.get("b", 0, 8, torch.device("cpu")), "but not readable: the step before did not store b")
+        self.assertIsNotNone(store.get("a", 0, 8, torch.device("cpu")))
+        self.store(store, [("a", 0, 4), ("a", 4, 8), ("b", 0, 8)])
+        self.assertIs(store.host[("b", 0, 8)], b_buffer, "reused")
+        self.assertEqual(sorted(store.host), [("a", 0, 4), ("a", 4, 8), ("b", 0, 8)], "a's chunks cut otherwise replace its old one")
+        self.assertTrue(torch.equal(store.get("b", 0, 8, torch.device("cpu")), torch.full((8, 4), 1.0)))
+
+
 class RotationArithmetic(unittest.TestCase):
     def test_butterflies_equal_the_hadamard_product(self):
         x = torch.randn(7, 256, dtype=torch.float64).float()
