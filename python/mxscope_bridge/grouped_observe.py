@@ -2,7 +2,7 @@
 
 Expert by expert (experts.py splitting the grouped GEMM, each expert's GEMM its own product through
 its hooks), a capture step cost about a millisecond of host time per expert layer: +146 % step time
-at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers (+79 % measured as a group; docs/
+at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers (+66-71 % measured as a group; docs/
 bridge.md, "Observed experts measured as a group"). Here the trainer's grouped GEMM runs as it is,
 and one gradient hook on its output measures the experts this step observes (all, or its layer
 group's):
@@ -14,9 +14,11 @@ group's):
   of those operands: the grouped GEMM's where it gives float32 outputs, else one product each, read
   in place. Each expert's E then goes to WgradErrors as its own layer's, so the sums, sketches and
   lag-1 are the expert-by-expert way's (up to the order of the products' sums).
-- The operand stats (stats steps only), expert by expert as before, with the same bits: W's in the
-  hook (the optimizer may change the parameter in place before the worker runs), the rest on the
-  backward worker, which takes one call's work at a time (it holds all the call's X and ∇Y).
+- The operand stats (stats steps only), each operand of all the experts in one launch
+  (capture.observe_each: the Gluon stats kernel over a table of the experts' rows or stretches),
+  with the stats of a launch per expert: W's in the hook (the optimizer may change the parameter in
+  place before the worker runs), the rest on the backward worker, which takes one call's work at a
+  time (it holds all the call's X and ∇Y).
 
 Only where that gives the same telemetry: MXFP4 with nearest-even rounding and no rotation or a
 fixed Hadamard one (no random bits: a grouped call would draw other bits than each expert's own), one
