@@ -299,6 +299,8 @@ class SegmentStats(unittest.TestCase):
         for label, (views, g) in cases.items():
             self.assertIsNone(mx_ops.segment_stats(views, g, r), label)
         self.assertIsNone(mx_ops.segment_stats([x[:64].cpu(), x[64:].cpu()], gemm("hadamard"), None), "on the CPU")
+        with mock.patch.object(mxfp4_gluon, "UNUSABLE", "the Triton kernel takes the launches"):
+            self.assertIsNone(mx_ops.segment_stats([x[:64], x[64:]], gemm("hadamard"), r), "without the Gluon kernel")
 
 
 @unittest.skipUnless(CUDA, "needs CUDA and Triton")
