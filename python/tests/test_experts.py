@@ -669,6 +669,21 @@ class GroupedObservation(unittest.TestCase):
         for got, want, what in zip(step(observed=True), step(observed=False), ("outputs", "input gradient", "gate_up_proj's", "down_proj's")):
             self.assertTrue(torch.equal(got, want), what)
 
+    def test_each_operand_of_all_experts_at_once(self):
+        """On the GPU each operand's stats of all of a call's experts take one launch
+        (mx_ops.segment_stats, held to a launch per expert by the GPU tests). Here a stand-in gives
+        each view its own stats, so what is left to check is how they reach each expert's records."""
+        sets = []
+
+        def one_by_one(views, gemm, r):
+            sets.append(len(views))
+            return [mx_ops.quantize_operand(view, gemm, r, None, "segment", None, with_stats=True)[1] for view in views]
+        want, _ = self.run_steps(grouped=False)
+        with mock.patch.object(mx_ops, "segment_stats", one_by_one):
+            got, _ = self.run_steps(grouped=True)
+        self.assertEqual(sets, [2] * (2 * 2 * 6), "two stats steps, two calls, six operands, two experts each")
+        assert_same_records(self, got, want)
+
     def test_weights_are_measured_before_an_optimizer_step_changes_them(self):
         want, _ = self.run_steps(grouped=True, steps=1)
         got, _ = self.run_steps(grouped=True, steps=1, change_weights=True)
