@@ -26,7 +26,7 @@ const config: RunConfig = {
 };
 
 test('protocol 1.2: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
-  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 6 });
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 7 });
   check(runConfigSchema, config);
   const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
   check(runConfigSchema, recipes);

@@ -30,14 +30,14 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import torch
 
-from . import __version__, compile_stance, emulate as emulation_module, gc_freeze, stats
+from . import __version__, compile_stance, emulate as emulation_module, gc_freeze, link, stats
 from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
 from .config import GEMM_KINDS, check_gemm, check_layer_groups, check_wgrad_error_row_stride, check_wgrad_error_scope, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
-from .link import TOKEN_ENV, RequestError, TrainerServer
+from .link import TOKEN_ENV, RequestError, TrainerServer, listed_within_a_frame
 from .record_pump import RecordPump
 from .observe import ObserveState, declared_precisions, observer_hook, observer_pre_hook
 from .protocol import describe_gemm
@@ -317,6 +317,12 @@ class Bridge:
         if self.rank == 0 and self.out_dir is not None:
             self.run_dir = os.path.abspath(os.path.join(self.out_dir, self.run_id))
             started["logDir"] = self.run_dir
+        started, listed_size = listed_within_a_frame(started)
+        if listed_size is not None and self.rank == 0:
+            self.log(f"runStarted: listing the sketch positions of all {len(self._layer_infos)} layers would make it {listed_size / 2 ** 20:.1f} MiB, "
+                     f"over the {link.HARD_FRAME_BYTES // 2 ** 20} MiB a client reads, so no layer lists them; the Wgrad error sketches still "
+                     "follow them (mxscope_bridge.layers.sketch_indices gives them)")
+        if self.rank == 0 and self.out_dir is not None:
             self._writer = RunLogWriter(self.run_dir, started)
         self._publish(started, logged=True)
         self._hint_at_expert_cost(config)

@@ -124,6 +124,22 @@ def telemetry_frame(line: str, seq: int) -> str:
     return '{"seq":%d,%s' % (seq, line[1:])
 
 
+#: What a telemetry frame adds to its record's compact JSON: the seq field and the websocket header.
+FRAME_OVERHEAD = 64
+
+
+def listed_within_a_frame(started: dict) -> Tuple[dict, Optional[int]]:
+    """A runStarted record as published: every layer lists its sketch positions, unless that takes
+    the record past the frame a client reads (~27,000 layers at the default sketch of 64); then no
+    layer does (protocol 1.7), and the size the listed record would have had comes with it. The
+    sketches still follow the positions (layers.sketch_indices gives them)."""
+    size = len(compact(started).encode()) + FRAME_OVERHEAD
+    if size <= HARD_FRAME_BYTES:
+        return started, None
+    unlisted = [{key: value for key, value in layer.items() if key != "sketchIndices"} for layer in started["layers"]]
+    return {**started, "layers": unlisted}, size
+
+
 def too_large_for_clients(record: dict, size: int) -> str:
     """What a record over the frame size a client reads means, and for a runStarted (each layer lists
     its sketch positions: ~27,000 layers at the default sketch pass the limit) what shrinks it."""
@@ -131,8 +147,8 @@ def too_large_for_clients(record: dict, size: int) -> str:
     said = f"a {kind} record of {size / 2 ** 20:.1f} MiB is over the {HARD_FRAME_BYTES // 2 ** 20} MiB a client reads: VS Code skips it"
     if kind != "runStarted":
         return said
-    return (f"{said} and will not show the run. Fewer layers (include=/exclude=, {len(record['layers'])} now) or a smaller sketch "
-            f"(run_config(sketch_size=…), {record['config']['sketchSize']} positions per layer now) shrink it")
+    return (f"{said} and will not show the run, though it lists no layer's sketch positions. Fewer layers (include=/exclude=, "
+            f"{len(record['layers'])} now) shrink it")
 
 
 class _Peer:

@@ -69,7 +69,7 @@ _rotation_fit = obj({"status": literal("none", "rotated", "padded", "skipped"),
                      "dim": optional(int_in(1, 1 << 30)), "paddedTo": optional(int_in(1, 1 << 30))})  # protocol 1.1
 _layer_info = obj({"name": string(LIMITS["name"]), "kind": string(64), "block": int_in(-1, 1_000_000),
                    "outFeatures": int_in(1, 1 << 30), "inFeatures": int_in(1, 1 << 30),
-                   "sketchIndices": array_of(non_neg_int, LIMITS["sketch"]),
+                   "sketchIndices": optional(array_of(non_neg_int, LIMITS["sketch"])),  # protocol 1.7: absent from every layer or none
                    "rotationFit": optional(obj({kind: _rotation_fit for kind in GEMM_KINDS}))})
 #: protocol 1.2: the block format an operand's stats measure, its scale-histogram kind and elements per scale
 STATS_FORMAT_SHAPES = {"mxfp4": ("e8m0", (32,)), "mxfp8-e4m3": ("e8m0", (32,)), "mxfp8-e5m2": ("e8m0", (32,)), "nvfp4": ("e4m3", (16, 256))}
@@ -89,14 +89,19 @@ _wgrad_error = obj({
 
 
 def _check_layers(record: dict, path: str) -> None:
-    """runStarted.unique-layer-names, runStarted.sketch-count, runStarted.sketch-in-weight."""
+    """runStarted.unique-layer-names, runStarted.sketch-listed, runStarted.sketch-count, runStarted.sketch-in-weight."""
     names = set()
+    listed = bool(record["layers"]) and "sketchIndices" in record["layers"][0]
     for i, layer in enumerate(record["layers"]):
         at = f"{path}.layers[{i}]"
         if layer["name"] in names:
             raise Invalid(f"{at}.name", "a layer name not used by an earlier layer (names are unique in a run)", layer["name"])
         names.add(layer["name"])
-        indices = layer["sketchIndices"]
+        indices = layer.get("sketchIndices")
+        if (indices is not None) != listed:
+            raise Invalid(f"{at}.sketchIndices", f"listed by every layer or by none (layers[0] {'lists them' if listed else 'does not'})", indices)
+        if indices is None:
+            continue
         if len(indices) > record["config"]["sketchSize"]:
             raise Invalid(f"{at}.sketchIndices", f"at most config.sketchSize = {record['config']['sketchSize']} indices", indices)
         weight = layer["outFeatures"] * layer["inFeatures"]

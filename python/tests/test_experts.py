@@ -16,6 +16,8 @@ from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_emulatio
 from mxscope_bridge.experts import _ExpertCalls, expert_slices
 from mxscope_bridge.grouped_emulation import GroupedEmulatedExperts
 
+from mxscope_bridge.runlog import compact
+
 from tests.helpers import bridge_for, mx_gemms, read_log
 
 DIM, HIDDEN, EXPERTS = 64, 96, 3
@@ -946,11 +948,48 @@ class Experts(unittest.TestCase):
         for limit, told in ((1_000, True), (1_000_000, False)):
             with self.subTest(limit=limit), mock.patch.object(link, "HARD_FRAME_BYTES", limit):
                 lines = run_start_log()
-                warned = [line for line in lines if "a client reads" in line]
+                warned = [line for line in lines if "VS Code skips it" in line]
                 self.assertEqual(len(warned), 1 if told else 0, lines)
                 if told:
                     self.assertIn(f"{2 * EXPERTS} now", warned[0])
-                    self.assertIn("sketch_size", warned[0])
+                    self.assertIn("lists no layer's sketch positions", warned[0])
+
+    def test_sketch_positions_are_left_out_where_listing_them_passes_the_frame_limit(self):
+        """Protocol 1.7: a runStarted that listing every layer's sketch positions would take past the
+        frame a client reads (~27,000 layers at the default sketch) lists none; the sketches follow
+        the same positions."""
+        from mxscope_bridge import link
+
+        def run(limit):
+            lines = []
+            torch.manual_seed(0)
+            model = Moe(StackedExperts())
+            with mock.patch.object(link, "HARD_FRAME_BYTES", limit):
+                bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-unlisted-"), stats_every=2, log=lines.append)
+                bridge.start_run()
+                generator = torch.Generator().manual_seed(1)
+                for step in range(3):
+                    bridge.begin_step(step)
+                    model(torch.randn(2, 8, DIM, generator=generator)).pow(2).mean().backward()
+                    bridge.end_step(loss=0.0)
+                run_dir = bridge.run_dir
+                bridge.end_run()
+                bridge.close()
+            records = read_log(run_dir)
+            sketches = {(r["step"], r["layer"]): r["wgradError"]["sketch"] for r in records if r["type"] == "layerStats" and r["gemm"] == "wgrad"}
+            return records[0], sketches, lines
+
+        listed, want, _ = run(1 << 30)
+        self.assertTrue(all(len(layer["sketchIndices"]) == 16 for layer in listed["layers"]))
+        size = len(compact(listed).encode())
+        unlisted_size = len(compact({**listed, "layers": [{k: v for k, v in layer.items() if k != "sketchIndices"} for layer in listed["layers"]]}).encode())
+        started, got, lines = run((size + unlisted_size) // 2 + link.FRAME_OVERHEAD)
+        self.assertEqual(started["type"], "runStarted")
+        self.assertFalse(any("sketchIndices" in layer for layer in started["layers"]), "no layer lists them")
+        self.assertEqual([line for line in lines if "VS Code skips it" in line], [], "the record fits")
+        self.assertEqual(len([line for line in lines if "so no layer lists them" in line]), 1, lines)
+        self.assertEqual(got, want, "the same sketches, at the same positions")
+        self.assertTrue(got and all(len(sketch) == 16 for sketch in got.values()), got)
 
     def test_a_grouped_implementation_runs_eager_while_observed(self):
         torch.manual_seed(0)

@@ -1,5 +1,5 @@
 // The one machine-readable line a `--serve` trainer prints on stdout once it listens, e.g.
-//   MXSCOPE_LISTENING {"url":"ws://127.0.0.1:41234/?token=…","token":"…","protocol":"1.6"}
+//   MXSCOPE_LISTENING {"url":"ws://127.0.0.1:41234/?token=…","token":"…","protocol":"1.7"}
 // (`token` only when one is required; `url` then carries it too). Whoever spawned the trainer reads
 // stdout for it. This file is the whole contract between a trainer process and whoever spawns it.
 import { PROTOCOL_VERSION } from '../protocol/index.js';

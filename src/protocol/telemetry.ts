@@ -42,8 +42,12 @@ export interface LayerInfo {
    * Flat row-major indices into the [outFeatures, inFeatures] weight at which the Wgrad error E is
    * sampled every stats step. Fixed for the run, so sketches at different steps are comparable.
    * With RunConfig.wgradErrorRowStride = N > 1 they all lie in the sampled rows (row ≡ 0 mod N).
+   * Absent from every layer (protocol 1.7) where listing them would take the runStarted record past
+   * the 16 MiB frame a client reads (~27,000 layers at the default sketch of 64): the sketches then
+   * follow positions the publisher still knows but does not list (the Python bridge's rule:
+   * docs/protocol.md, section 6.2).
    */
-  sketchIndices: number[];
+  sketchIndices?: number[];
   /** Per GEMM: how its rotation fits this layer's reduction dimension, decided when the run started. */
   rotationFit?: Record<GemmKind, GemmRotationFit>;
 }
@@ -262,7 +266,7 @@ export const layerInfoSchema = object<LayerInfo>({
   block: intIn(-1, 1_000_000),
   outFeatures: intIn(1, 1 << 30),
   inFeatures: intIn(1, 1 << 30),
-  sketchIndices: arrayOf(nonNegInt, LIMITS.sketch),
+  sketchIndices: optional(arrayOf(nonNegInt, LIMITS.sketch)),
   rotationFit: optional(object<Record<GemmKind, GemmRotationFit>>({ fprop: gemmRotationFitSchema(), dgrad: gemmRotationFitSchema(), wgrad: gemmRotationFitSchema() })),
 });
 
@@ -330,14 +334,19 @@ const wgradErrorSchema = object<WgradError>({
 
 // Rules that relate fields to each other (docs/protocol.md section 8 lists them with their ids).
 
-/** runStarted.unique-layer-names, runStarted.sketch-count, runStarted.sketch-in-weight. */
+/** runStarted.unique-layer-names, runStarted.sketch-listed, runStarted.sketch-count, runStarted.sketch-in-weight. */
 function checkLayers(record: RunStartedRecord, p: string): void {
   const names = new Set<string>();
+  const listed = record.layers.length > 0 && record.layers[0]!.sketchIndices !== undefined;
   record.layers.forEach((layer, i) => {
     const at = `${p}.layers[${i}]`;
     if (names.has(layer.name)) throw new ValidationError(`${at}.name`, 'a layer name not used by an earlier layer (names are unique in a run)', layer.name);
     names.add(layer.name);
     const indices = layer.sketchIndices;
+    if ((indices !== undefined) !== listed) {
+      throw new ValidationError(`${at}.sketchIndices`, `listed by every layer or by none (layers[0] ${listed ? 'lists them' : 'does not'})`, indices);
+    }
+    if (indices === undefined) return;
     if (indices.length > record.config.sketchSize) throw new ValidationError(`${at}.sketchIndices`, `at most config.sketchSize = ${record.config.sketchSize} indices`, indices);
     const weight = layer.outFeatures * layer.inFeatures;
     for (let j = 0; j < indices.length; j++) {

@@ -50,7 +50,8 @@ export class Linear {
   private previousErrorStep = -1;
 
   constructor(
-    readonly info: LayerInfo,
+    /** The trainer lists every layer's sketch positions (a few hundred layers at most). */
+    readonly info: LayerInfo & { sketchIndices: number[] },
     readonly weight: Param,
     readonly tokens: number,
     /** Operand scratch, shared by every layer of a model (each GEMM finishes with it before the next starts). */

@@ -113,7 +113,7 @@ export class LlamaModel {
       const weight = createParam(`${name}.weight`, [outFeatures, inFeatures], true);
       fillNormal(weight.data, std, initRng);
       this.params.push(weight);
-      const info: LayerInfo = { name, kind, block, outFeatures, inFeatures, sketchIndices: sketchIndices(outFeatures * inFeatures, sketchSize, sketchRng) };
+      const info = { name, kind, block, outFeatures, inFeatures, sketchIndices: sketchIndices(outFeatures * inFeatures, sketchSize, sketchRng) };
       const layer = new Linear(info, weight, T, slots);
       this.linears.push(layer);
       return layer;

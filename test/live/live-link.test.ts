@@ -137,7 +137,7 @@ test('a change the connection lost before the trainer answered is said to be kep
   let connections = 0;
   wss.on('connection', (socket) => {
     const first = ++connections === 1;
-    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 6 }, trainer: { name: 't', version: '1' }, sessionId: 's', capabilities: [], lastSeq: 0 }));
+    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 7 }, trainer: { name: 't', version: '1' }, sessionId: 's', capabilities: [], lastSeq: 0 }));
     socket.on('message', (data) => {
       const message = JSON.parse(data.toString()) as { type: string; id: string; change?: unknown };
       if (message.type !== 'setNextRunConfig') return;

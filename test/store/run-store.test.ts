@@ -10,6 +10,8 @@ import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { loadRunLog, runLogDirs } from '../../src/store/load-run-log.js';
 import { RunLogWriter } from '../../src/runlog/index.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
+import { readFrame } from '../../src/link/frames.js';
+import { MAX_FRAME_BYTES, SERVER_MESSAGE_TYPES, serverMessageSchema, type RunStartedRecord } from '../../src/protocol/index.js';
 import { forEachStatsRecord, syntheticLayers, syntheticLayerStats, syntheticRunStarted, syntheticStep } from '../fixtures/synthetic-llama8b.js';
 
 setFlagsFromString('--expose-gc');
@@ -178,4 +180,19 @@ test('loading a run log: records land as a loaded run; a log cut short ends up u
   assert.deepEqual(runLogDirs(dir), [join(dir, 'cut')], 'a folder of run directories lists them');
   assert.deepEqual(runLogDirs(join(dir, 'cut')), [join(dir, 'cut')]);
   rmSync(dir, { recursive: true, force: true });
+});
+
+test('protocol 1.7: a run whose layers list no sketch positions is read and stored like any other', () => {
+  const started = syntheticRunStarted('unlisted', 20, 10);
+  const unlisted = { ...started, seq: 1, layers: started.layers.map(({ sketchIndices: _, ...layer }) => layer) };
+  const frame = readFrame(Buffer.from(JSON.stringify(unlisted)), false, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_FRAME_BYTES);
+  if (frame.kind !== 'message') assert.fail(`refused: ${JSON.stringify(frame)}`);
+  const store = new RunStore();
+  store.ingest(frame.message as RunStartedRecord);
+  const layer = started.layers[3]!.name;
+  store.ingest(syntheticLayerStats('unlisted', 0, layer, 'wgrad', 1));
+  const run = store.get('unlisted')!;
+  assert.deepEqual(run.layers.map((l) => l.name), started.layers.map((l) => l.name));
+  assert.ok(run.layers.every((l) => l.sketchIndices === undefined));
+  assert.equal(run.latestLayerStats(layer, 'wgrad')?.wgradError?.sketch.length, syntheticLayerStats('unlisted', 0, layer, 'wgrad', 1).wgradError?.sketch.length);
 });
