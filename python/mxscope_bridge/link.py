@@ -130,7 +130,7 @@ FRAME_OVERHEAD = 64
 
 def listed_within_a_frame(started: dict) -> Tuple[dict, Optional[int]]:
     """A runStarted record as published: every layer lists its sketch positions, unless that takes
-    the record past the frame a client reads (~27,000 layers at the default sketch of 64); then no
+    the record past the frame a client reads (20,000-27,000 layers at the default sketch of 64); then no
     layer does (protocol 1.7), and the size the listed record would have had comes with it. The
     sketches still follow the positions (layers.sketch_indices gives them)."""
     size = len(compact(started).encode()) + FRAME_OVERHEAD
@@ -141,8 +141,8 @@ def listed_within_a_frame(started: dict) -> Tuple[dict, Optional[int]]:
 
 
 def too_large_for_clients(record: dict, size: int) -> str:
-    """What a record over the frame size a client reads means, and for a runStarted (each layer lists
-    its sketch positions: ~27,000 layers at the default sketch pass the limit) what shrinks it."""
+    """What a record over the frame size a client reads means, and for a runStarted (which then lists
+    no sketch positions: ~69,000 layers or more) what shrinks it."""
     kind = record.get("type")
     said = f"a {kind} record of {size / 2 ** 20:.1f} MiB is over the {HARD_FRAME_BYTES // 2 ** 20} MiB a client reads: VS Code skips it"
     if kind != "runStarted":

@@ -956,7 +956,7 @@ class Experts(unittest.TestCase):
 
     def test_sketch_positions_are_left_out_where_listing_them_passes_the_frame_limit(self):
         """Protocol 1.7: a runStarted that listing every layer's sketch positions would take past the
-        frame a client reads (~27,000 layers at the default sketch) lists none; the sketches follow
+        frame a client reads (20,000-27,000 layers at the default sketch) lists none; the sketches follow
         the same positions."""
         from mxscope_bridge import link
 

@@ -43,7 +43,7 @@ export interface LayerInfo {
    * sampled every stats step. Fixed for the run, so sketches at different steps are comparable.
    * With RunConfig.wgradErrorRowStride = N > 1 they all lie in the sampled rows (row ≡ 0 mod N).
    * Absent from every layer (protocol 1.7) where listing them would take the runStarted record past
-   * the 16 MiB frame a client reads (~27,000 layers at the default sketch of 64): the sketches then
+   * the 16 MiB frame a client reads (20,000-27,000 layers at the default sketch of 64): the sketches then
    * follow positions the publisher still knows but does not list (the Python bridge's rule:
    * docs/protocol.md, section 6.2).
    */
