@@ -11,7 +11,8 @@ import { loadRunLog, runLogDirs } from '../../src/store/load-run-log.js';
 import { RunLogWriter } from '../../src/runlog/index.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
 import { readFrame } from '../../src/link/frames.js';
-import { MAX_FRAME_BYTES, SERVER_MESSAGE_TYPES, serverMessageSchema, type RunStartedRecord } from '../../src/protocol/index.js';
+import { MAX_SERVER_FRAME_BYTES } from '../../src/link/trainer-client.js';
+import { SERVER_MESSAGE_TYPES, serverMessageSchema, type RunStartedRecord } from '../../src/protocol/index.js';
 import { forEachStatsRecord, syntheticLayers, syntheticLayerStats, syntheticRunStarted, syntheticStep } from '../fixtures/synthetic-llama8b.js';
 
 setFlagsFromString('--expose-gc');
@@ -185,7 +186,7 @@ test('loading a run log: records land as a loaded run; a log cut short ends up u
 test('protocol 1.7: a run whose layers list no sketch positions is read and stored like any other', () => {
   const started = syntheticRunStarted('unlisted', 20, 10);
   const unlisted = { ...started, seq: 1, layers: started.layers.map(({ sketchIndices: _, ...layer }) => layer) };
-  const frame = readFrame(Buffer.from(JSON.stringify(unlisted)), false, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_FRAME_BYTES);
+  const frame = readFrame(Buffer.from(JSON.stringify(unlisted)), false, serverMessageSchema, SERVER_MESSAGE_TYPES, MAX_SERVER_FRAME_BYTES);
   if (frame.kind !== 'message') assert.fail(`refused: ${JSON.stringify(frame)}`);
   const store = new RunStore();
   store.ingest(frame.message as RunStartedRecord);
