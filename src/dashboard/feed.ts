@@ -1,11 +1,11 @@
 // What one dashboard webview has been sent, and what to send it next: a full snapshot after `ready`
 // or a resync, then deltas with only what changed since (new loss points, changed run info, the
 // overview rows of layers with new stats, new alerts).
-import type { DeltaMessage, LayerDetailMessage, LayerGridMessage, RequestLayerGridMessage, RequestLayerMessage, RunInfo, SnapshotMessage } from '../protocol/webview.js';
+import type { DeltaMessage, LayerDetailMessage, LayerGridMessage, RequestLayerGridMessage, RequestLayerMessage, SnapshotMessage } from '../protocol/webview.js';
 import { layerGrid } from './layer-grid.js';
 import type { RunStore } from '../store/run-store.js';
 import type { AlertTracker } from './alerts.js';
-import { layerDetail, layerOverviewSince, lossSlice, runInfo } from './views.js';
+import { layerDetail, layerOverviewSince, lossSlice, runInfo, runInfoKey } from './views.js';
 
 interface RunCursor {
   /** The store's summary object of the run: a new one means the run restarted (same runId, new runStarted). */
@@ -14,6 +14,8 @@ interface RunCursor {
   validationStep: number;
   /** Layer → the stats version of its overview row last sent (views.ts layerOverviewSince). */
   layers: Map<string, number>;
+  /** The run's statsIngested when its overview was last compared: unchanged, no row can have changed. */
+  statsIngested: number;
   info: string;
 }
 
@@ -65,12 +67,11 @@ export class DashboardFeed {
       const run = this.store.get(summary.runId)!;
       const runId = summary.runId;
       let seen = cursor.runs.get(runId);
-      if (!seen) cursor.runs.set(runId, (seen = { summary: run.summary, step: -1, validationStep: -1, layers: new Map(), info: '' }));
-      const info: RunInfo = runInfo(run, this.alerts.divergedAt(runId));
-      // The telemetry cost to a tenth of a per cent: it moves a little with every stats step.
-      const infoKey = `${info.status}|${info.divergedAt}|${info.name}|${info.layers.length}|${info.telemetryCost?.toFixed(3)}`;
+      if (!seen) cursor.runs.set(runId, (seen = { summary: run.summary, step: -1, validationStep: -1, layers: new Map(), statsIngested: -1, info: '' }));
+      const divergedAt = this.alerts.divergedAt(runId);
+      const infoKey = runInfoKey(run, divergedAt);
       if (infoKey !== seen.info) {
-        changes.runs.push(info);
+        changes.runs.push(runInfo(run, divergedAt));
         seen.info = infoKey;
       }
       const loss = lossSlice(runId, run.steps(), seen.step);
@@ -83,8 +84,11 @@ export class DashboardFeed {
         changes.validation.push(validation);
         seen.validationStep = validation.step[validation.step.length - 1]!;
       }
-      const overview = layerOverviewSince(run, seen.layers);
-      if (overview) changes.overview.push(overview);
+      if (run.statsIngested !== seen.statsIngested) {
+        const overview = layerOverviewSince(run, seen.layers);
+        if (overview) changes.overview.push(overview);
+        seen.statsIngested = run.statsIngested;
+      }
     }
     const fresh = this.alerts.since(cursor.alerts);
     changes.alerts = fresh.alerts;

@@ -104,6 +104,8 @@ export interface RunView {
   seriesKeys(): SeriesKey[];
   /** What telemetry costs the run's recent steps, against its steps without (step-cost.ts); undefined until there are both. */
   telemetryCost(): TelemetryCost | undefined;
+  /** layerStats records stored so far: unchanged, no layer has new stats (views skip their scans of every layer). */
+  readonly statsIngested: number;
 }
 
 export interface StoreChange {
@@ -120,6 +122,7 @@ export interface Disposable {
 class StoredRun implements RunView {
   readonly summary: RunSummary;
   layers: LayerInfo[] = [];
+  statsIngested = 0;
   private readonly stepSeries: ThinningSeries<StepRecord>;
   private readonly validationSeries: ThinningSeries<ValidationRecord>;
   private readonly statsStepSeries: ThinningSeries<number>;
@@ -185,6 +188,7 @@ class StoredRun implements RunView {
           this.stats.set(seriesKey(record.layer, record.gemm), series);
         }
         series.push(record);
+        this.statsIngested++;
         if (this.statsStepSeries.latest !== record.step) {
           this.statsStepSeries.push(record.step);
           this.recentSteps.addStatsStep(record.step);

@@ -74,6 +74,39 @@ test("a delta's overview holds the rows of the layers with new stats; merged, th
   assert.deepEqual(page.overview.get('a'), feed.snapshot().message.overview[0], 'the merged overview is a fresh snapshot\'s');
 });
 
+test('a delta after steps without stats reads no layer\'s stats (~150 ms a delta before, on a run of 30,000 layers)', () => {
+  const records = [...syntheticRun(small)];
+  const cut = records.findIndex((r) => r.type === 'step' && r.step === 31);
+  const { store, alerts } = feedWith(records.slice(0, cut));
+  let reads = 0;
+  const counted = {
+    list: () => store.list(),
+    get: (runId: string) => {
+      const run = store.get(runId);
+      return run && new Proxy(run, {
+        get(target, key) {
+          if (key === 'latestLayerStats' || key === 'layerStats') reads++;
+          const value = Reflect.get(target, key, target) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    },
+  };
+  const feed = new DashboardFeed(counted, alerts);
+  const { cursor } = feed.snapshot();
+  const steps = records.slice(cut).filter((r) => r.type === 'step' && r.step < 39);
+  for (const record of steps) store.ingest(record);
+  reads = 0;
+  const delta = feed.delta(cursor)!;
+  assert.equal(delta.loss[0]!.step.length, steps.length);
+  assert.equal(reads, 0, 'no layer has new stats: none is read');
+  const stats = records.find((r) => r.type === 'layerStats' && r.step === 30 && r.layer === 'blocks.1.mlp.up' && r.gemm === 'wgrad')!;
+  store.ingest({ ...stats, step: 38 } as TelemetryRecord);
+  const withStats = feed.delta(cursor)!;
+  assert.ok(reads > 0);
+  assert.deepEqual(withStats.overview[0]!.rows.map((row) => row.layer), ['blocks.1.mlp.up'], 'the layer with new stats');
+});
+
 test('a delta merged into the page replaces the rows of its layers, in place', () => {
   const page = new DashboardData();
   const row = (layer: string, value: number) => ({ layer, values: [value] });
