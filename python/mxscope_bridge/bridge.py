@@ -314,17 +314,18 @@ class Bridge:
                                    row_stride=row_stride)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
-        if self.rank == 0 and self.out_dir is not None:
-            self.run_dir = os.path.abspath(os.path.join(self.out_dir, self.run_id))
-            started["logDir"] = self.run_dir
-        started, listed_size = listed_within_a_frame(started)
-        if listed_size is not None and self.rank == 0:
-            self.log(f"runStarted: listing the sketch positions of all {len(self._layer_infos)} layers would make it {listed_size / 2 ** 20:.1f} MiB, "
-                     f"over the {link.HARD_FRAME_BYTES // 2 ** 20} MiB a client reads, so no layer lists them; the Wgrad error sketches still "
-                     "follow them (mxscope_bridge.layers.sketch_indices gives them)")
-        if self.rank == 0 and self.out_dir is not None:
-            self._writer = RunLogWriter(self.run_dir, started)
-        self._publish(started, logged=True)
+        if self.rank == 0:  # the only rank that logs and publishes
+            if self.out_dir is not None:
+                self.run_dir = os.path.abspath(os.path.join(self.out_dir, self.run_id))
+                started["logDir"] = self.run_dir
+            started, listed_size = listed_within_a_frame(started)
+            if listed_size is not None:
+                self.log(f"runStarted: listing the sketch positions of all {len(self._layer_infos)} layers would make it {listed_size / 2 ** 20:.1f} MiB, "
+                         f"over the {link.HARD_FRAME_BYTES // 2 ** 20} MiB a client reads, so no layer lists them; the Wgrad error sketches still "
+                         "follow them (mxscope_bridge.layers.sketch_indices gives them)")
+            if self.out_dir is not None:
+                self._writer = RunLogWriter(self.run_dir, started)
+            self._publish(started, logged=True)
         self._hint_at_expert_cost(config)
         if self._freeze_gc:
             gc_freeze.freeze_for(self)
