@@ -62,6 +62,14 @@ def measured_gemm(gemm: dict) -> dict:
     return gemm if gemm["precision"] in BLOCK_PRECISIONS else dict(gemm, precision="mxfp4")
 
 
+def fixed_mxfp4(gemm: dict) -> bool:
+    """MXFP4 under its own scale rule, nearest-even rounding, no rotation or a fixed Hadamard one: a
+    GEMM that draws no random bits, so the operands of many layers (a grouped call's experts) can be
+    quantized or measured at once, each layer's giving what its own would."""
+    return (gemm["precision"] == "mxfp4" and not uses_formats(gemm) and gemm["rounding"] != "stochastic"
+            and gemm["rotation"] in ("none", "hadamard"))
+
+
 class StepCapture:
     def __init__(self, with_stats: bool, random: RandomSource, misfit: str = "pad", layers: Optional[Set[str]] = None,
                  errors: Optional[WgradErrors] = None):
@@ -146,7 +154,7 @@ class StepCapture:
         if not self.with_stats:
             return
         measured = measured_gemm(gemm)
-        if uses_formats(measured) or measured["rounding"] == "stochastic" or gemm["rotation"] not in ("none", "hadamard"):
+        if not fixed_mxfp4(measured):
             for i, layer in enumerate(layers):
                 self.observe_operands(layer, gemm_name, gemm, a[i] if a is not None else None, b[i] if b is not None else None, precision=precision)
             return

@@ -31,13 +31,12 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequ
 
 import torch
 
-from .capture import StepCapture, in_backward, mm_float32
+from .capture import StepCapture, fixed_mxfp4, in_backward, mm_float32
 from .config import GEMM_KINDS
 from .draws import SALT_A, SALT_B
 from .grouped_emulation import float32_sums, spread_experts, unsplit_stretch
 from .mx_ops import quantize_operand_and_copy
 from .observe import measured_gemms, ran_at, saved_tensor_hooks_active
-from .precision import uses_formats
 from .rotation import make_rotation, padded_length
 from .wgrad_error import CHUNK_BYTES
 
@@ -49,12 +48,10 @@ if TYPE_CHECKING:  # pragma: no cover
 #: (each expert's ∇Ŵ and ∇W are made and reduced one expert at a time).
 BATCH_BYTES = 2 * CHUNK_BYTES
 
-_FIXED_ROTATIONS = ("none", "hadamard")
-
-
 def _groupable(gemm: dict, misfit: str) -> bool:
-    return (gemm["precision"] == "mxfp4" and not uses_formats(gemm) and gemm["rounding"] != "stochastic"
-            and gemm["rotation"] in _FIXED_ROTATIONS and (gemm["rotation"] == "none" or misfit != "skip"))
+    # "skip" leaves the rotation out for an expert whose token count the block does not divide (as
+    # grouped_emulation.groupable): one rotation of all the experts' tokens would not.
+    return fixed_mxfp4(gemm) and (gemm["rotation"] == "none" or misfit != "skip")
 
 
 def observing_bridge(experts: Sequence["ExpertSlice"]) -> Optional["Bridge"]:
