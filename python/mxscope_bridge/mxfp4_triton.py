@@ -15,7 +15,7 @@ float64 sums of float32 squares, summed in another order (equal to about 1e-15, 
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -286,12 +286,9 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     if copy is not None and (out is None or copy.stride() != out.stride() or copy.shape != x.shape or copy.dtype != x.dtype):
         raise ValueError(f"quantize: copy= must have x's shape {tuple(x.shape)} and dtype {x.dtype}, strided like the values")
     # Launches with stats go to mxfp4_gluon's kernel where it fits (a block per thread: 1.8-2.3× faster on layer-sized operands).
-    if stats is not None and mxfp4_gluon.fits(x, hadamard):
-        try:  # a compile error leaves nothing written: the Triton kernel below then does the whole launch
-            mxfp4_gluon.launch(x, signs, hadamard, mxfp4_norm(hadamard), prescale, key, salt, row0, out, stats, copy, _sms(x.device))
-            return out
-        except Exception as error:  # noqa: BLE001 - whatever the platform's compiler raises
-            mxfp4_gluon.gave_up(error)
+    if stats is not None and _launched_on_gluon(x, hadamard, mxfp4_gluon.launch, x, signs, hadamard, mxfp4_norm(hadamard), prescale, key, salt,
+                                                row0, out, stats, copy):
+        return out
     bk = max(BLOCK, hadamard)
     # Along the first axis a tile's rows are the contiguous ones: at least 64 of them.
     launch = LAUNCH["stats" if stats is not None else "values", along_last]
@@ -311,18 +308,26 @@ def quantize(x: torch.Tensor, signs: Optional[torch.Tensor], hadamard: int, stoc
     return out
 
 
+def _launched_on_gluon(x: torch.Tensor, hadamard: int, launch: Callable[..., None], *args) -> bool:
+    """launch(*args, the device's SM count) on mxfp4_gluon's kernel, where it fits x and `hadamard`.
+    False where it does not, or where it failed to compile or launch: that leaves nothing written,
+    and the Triton kernel takes every launch from then on (mxfp4_gluon.gave_up)."""
+    if not mxfp4_gluon.fits(x, hadamard):
+        return False
+    try:
+        launch(*args, _sms(x.device))
+        return True
+    except Exception as error:  # noqa: BLE001 - whatever the platform's compiler raises
+        mxfp4_gluon.gave_up(error)
+        return False
+
+
 def stats_of_segments(base: torch.Tensor, strides: Tuple[int, int], segments: torch.Tensor, most_blocks: int, signs: Optional[torch.Tensor],
                       hadamard: int, prescale: bool, stats: torch.Tensor) -> bool:
     """mxfp4_gluon.launch_segments (the stats of many operands of one storage in one launch) where
     Gluon's kernel fits; False where it does not or failed to compile: then measure each operand."""
-    if not mxfp4_gluon.fits(base, hadamard):
-        return False
-    try:
-        mxfp4_gluon.launch_segments(base, strides, segments, most_blocks, signs, hadamard, mxfp4_norm(hadamard), prescale, stats, _sms(base.device))
-        return True
-    except Exception as error:  # noqa: BLE001 - as in quantize: the operands are then measured one by one
-        mxfp4_gluon.gave_up(error)
-        return False
+    return _launched_on_gluon(base, hadamard, mxfp4_gluon.launch_segments, base, strides, segments, most_blocks, signs, hadamard,
+                              mxfp4_norm(hadamard), prescale, stats)
 
 
 def _sampled(x: torch.Tensor) -> tuple:
