@@ -336,7 +336,7 @@ class Bridge:
         if self.rank != 0 or experts < MANY_EXPERT_LAYERS or config.get("statsLayerGroups", 1) > 1:
             return
         self.log(f"{experts} of the {len(self.layers)} layers are experts, each measured on every stats step: about 0.45 ms of host "
-                 f"time per expert layer and stats step on a GPU (+66-71 % step time at statsEvery 10 on 1,024 of them, +9 % at N = 8). "
+                 f"time per expert layer and stats step on a GPU (+68-70 % step time at statsEvery 10 on 1,024 of them, +9-10 % at N = 8). "
                  "run_config(stats_layer_groups=N), or Set Stats Cadence and Coverage… in the editor, measures every N-th layer "
                  "per stats step (docs/bridge.md, \"A mixture-of-experts model\")")
 

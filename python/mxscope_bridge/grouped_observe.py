@@ -2,18 +2,20 @@
 
 Expert by expert (experts.py splitting the grouped GEMM, each expert's GEMM its own product through
 its hooks), a capture step cost about a millisecond of host time per expert layer: +146 % step time
-at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers (+66-71 % measured as a group; docs/
-bridge.md, "Observed experts measured as a group"). Here the trainer's grouped GEMM runs as it is,
+at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers (+68-70 % measured as a group; docs/
+bridge.md, "Experts' Wgrad error a batch at a time"). Here the trainer's grouped GEMM runs as it is,
 and one gradient hook on its output measures the experts this step observes (all, or its layer
 group's):
 
 - The Wgrad error of all of them at once, a batch of experts at a time (so memory stays bounded):
-  each expert's rows of ∇Y and X go to a start that is a multiple of the block, zeros between (as
-  the expert-by-expert way pads each expert's tokens), and ∇Yᵀ and Xᵀ are quantized, with their
-  exact copies, in one launch each. Each expert's ∇Ŵ and exact ∇W are float32 sums of its stretch
-  of those operands: the grouped GEMM's where it gives float32 outputs, else one product each, read
-  in place. Each expert's E then goes to WgradErrors as its own layer's, so the sums, sketches and
-  lag-1 are the expert-by-expert way's (up to the order of the products' sums).
+  each expert's rows of ∇Y and X go to a slot of their own, all slots as long as the batch's
+  longest stretch padded to the block, zeros after the rows (as the expert-by-expert way pads each
+  expert's tokens), and ∇Yᵀ and Xᵀ are quantized, with their exact copies, in one launch each. The
+  experts' ∇Ŵ and exact ∇W are float32 sums of their slots of those operands: the grouped GEMM's
+  where it gives float32 outputs, else one batched product each, read in place. The batch's E then
+  goes to WgradErrors as each expert's own layer's (one launch for all their sums, one hand-over to
+  the host store), so the sums, sketches and lag-1 are the expert-by-expert way's (up to the order
+  of the products' sums).
 - The operand stats (stats steps only), each operand of all the experts in one launch
   (capture.observe_each: the Gluon stats kernel over a table of the experts' rows or stretches),
   with the stats of a launch per expert: W's in the hook (the optimizer may change the parameter in
@@ -27,14 +29,15 @@ error (no reduction across ranks in backward), no activation checkpointing, and 
 one chunk (wgrad_error.CHUNK_BYTES). Otherwise the experts are split as before."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from .capture import StepCapture, fixed_mxfp4, in_backward, mm_float32
 from .config import GEMM_KINDS
 from .draws import SALT_A, SALT_B
-from .grouped_emulation import float32_sums, spread_experts, unsplit_stretch
+from .grouped_emulation import float32_sums, unsplit_stretch
 from .mx_ops import quantize_operand_and_copy
 from .observe import measured_gemms, ran_at, saved_tensor_hooks_active
 from .rotation import make_rotation, padded_length
@@ -44,9 +47,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .bridge import Bridge
     from .experts import ExpertSlice
 
-#: Bytes of ∇Y's and X's spread copies and their quantized and exact values for one batch of experts
-#: (each expert's ∇Ŵ and ∇W are made and reduced one expert at a time).
-BATCH_BYTES = 2 * CHUNK_BYTES
+#: Bytes of ∇Y's and X's spread copies, their quantized and exact values and the float32 ∇Ŵ and ∇W
+#: of one batch of experts.
+BATCH_BYTES = 4 * CHUNK_BYTES
 
 def _groupable(gemm: dict, misfit: str) -> bool:
     # "skip" leaves the rotation out for an expert whose token count the block does not divide (as
@@ -154,21 +157,23 @@ def _measure(config: dict, capture: StepCapture, parts: List[Tuple[str, int, int
         names = [name for name, _, _ in parts]
         capture.observe_each(names, "fprop", gemms["fprop"], [x[start:end] for _, start, end in parts], None, precision=ran["fprop"])
         capture.observe_each(names, "dgrad", gemms["dgrad"], [dy[start:end] for _, start, end in parts], None, precision=ran["dgrad"])
-    for batch in _batches(parts, dy.shape[1], x.shape[1]):
+    for batch in _batches(parts, dy.shape[1], x.shape[1], unsplit_stretch(gemms["wgrad"])):
         _wgrad_errors(capture, gemms["wgrad"], batch, x, dy, call, ran["wgrad"])
 
 
-def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: int) -> List[List[Tuple[str, int, int]]]:
-    """Consecutive experts whose spread operands (a copy, the quantized values and the exact ones, with
-    a block of padding) stay within BATCH_BYTES (at least one each)."""
-    batches, batch, used = [], [], 0
+def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: int, block: int) -> List[List[Tuple[str, int, int]]]:
+    """Consecutive experts whose spread operands (a copy, the quantized values and the exact ones, each
+    expert in a slot of the batch's longest padded stretch) and float32 products (∇Ŵ, ∇W) stay
+    within BATCH_BYTES (at least one each)."""
+    batches, batch, slot = [], [], 0
     for part in parts:
-        size = (part[2] - part[1] + 64) * (out_features + in_features) * 2 * 3
-        if batch and used + size > BATCH_BYTES:
+        longest = max(slot, padded_length(part[2] - part[1], block))
+        size = (len(batch) + 1) * (longest * (out_features + in_features) * 2 * 3 + out_features * in_features * 4 * 2)
+        if batch and size > BATCH_BYTES:
             batches.append(batch)
-            batch, used = [], 0
+            batch, longest = [], padded_length(part[2] - part[1], block)
         batch.append(part)
-        used += size
+        slot = longest
     if batch:
         batches.append(batch)
     return batches
@@ -176,44 +181,64 @@ def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: 
 
 def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, int]], x: torch.Tensor, dy: torch.Tensor,
                   call: Callable, precision: str) -> None:
-    """E = ∇Ŵ − ∇W of a batch of consecutive experts, each to WgradErrors as its own layer's, and on
-    stats steps each expert's ∇Yᵀ and Xᵀ stats."""
+    """E = ∇Ŵ − ∇W of a batch of consecutive experts, each to WgradErrors as its own layer's (all in
+    one call), and on stats steps each expert's ∇Yᵀ and Xᵀ stats."""
+    names = [name for name, _, _ in batch]
     first, last = batch[0][1], batch[-1][2]
     counts = [end - start for _, start, end in batch]
     # A layer group's experts need not be next to each other: their rows are gathered first.
     adjacent = all(one[2] == other[1] for one, other in zip(batch, batch[1:]))
     rows = (lambda t: t[first:last]) if adjacent else (lambda t: torch.cat([t[start:end] for _, start, end in batch]))
-    (dy_spread, x_spread), offs = spread_experts((rows(dy), rows(x)), counts, unsplit_stretch(gemm))
-    what = f"{batch[0][0]} wgrad"
+    block = unsplit_stretch(gemm)
+    # Every expert in a slot of one length: the products are then one batched product of strided views.
+    slot = max(padded_length(count, block) for count in counts)
+    # E_{t−1} comes to the GPU while the operands are quantized and multiplied.
+    capture.errors.prefetch(names, dy.shape[1], dy.device)
+    dy_spread, x_spread = _slots(rows(dy), counts, slot), _slots(rows(x), counts, slot)
+    offs = torch.arange(1, len(counts) + 1, device=dy.device, dtype=torch.int32) * slot
+    what = f"{names[0]} wgrad"
     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy_spread.shape[0], dy.device, None, capture.misfit)
     draws = capture.random.draws(gemm, what, dy_spread.t())
     dyq, _, dy_t = quantize_operand_and_copy(dy_spread.t(), gemm, r, draws.for_operand(SALT_A), what, dy.dtype)  # [out, tokens]
     xq, _, x_t = quantize_operand_and_copy(x_spread.t(), gemm, r, draws.for_operand(SALT_B), what, dy.dtype)  # [in, tokens]
     del dy_spread, x_spread
-    ends = offs.tolist()
-    starts = [0] + ends[:-1]
     shape = (dy.shape[1], x.shape[1])
-    for (name, _, _), dwq, dw in zip(batch, _products(call, dyq, xq, offs, ends), _products(call, dy_t, x_t, offs, ends)):
-        capture.errors.add(name, dwq, dw, 0, shape)
+    dwq = _products(call, dyq, xq, offs, slot)
+    del dyq, xq
+    capture.errors.add_experts(names, dwq, _products(call, dy_t, x_t, offs, slot), shape)
+    del dwq
     if capture.with_stats:
         # Each expert's tokens padded to the Hadamard block, as the expert-by-expert way quantizes them
         # (the spread's zeros are that padding): the same operands, read in place.
         hadamard = gemm["hadamardBlock"] if r is not None else 1
-        stretches = [slice(at, at + padded_length(end - start, hadamard)) for (_, start, end), at in zip(batch, starts)]
-        capture.observe_each([name for name, _, _ in batch], "wgrad", gemm, [dy_t[:, s] for s in stretches], [x_t[:, s] for s in stretches],
-                             precision=precision)
+        stretches = [slice(e * slot, e * slot + padded_length(count, hadamard)) for e, count in enumerate(counts)]
+        capture.observe_each(names, "wgrad", gemm, [dy_t[:, s] for s in stretches], [x_t[:, s] for s in stretches], precision=precision)
 
 
-def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, ends: List[int]) -> Iterable[torch.Tensor]:
-    """Each group's a[:, s:e] · b[:, s:e]ᵀ [m, n] over its stretch [s, e) of the tokens (a [m, tokens],
-    b [n, tokens], both row-major), summed in float32: by the grouped GEMM where it gives float32 sums
-    of these operands, else one product per group, read in place (on CUDA torch.mm's float32 output
-    of bf16 operands: the bits of the same product of contiguous copies, measured on an H200). The
-    values of bf16 operands are exact in either."""
+def _slots(rows: torch.Tensor, counts: List[int], slot: int) -> torch.Tensor:
+    """rows [Σcounts, n] (one row per routed token) with expert e's rows starting at e·slot, zeros
+    between: [len(counts)·slot, n]. Made on rows' device: an index built on the host would come to
+    the GPU from pageable memory, a copy that waits for the GPU to finish what it was given."""
+    padded = pad_sequence(rows.split(counts), batch_first=True)  # [experts, most rows, n]
+    return torch.nn.functional.pad(padded, (0, 0, 0, slot - padded.shape[1])).reshape(-1, rows.shape[1])
+
+
+def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, slot: int) -> torch.Tensor:
+    """Each group's a[:, e·slot:(e+1)·slot] · b[:, e·slot:(e+1)·slot]ᵀ, [groups, m, n] summed in float32
+    (a [m, groups·slot], b [n, groups·slot], both row-major): by the grouped GEMM where it gives
+    float32 sums of these operands; else on CUDA one batched product of strided views of them (bmm's
+    float32 output of bf16 operands: one call where a product per group cost ~30 µs of host time
+    each, 2,048 a step on the H200 MoE bench); else a product per group. The values of bf16 operands
+    are exact in each."""
     grouped = float32_sums(call, a, b.t(), offs)
     if grouped is not None:
-        return grouped.unbind(0)
-    in_place = a.is_cuda and a.dtype in (torch.bfloat16, torch.float16)
-    product = (lambda p, q: torch.mm(p, q, out_dtype=torch.float32)) if in_place else (lambda p, q: mm_float32(p, q, a.dtype))
-    # One group at a time: a batch's products are never all held at once.
-    return (product(a[:, start:end], b[:, start:end].t()) for start, end in zip([0] + ends[:-1], ends))
+        return grouped
+    groups = a.shape[1] // slot
+    a3 = a.view(a.shape[0], groups, slot).transpose(0, 1)  # [groups, m, slot]
+    b3 = b.view(b.shape[0], groups, slot).permute(1, 2, 0)  # [groups, slot, n]
+    if a.is_cuda and a.dtype in (torch.bfloat16, torch.float16):
+        try:
+            return torch.bmm(a3, b3, out_dtype=torch.float32)
+        except (TypeError, RuntimeError):  # torch before bmm's out_dtype
+            pass
+    return torch.stack([mm_float32(p, q, a.dtype) for p, q in zip(a3, b3)])

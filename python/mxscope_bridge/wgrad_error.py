@@ -44,46 +44,56 @@ LOOKAHEAD = 3
 if triton is not None:
 
     @triton.jit
-    def _error_sums_kernel(dwq_ptr, dw_ptr, prev_ptr, vec_ptr, e_out_ptr, n, sketch_ptr, sketch_count, sketch_at, prev_sketch_at,
-                           HAS_PREV: tl.constexpr, WRITE_E: tl.constexpr, BLOCK: tl.constexpr):
-        # Adds float64 sums of the float32 products gg, ee, eg (and pp, ep) of e = dwq − dw (in float32) into
-        # vec[0:5]; program 0 also writes the sketch of e (and of prev). With WRITE_E, e goes to e_out.
+    def _error_sums_kernel(dwq_ptr, dw_ptr, prev_ptr, has_prev_ptr, vec_ptr, e_out_ptr, n, group_programs, vec_len, sketch_ptr, sketch_count,
+                           sketch_at, prev_sketch_at, HAS_PREV: tl.constexpr, WRITE_E: tl.constexpr, BLOCK: tl.constexpr):
+        # Group g (programs g·group_programs …) adds float64 sums of the float32 products gg, ee, eg (and,
+        # where has_prev[g], pp, ep) of e = dwq − dw (in float32) over its n elements into its vector
+        # vec[g·vec_len:][0:5]; its first program also writes the sketch of e (and of prev). With
+        # WRITE_E, e goes to e_out.
         pid = tl.program_id(0)
-        programs = tl.num_programs(0)
+        group = pid // group_programs
+        pid = pid % group_programs
+        base = group.to(tl.int64) * n
+        vec_ptr += group * vec_len
         gg = tl.zeros((BLOCK,), tl.float64)
         ee = tl.zeros((BLOCK,), tl.float64)
         eg = tl.zeros((BLOCK,), tl.float64)
         pp = tl.zeros((BLOCK,), tl.float64)
         ep = tl.zeros((BLOCK,), tl.float64)
-        for start in range(pid * BLOCK, n, programs * BLOCK):
+        has_prev = False
+        if HAS_PREV:
+            has_prev = tl.load(has_prev_ptr + group) != 0
+        for start in range(pid * BLOCK, n, group_programs * BLOCK):
             offs = start + tl.arange(0, BLOCK)
             mask = offs < n
-            g = tl.load(dw_ptr + offs, mask=mask, other=0.0)
-            e = tl.load(dwq_ptr + offs, mask=mask, other=0.0) - g
+            g = tl.load(dw_ptr + base + offs, mask=mask, other=0.0)
+            e = tl.load(dwq_ptr + base + offs, mask=mask, other=0.0) - g
             if WRITE_E:
-                tl.store(e_out_ptr + offs, e, mask=mask)
+                tl.store(e_out_ptr + base + offs, e, mask=mask)
             gg += (g * g).to(tl.float64)
             ee += (e * e).to(tl.float64)
             eg += (e * g).to(tl.float64)
             if HAS_PREV:
-                p = tl.load(prev_ptr + offs, mask=mask, other=0.0)
+                p = tl.load(prev_ptr + base + offs, mask=mask & has_prev, other=0.0)
                 pp += (p * p).to(tl.float64)
                 ep += (e * p).to(tl.float64)
         tl.atomic_add(vec_ptr, tl.sum(gg, axis=0))
         tl.atomic_add(vec_ptr + 1, tl.sum(ee, axis=0))
         tl.atomic_add(vec_ptr + 2, tl.sum(eg, axis=0))
         if HAS_PREV:
-            tl.atomic_add(vec_ptr + 3, tl.sum(pp, axis=0))
-            tl.atomic_add(vec_ptr + 4, tl.sum(ep, axis=0))
+            if has_prev:
+                tl.atomic_add(vec_ptr + 3, tl.sum(pp, axis=0))
+                tl.atomic_add(vec_ptr + 4, tl.sum(ep, axis=0))
         if pid == 0:
             for start in range(0, sketch_count, 64):
                 j = start + tl.arange(0, 64)
                 keep = j < sketch_count
-                index = tl.load(sketch_ptr + j, mask=keep, other=0)
-                e = tl.load(dwq_ptr + index, mask=keep, other=0.0) - tl.load(dw_ptr + index, mask=keep, other=0.0)
+                index = tl.load(sketch_ptr + group * sketch_count + j, mask=keep, other=0)
+                e = tl.load(dwq_ptr + base + index, mask=keep, other=0.0) - tl.load(dw_ptr + base + index, mask=keep, other=0.0)
                 tl.store(vec_ptr + sketch_at + j, e.to(tl.float64), mask=keep)
                 if HAS_PREV:
-                    tl.store(vec_ptr + prev_sketch_at + j, tl.load(prev_ptr + index, mask=keep, other=0.0).to(tl.float64), mask=keep)
+                    tl.store(vec_ptr + prev_sketch_at + j, tl.load(prev_ptr + base + index, mask=keep & has_prev, other=0.0).to(tl.float64),
+                             mask=keep & has_prev)
 
     _launch_error_sums = Relauncher(_error_sums_kernel)
 
@@ -104,29 +114,47 @@ def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, pr
     stats.wgrad_vector) into vector[0:5] (pp, ep only with prev), and writes e[sketch] (and
     prev[sketch]) at vector[sketch_at:] (vector[prev_sketch_at:]). Returns e when write_e.
     On CUDA: one pass, e is not materialized unless asked for."""
-    count = sketch.numel() if sketch is not None else 0
+    e = add_group_error_sums(vector[None], dwq[None], dw[None], None if prev is None else prev[None], [prev is not None],
+                             None if sketch is None or not sketch.numel() else sketch[None], sketch_at, prev_sketch_at, write_e)
+    return None if e is None else e[0]
+
+
+def add_group_error_sums(vectors: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, prev: Optional[torch.Tensor], has_prev: List[bool],
+                         sketch: Optional[torch.Tensor], sketch_at: int, prev_sketch_at: int, write_e: bool = False) -> Optional[torch.Tensor]:
+    """add_error_sums for G groups at once (the experts of a grouped GEMM): dwq, dw (and prev) [G, …]
+    each group's own, vectors [G, length] each group's vector, prev's group g read only where
+    has_prev[g], sketch [G, count] each group's positions in its own flattened e. Returns e [G, …]
+    when write_e. On CUDA: one launch for all groups."""
+    groups = dwq.shape[0]
+    count = sketch.shape[1] if sketch is not None else 0
     if triton is not None and dwq.is_cuda:
-        n = dwq.numel()
+        n = dwq[0].numel()
         block = 2048
-        programs = max(1, min(-(-n // block), 1024))
+        group_programs = max(1, min(-(-n // block), max(1, 1024 // groups)))
         e_out = torch.empty_like(dwq) if write_e else None
-        flat = dwq.reshape(-1)
-        _launch_error_sums(programs, (flat, dw.reshape(-1), prev.reshape(-1) if prev is not None else flat, vector,
-                                      e_out if write_e else flat, n, sketch if count else _no_sketch(dwq.device), count, sketch_at, prev_sketch_at),
-                           dict(HAS_PREV=prev is not None, WRITE_E=write_e, BLOCK=block), enable_fp_fusion=False)
+        flat = dwq.reshape(groups, -1)
+        with_prev = prev is not None and any(has_prev)
+        flags = _on_device(torch.tensor(has_prev, dtype=torch.int32), dwq.device) if with_prev else _no_sketch(dwq.device)
+        _launch_error_sums(groups * group_programs,
+                           (flat, dw.reshape(groups, -1), prev.reshape(groups, -1) if with_prev else flat, flags, vectors,
+                            e_out if write_e else flat, n, group_programs, vectors.shape[1],
+                            sketch.reshape(-1) if count else _no_sketch(dwq.device), count, sketch_at, prev_sketch_at),
+                           dict(HAS_PREV=with_prev, WRITE_E=write_e, BLOCK=block), enable_fp_fusion=False)
         return e_out
-    err = dwq - dw
-    e, g = err.reshape(-1), dw.reshape(-1)
-    pairs = [(g, g), (e, e), (e, g)] + ([(prev.reshape(-1),) * 2, (e, prev.reshape(-1))] if prev is not None else [])
-    products = e.new_empty(len(pairs), e.numel())
-    for row, (a, b) in enumerate(pairs):
-        torch.mul(a, b, out=products[row])
-    vector[:len(pairs)] += products.sum(dim=1, dtype=torch.float64)
-    if count:
-        vector[sketch_at:sketch_at + count] = e[sketch].to(torch.float64)
-        if prev is not None:
-            vector[prev_sketch_at:prev_sketch_at + count] = prev.reshape(-1)[sketch].to(torch.float64)
-    return err if write_e else None
+    errs = dwq - dw
+    for group, (vector, err) in enumerate(zip(vectors, errs)):
+        e, g = err.reshape(-1), dw[group].reshape(-1)
+        before = prev[group].reshape(-1) if prev is not None and has_prev[group] else None
+        pairs = [(g, g), (e, e), (e, g)] + ([(before, before), (e, before)] if before is not None else [])
+        products = e.new_empty(len(pairs), e.numel())
+        for row, (a, b) in enumerate(pairs):
+            torch.mul(a, b, out=products[row])
+        vector[:len(pairs)] += products.sum(dim=1, dtype=torch.float64)
+        if count:
+            vector[sketch_at:sketch_at + count] = e[sketch[group]].to(torch.float64)
+            if before is not None:
+                vector[prev_sketch_at:prev_sketch_at + count] = before[sketch[group]].to(torch.float64)
+    return errs if write_e else None
 
 
 def mean_parts(chunks, world: int, group) -> Tuple[tuple, Tuple[int, int]]:
@@ -186,20 +214,29 @@ class HostErrorStore:
 
     def put(self, layer: str, row0: int, row1: int, chunk: torch.Tensor) -> None:
         """E of rows [row0, row1) (under torch.distributed: this rank's part of them, flattened)."""
-        key = (layer, row0, row1)
-        target = self.host.get(key)
-        if target is None or target.shape != chunk.shape:
-            target = torch.empty(chunk.shape, dtype=torch.float32, pin_memory=chunk.is_cuda)
-            self.host[key] = target
-        self.writing.append(key)
-        if not chunk.is_cuda:
-            target.copy_(chunk)
+        self.put_group([(layer, row0, row1)], chunk[None])
+
+    def put_group(self, keys: List[Tuple[str, int, int]], chunks: torch.Tensor) -> None:
+        """chunks[g] as put(*keys[g], chunks[g]) for every g: one hand-over to the side stream."""
+        cuda = chunks.is_cuda
+        targets = []
+        for key, chunk in zip(keys, chunks):
+            target = self.host.get(key)
+            if target is None or target.shape != chunk.shape:
+                target = torch.empty(chunk.shape, dtype=torch.float32, pin_memory=cuda)
+                self.host[key] = target
+            targets.append(target)
+        self.writing.extend(keys)
+        if not cuda:
+            for target, chunk in zip(targets, chunks):
+                target.copy_(chunk)
             return
-        stream = self._stream(chunk.device)
-        stream.wait_stream(torch.cuda.current_stream(chunk.device))
+        stream = self._stream(chunks.device)
+        stream.wait_stream(torch.cuda.current_stream(chunks.device))
         with torch.cuda.stream(stream):
-            target.copy_(chunk, non_blocking=True)
-        chunk.record_stream(stream)  # its memory is not reused before the copy is done
+            for target, chunk in zip(targets, chunks):
+                target.copy_(chunk, non_blocking=True)
+        chunks.record_stream(stream)  # their memory is not reused before the copies are done
 
     def discard(self, layer: str) -> None:
         """Forget what this step stored of `layer` (it is not the whole E)."""
@@ -218,6 +255,31 @@ class HostErrorStore:
                 if ahead not in self.ready:
                     self._fetch(ahead, device, current)
         return self._chunk(key, device)
+
+    def fetch_group(self, keys: List[Tuple[str, int, int]], device: torch.device) -> Tuple[Optional[torch.Tensor], List[bool], object]:
+        """The chunks `keys` of the step before as one tensor [G, …] on `device`, which of them it
+        stored (the others are left unset, as is everything when it stored none of them or chunks of
+        other shapes) and, on CUDA, the event after which they are there (on a side stream, so that
+        the copies run beside what the caller does before it waits on the event)."""
+        present = [key in self.host and key in self.position for key in keys]
+        shapes = {self.host[key].shape for key, there in zip(keys, present) if there}
+        if len(shapes) != 1:
+            return None, [False] * len(keys), None
+        out = torch.empty((len(keys),) + tuple(shapes.pop()), dtype=torch.float32, device=device)
+        if torch.device(device).type != "cuda":
+            for target, key, there in zip(out, keys, present):
+                if there:
+                    target.copy_(self.host[key])
+            return out, present, None
+        stream = self._stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            for target, key, there in zip(out, keys, present):
+                if there:
+                    target.copy_(self.host[key], non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(stream)
+        return out, present, event
 
     def _assembled(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
         """The rows from the chunks the step before cut otherwise: its chunk rows follow its tokens
@@ -300,12 +362,15 @@ class WgradErrors:
         #: forward passes of this step (more than one: gradient accumulation)
         self._passes = 1
         self._slices: Dict[Tuple[str, int, int], tuple] = {}
+        #: the keys and fetch_group result of the last prefetch, for the add_experts it was for
+        self._prefetched: Optional[tuple] = None
 
     def begin(self, step: int, with_stats: bool, keep: bool) -> None:
         """A capturing step: with stats (sums and sketches) and/or keeping E for the next step's lag-1."""
         self.step, self.with_stats, self.keep = step, with_stats, keep
         self.has_prev = with_stats and self.prev_step == step - 1
         self.vectors, self.pending, self._seen = {}, {}, {}
+        self._prefetched = None
         self._incomplete, self.without_prev = set(), set()
         self._passes = 1
 
@@ -384,6 +449,44 @@ class WgradErrors:
             return
         self._seen[key] = 1
         self._reduce(layer, dwq, dw, row0, row0 + dwq.shape[0], shape)
+
+    def prefetch(self, layers: List[str], rows: int, device: torch.device) -> None:
+        """Start bringing the E_{t−1} of whole layers `layers` (of `rows` rows) to `device` for an
+        add_experts of them to come (on a stats step with a step before it that kept E)."""
+        if self.with_stats and self.has_prev:
+            keys = [(layer, 0, rows) for layer in layers]
+            self._prefetched = (keys, self.store.fetch_group(keys, device))
+
+    def add_experts(self, layers: List[str], dwq: torch.Tensor, dw: torch.Tensor, shape: Tuple[int, int]) -> None:
+        """Whole ∇Ŵ and ∇W [G, rows, cols] of G layers of one shape (a grouped GEMM's experts, each its
+        own layer), float32: as add(layers[g], dwq[g], dw[g], 0, shape) for each g, with one launch
+        and one hand-over of E to the host store for all of them. dwq may be overwritten."""
+        rows = dwq.shape[1]
+        keys = [(layer, 0, rows) for layer in layers]
+        prefetched, self._prefetched = self._prefetched, None
+        sketches = [self._sketch_slice(layer, 0, rows, shape[1], dwq.device) for layer in layers] if self.with_stats else []
+        if (self.world > 1 or self.row_stride > 1 or any(self._sums_calls(layer) or (layer, 0) in self._seen for layer in layers)
+                or len({bounds for _, bounds in sketches}) > 1):
+            for layer, one_dwq, one_dw in zip(layers, dwq, dw):
+                self.add(layer, one_dwq, one_dw, 0, shape)
+            return
+        for layer in layers:
+            self._seen[(layer, 0)] = 1
+        err = None
+        if self.with_stats:
+            vectors = torch.zeros(len(layers), 5 + 2 * self.sketch_size, dtype=torch.float64, device=dwq.device)
+            self.vectors.update(zip(layers, vectors))
+            prev, present = None, [False] * len(layers)
+            if self.has_prev:
+                prev, present, event = prefetched[1] if prefetched is not None and prefetched[0] == keys else self.store.fetch_group(keys, dwq.device)
+                if event is not None:
+                    torch.cuda.current_stream(dwq.device).wait_event(event)
+                self.without_prev.update(layer for layer, there in zip(layers, present) if not there)
+            lo, hi = sketches[0][1]
+            sketch = torch.stack([index for index, _ in sketches]) if hi > lo else None
+            err = add_group_error_sums(vectors, dwq, dw, prev, present, sketch, 5 + lo, 5 + self.sketch_size + lo, write_e=self.keep)
+        if self.keep:
+            self.store.put_group(keys, err if err is not None else dwq.sub_(dw))
 
     def _reduce(self, layer: str, dwq: torch.Tensor, dw: torch.Tensor, row0: int, row1: int, shape) -> None:
         part, err = None, None

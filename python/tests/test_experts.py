@@ -686,6 +686,17 @@ class GroupedObservation(unittest.TestCase):
         self.assertEqual(sets, [2] * (2 * 2 * 6), "two stats steps, two calls, six operands, two experts each")
         assert_same_records(self, got, want)
 
+    def test_products_where_the_grouped_gemm_gives_no_float32_sums(self):
+        """torch's grouped GEMM gives no float32 output of bf16 operands (an H200, torch 2.11): each
+        expert's products then come from its slot of the batch's spread operands (one bmm on CUDA),
+        and the records stay the expert-by-expert ones."""
+        want, _ = self.run_steps(grouped=False)
+        with mock.patch.object(grouped_observe, "float32_sums", return_value=None):
+            got, grouped = self.run_steps(grouped=True)
+        self.assertEqual(grouped, [0, 0, 0], "no grouped Wgrad product")
+        self.assertIsNotNone(got[(2, "experts.down_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
+        assert_same_records(self, got, want)
+
     def test_weights_are_measured_before_an_optimizer_step_changes_them(self):
         want, _ = self.run_steps(grouped=True, steps=1)
         got, _ = self.run_steps(grouped=True, steps=1, change_weights=True)

@@ -203,6 +203,29 @@ class TritonKernels(unittest.TestCase):
         self.assertTrue(torch.equal(got[5:].cpu(), want[5:]), "sketches")
         self.assertTrue(torch.allclose(got[:5].cpu(), want[:5], rtol=1e-12), f"{got[:5]} vs {want[:5]}")
 
+    def test_group_error_sums_equal_each_groups_own(self):
+        """The experts' launch: each group's vector (with or without E_{t−1}) and e equal the one-layer
+        launch's on that group alone, and one launch serves all groups."""
+        generator = torch.Generator(device="cuda").manual_seed(4)
+        groups, rows, cols = 5, 300, 257
+        dwq, dw, prev = (torch.randn(groups, rows, cols, device="cuda", generator=generator) for _ in range(3))
+        has_prev = [True, False, True, True, False]
+        sketch = torch.stack([torch.randperm(rows * cols, device="cuda", generator=generator)[:6] for _ in range(groups)])
+        got = torch.zeros(groups, 5 + 12, dtype=torch.float64, device="cuda")
+        launches = []
+        launch = wgrad_error._launch_error_sums
+        with mock.patch.object(wgrad_error, "_launch_error_sums", lambda *args, **kwargs: launches.append(1) or launch(*args, **kwargs)):
+            e = wgrad_error.add_group_error_sums(got, dwq, dw, prev, has_prev, sketch, 5, 11, write_e=True)
+        self.assertEqual(len(launches), 1)
+        for g in range(groups):
+            want = torch.zeros(5 + 12, dtype=torch.float64, device="cuda")
+            e_one = wgrad_error.add_error_sums(want, dwq[g], dw[g], prev[g] if has_prev[g] else None, sketch[g], 5, 11, write_e=True)
+            self.assertTrue(torch.equal(e[g], e_one), f"group {g}: e")
+            self.assertTrue(torch.equal(got[g, 5:], want[5:]), f"group {g}: sketches")
+            self.assertTrue(torch.allclose(got[g, :5], want[:5], rtol=1e-12), f"group {g}: {got[g, :5]} vs {want[:5]}")
+            if not has_prev[g]:
+                self.assertEqual(got[g, 3:5].tolist(), [0.0, 0.0], f"group {g}: no E_(t-1), no pp or ep")
+
 
 @unittest.skipUnless(CUDA, "needs CUDA and Triton")
 class TritonStatsKernel(TritonKernels):
