@@ -47,8 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .bridge import Bridge
     from .experts import ExpertSlice
 
-#: Bytes of ∇Y's and X's spread copies, their quantized and exact values and the float32 ∇Ŵ and ∇W
-#: of one batch of experts.
+#: Bytes of ∇Y's and X's spread copies, their quantized and exact values and the float32 ∇Ŵ, ∇W and
+#: E_{t−1} of one batch of experts.
 BATCH_BYTES = 4 * CHUNK_BYTES
 
 def _groupable(gemm: dict, misfit: str) -> bool:
@@ -163,12 +163,12 @@ def _measure(config: dict, capture: StepCapture, parts: List[Tuple[str, int, int
 
 def _batches(parts: List[Tuple[str, int, int]], out_features: int, in_features: int, block: int) -> List[List[Tuple[str, int, int]]]:
     """Consecutive experts whose spread operands (a copy, the quantized values and the exact ones, each
-    expert in a slot of the batch's longest padded stretch) and float32 products (∇Ŵ, ∇W) stay
+    expert in a slot of the batch's longest padded stretch) and float32 ∇Ŵ, ∇W and E_{t−1} stay
     within BATCH_BYTES (at least one each)."""
     batches, batch, slot = [], [], 0
     for part in parts:
         longest = max(slot, padded_length(part[2] - part[1], block))
-        size = (len(batch) + 1) * (longest * (out_features + in_features) * 2 * 3 + out_features * in_features * 4 * 2)
+        size = (len(batch) + 1) * (longest * (out_features + in_features) * 2 * 3 + out_features * in_features * 4 * 3)
         if batch and size > BATCH_BYTES:
             batches.append(batch)
             batch, longest = [], padded_length(part[2] - part[1], block)
