@@ -3,7 +3,12 @@
 // publisher's simulation (in the configured block format, MXFP4 by default) of GEMMs that ran at
 // another precision (layerStats.simulated).
 import type { GemmKind } from '../protocol/config.js';
-import type { LayerInfo, LayerStatsRecord, StatsFormat } from '../protocol/telemetry.js';
+import type { LayerInfo, LayerStatsRecord, OperandStats, StatsFormat } from '../protocol/telemetry.js';
+
+/** What the simulated note reads off a layer's newest record of a GEMM (the store's headline of it has it). */
+export interface SimulatedFields extends Pick<LayerStatsRecord, 'simulated' | 'precision'> {
+  operands: readonly Pick<OperandStats, 'format'>[];
+}
 
 /** "padded in 2 of 9 layers", "skipped in 1 of 9 layers" (both when both), or "" when every layer fits. */
 export function rotationFitNote(layers: readonly LayerInfo[], gemm: GemmKind): string {
@@ -16,8 +21,8 @@ export function rotationFitNote(layers: readonly LayerInfo[], gemm: GemmKind): s
 }
 
 /** "MXFP4 simulated (GEMM ran bf16)" ("NVFP4 …", "MXFP8 …": the format the stats declare) when the newest records of this GEMM say so, else "". */
-export function simulatedNote(latest: readonly (LayerStatsRecord | undefined)[]): string {
-  const simulated = latest.filter((record): record is LayerStatsRecord => record?.simulated === true);
+export function simulatedNote(latest: readonly (SimulatedFields | undefined)[]): string {
+  const simulated = latest.filter((record): record is SimulatedFields => record?.simulated === true);
   if (simulated.length === 0) return '';
   const ran = [...new Set(simulated.map((record) => record.precision))].join('/');
   const formats = [...new Set(simulated.map((record) => formatName(record.operands[0]?.format)))].join('/');
@@ -31,6 +36,6 @@ function formatName(format: StatsFormat | undefined): string {
 }
 
 /** `base` with the notes that apply, joined by " · ". */
-export function withGemmNotes(base: string, layers: readonly LayerInfo[], gemm: GemmKind, latest: readonly (LayerStatsRecord | undefined)[]): string {
+export function withGemmNotes(base: string, layers: readonly LayerInfo[], gemm: GemmKind, latest: readonly (SimulatedFields | undefined)[]): string {
   return [base, rotationFitNote(layers, gemm), simulatedNote(latest)].filter((part) => part !== '').join(' · ');
 }

@@ -12,7 +12,7 @@ import { GEMM_OPERANDS, SCALE_KINDS, STATS_FORMATS, type LayerStatsRecord, type 
 // order) format, blockSize, kernel, blocks, elements, kind, minExp, nanBlocks, saturatedFrac,
 // flushedFrac, sqnrDb, counts (length, then the values as 32-bit integers, two to a slot); then the
 // wgradError's numbers and its sketches. Absent optional fields are 0, others 1 + their index; null
-// numbers are NaN.
+// numbers are NaN. HEADER, OPERAND and WGRAD_SLOT below name the slots for the readers.
 const WGRAD_NUMBERS = ['gradNorm', 'errNorm', 'relErr', 'cosErrGrad', 'alignment', 'gradToErr', 'lag1Cos'] as const;
 /** Of WGRAD_NUMBERS, these may be null (stored as NaN; a NaN number is refused so it cannot be mistaken for one). */
 const WGRAD_NULLABLE = new Set<string>(['relErr', 'cosErrGrad', 'alignment', 'gradToErr', 'lag1Cos']);
@@ -68,7 +68,7 @@ class RowWriter {
   /** Non-negative integers below MAX_PACKED_COUNT (not -0): the length, then two values to a slot. */
   counts(values: unknown): void {
     if (!Array.isArray(values)) throw refused;
-    const slots = Math.ceil(values.length / 2);
+    const slots = countSlots(values.length);
     this.room(slots + 1);
     this.buffer[this.length++] = values.length;
     const words = this.words;
@@ -171,6 +171,22 @@ export function encodeLayerStats(record: LayerStatsRecord): Float64Array | undef
   return writer.buffer.subarray(0, writer.length);
 }
 
+/** A row's first slots, as encodeLayerStats writes them; its operands follow. */
+const HEADER = { seq: 1, step: 2, precision: 3, simulated: 4, hasWgradError: 5, operands: 6 } as const;
+/** An operand's slots before its counts, as writeOperand writes them. */
+const OPERAND = { format: 0, blockSize: 1, kernel: 2, blocks: 3, elements: 4, kind: 5, minExp: 6, nanBlocks: 7, saturatedFrac: 8, flushedFrac: 9, sqnrDb: 10, counts: 11 } as const;
+/** The wgradError's number slots (WGRAD_NUMBERS order, then its sketches). */
+const WGRAD_SLOT = Object.fromEntries(WGRAD_NUMBERS.map((key, i) => [key, i])) as Record<(typeof WGRAD_NUMBERS)[number], number>;
+
+/**
+ * What the run-wide views (the layer overview, the GEMM notes) read off a (layer, GEMM)'s newest
+ * record: no histogram counts or sketches. A record is one; a row gives one without decoding those.
+ */
+export interface LayerStatsHeadline extends Pick<LayerStatsRecord, 'step' | 'precision' | 'simulated'> {
+  operands: readonly Pick<OperandStats, 'format' | 'saturatedFrac' | 'flushedFrac' | 'sqnrDb'>[];
+  wgradError?: Pick<WgradError, 'relErr' | 'alignment' | 'lag1Cos'>;
+}
+
 /** Reads a row back; `identity` supplies what the row does not store. */
 class RowReader {
   private at = 0;
@@ -184,16 +200,16 @@ class RowReader {
   private next(): number {
     return this.row[this.at++]!;
   }
-  private nullable(): number | null {
-    const value = this.next();
-    return Number.isNaN(value) ? null : value;
+  /** The slot `offset` after the reader's place, NaN read as null. */
+  private nullableAt(offset: number): number | null {
+    return nullable(this.row[this.at + offset]!);
   }
   private counts(): number[] {
     const length = this.next();
     const values = new Array<number>(length);
     const first = 2 * this.at;
     for (let i = 0; i < length; i++) values[i] = this.words[first + i]!;
-    this.at += Math.ceil(length / 2);
+    this.at += countSlots(length);
     return values;
   }
   private numbers(): number[] {
@@ -203,15 +219,15 @@ class RowReader {
     return values;
   }
   private operand(name: string): OperandStats {
-    const format = this.next();
-    const blockSize = this.next();
-    const kernel = this.next();
-    const blocks = this.next();
-    const elements = this.next();
-    const kind = this.next();
-    const histogram: ScaleHistogram = { minExp: this.next(), counts: [], nanBlocks: this.next() };
+    const { row, at } = this;
+    const format = row[at + OPERAND.format]!;
+    const blockSize = row[at + OPERAND.blockSize]!;
+    const kernel = row[at + OPERAND.kernel]!;
+    const kind = row[at + OPERAND.kind]!;
+    const histogram: ScaleHistogram = { minExp: row[at + OPERAND.minExp]!, counts: [], nanBlocks: row[at + OPERAND.nanBlocks]! };
     if (kind !== 0) histogram.kind = SCALE_KINDS[kind - 1];
-    const stats: OperandStats = { operand: name as OperandStats['operand'], blocks, elements, histogram, saturatedFrac: this.next(), flushedFrac: this.next(), sqnrDb: this.nullable() };
+    const stats: OperandStats = { operand: name as OperandStats['operand'], blocks: row[at + OPERAND.blocks]!, elements: row[at + OPERAND.elements]!, histogram, saturatedFrac: row[at + OPERAND.saturatedFrac]!, flushedFrac: row[at + OPERAND.flushedFrac]!, sqnrDb: this.nullableAt(OPERAND.sqnrDb) };
+    this.at += OPERAND.counts;
     histogram.counts = this.counts();
     if (format !== 0) stats.format = STATS_FORMATS[format - 1];
     if (blockSize !== 0) stats.blockSize = blockSize;
@@ -220,28 +236,122 @@ class RowReader {
   }
   private wgradError(): WgradError {
     const numbers = {} as Record<(typeof WGRAD_NUMBERS)[number], number | null>;
-    for (const key of WGRAD_NUMBERS) numbers[key] = WGRAD_NULLABLE.has(key) ? this.nullable() : this.next();
+    for (const key of WGRAD_NUMBERS) numbers[key] = WGRAD_NULLABLE.has(key) ? this.nullableAt(WGRAD_SLOT[key]) : this.row[this.at + WGRAD_SLOT[key]]!;
+    this.at += WGRAD_NUMBERS.length;
     const sketch = this.numbers();
     const sketchPrev = this.row[this.at] === -1 ? (this.at++, null) : this.numbers();
     return { ...(numbers as Omit<WgradError, 'sketch' | 'sketchPrev'>), sketch, sketchPrev };
   }
 
   record(identity: { runId: string; layer: string; gemm: GemmKind }): LayerStatsRecord {
-    this.at = 1;
-    const seq = this.next();
-    const step = this.next();
-    const precision = PRECISIONS[this.next() - 1] as Precision;
-    const simulated = this.next();
-    const hasWgradError = this.next() === 1;
+    const { row } = this;
+    const seq = row[HEADER.seq]!;
+    this.at = HEADER.operands;
     const [first, second] = GEMM_OPERANDS[identity.gemm];
-    const record: LayerStatsRecord = { ...(Number.isNaN(seq) ? {} : { seq }), type: 'layerStats', runId: identity.runId, step, layer: identity.layer, gemm: identity.gemm, precision, operands: [this.operand(first), this.operand(second)] };
-    if (hasWgradError) record.wgradError = this.wgradError();
+    const record: LayerStatsRecord = { ...(Number.isNaN(seq) ? {} : { seq }), type: 'layerStats', runId: identity.runId, step: row[HEADER.step]!, layer: identity.layer, gemm: identity.gemm, precision: precisionOf(row), operands: [this.operand(first), this.operand(second)] };
+    if (row[HEADER.hasWgradError] === 1) record.wgradError = this.wgradError();
+    const simulated = row[HEADER.simulated]!;
     if (simulated !== 0) record.simulated = BOOLEANS[simulated - 1];
     return record;
   }
 }
 
+/** Slots holding `length` counts, two to a slot. */
+function countSlots(length: number): number {
+  return Math.ceil(length / 2);
+}
+
+function precisionOf(row: Float64Array): Precision {
+  return PRECISIONS[row[HEADER.precision]! - 1] as Precision;
+}
+
 /** The record a row holds. */
 export function decodeLayerStats(row: Float64Array, identity: { runId: string; layer: string; gemm: GemmKind }): LayerStatsRecord {
   return new RowReader(row).record(identity);
+}
+
+/**
+ * The headline of the record in `row`, read from the row at each access rather than copied out: a
+ * series keeps one over its newest row for the run's life, so a stats step's overview of 90,000
+ * (layer, GEMM)s allocates none (a copy of each, made on the first read after a stats step and kept
+ * until the next, cost ~90 ms of allocation and promotion at 30,000 layers). It follows `row`: what
+ * it says is the record the row holds now.
+ */
+export class RowHeadline implements LayerStatsHeadline {
+  readonly operands: readonly [RowOperandHeadline, RowOperandHeadline];
+  private readonly error = new RowWgradHeadline(this);
+
+  constructor(public row: Float64Array) {
+    this.operands = [new RowOperandHeadline(this, 0), new RowOperandHeadline(this, 1)];
+  }
+
+  get step(): number {
+    return this.row[HEADER.step]!;
+  }
+  get precision(): Precision {
+    return precisionOf(this.row);
+  }
+  get simulated(): boolean | undefined {
+    const code = this.row[HEADER.simulated]!;
+    return code === 0 ? undefined : BOOLEANS[code - 1];
+  }
+  get wgradError(): RowWgradHeadline | undefined {
+    return this.row[HEADER.hasWgradError] === 1 ? this.error : undefined;
+  }
+  /** Where operand `index`'s slots begin (the second's after the first's counts). */
+  operandAt(index: 0 | 1): number {
+    return index === 0 ? HEADER.operands : operandEnd(this.row, HEADER.operands);
+  }
+}
+
+class RowOperandHeadline {
+  constructor(
+    private readonly headline: RowHeadline,
+    private readonly index: 0 | 1,
+  ) {}
+
+  private slot(offset: number): number {
+    return this.headline.row[this.headline.operandAt(this.index) + offset]!;
+  }
+  get format(): OperandStats['format'] {
+    const code = this.slot(OPERAND.format);
+    return code === 0 ? undefined : STATS_FORMATS[code - 1];
+  }
+  get saturatedFrac(): number {
+    return this.slot(OPERAND.saturatedFrac);
+  }
+  get flushedFrac(): number {
+    return this.slot(OPERAND.flushedFrac);
+  }
+  get sqnrDb(): number | null {
+    return nullable(this.slot(OPERAND.sqnrDb));
+  }
+}
+
+class RowWgradHeadline {
+  constructor(private readonly headline: RowHeadline) {}
+
+  /** The wgradError's number `key`: its slots follow the second operand's counts. */
+  private number(key: keyof typeof WGRAD_SLOT): number | null {
+    const { row } = this.headline;
+    return nullable(row[operandEnd(row, this.headline.operandAt(1)) + WGRAD_SLOT[key]]!);
+  }
+  get relErr(): number | null {
+    return this.number('relErr');
+  }
+  get alignment(): number | null {
+    return this.number('alignment');
+  }
+  get lag1Cos(): number | null {
+    return this.number('lag1Cos');
+  }
+}
+
+/** Where the slots after the operand at `at` begin: its counts' length, then the counts. */
+function operandEnd(row: Float64Array, at: number): number {
+  return at + OPERAND.counts + 1 + countSlots(row[at + OPERAND.counts]!);
+}
+
+function nullable(value: number): number | null {
+  return Number.isNaN(value) ? null : value;
 }

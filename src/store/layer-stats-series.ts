@@ -3,10 +3,11 @@
 // arrives and no longer referenced: it dies young, where a record kept as an object (even just the
 // newest of each series until the next stats step) outlived a scavenge and was copied into the old
 // generation, ~1 KB per record at 20,000 records/s. The slab is reused for the whole run. Reading
-// decodes, once until the next record arrives.
+// decodes, once until the next record arrives; the newest record's headline (what views of every
+// layer read) is read in place from its row, without decoding its counts and sketches.
 import type { GemmKind } from '../protocol/config.js';
 import type { LayerStatsRecord } from '../protocol/telemetry.js';
-import { decodeLayerStats, encodeLayerStats } from './layer-stats-row.js';
+import { decodeLayerStats, encodeLayerStats, RowHeadline, type LayerStatsHeadline } from './layer-stats-row.js';
 
 interface Identity {
   runId: string;
@@ -41,8 +42,9 @@ export class LayerStatsSeries {
   private newest: LayerStatsRecord | 'row' | undefined;
   /** Whether the last entry is the newest record. */
   private newestKept = false;
-  private decodedLatest: LayerStatsRecord | undefined;
   private decoded: readonly LayerStatsRecord[] | undefined;
+  /** Made on the first read of the newest headline; reads newestRow. */
+  private headline: RowHeadline | undefined;
 
   constructor(
     readonly capacity: number,
@@ -53,10 +55,12 @@ export class LayerStatsSeries {
 
   push(record: LayerStatsRecord): void {
     this.decoded = undefined;
-    this.decodedLatest = undefined;
     const row = encodeLayerStats(record);
     if (row) {
-      if (this.newestRow.length < row.length) this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
+      if (this.newestRow.length < row.length) {
+        this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
+        if (this.headline) this.headline.row = this.newestRow;
+      }
       this.newestRow.set(row);
       this.newest = 'row';
     } else {
@@ -76,14 +80,18 @@ export class LayerStatsSeries {
     if (this.decoded) return this.decoded;
     const kept = this.newestKept ? this.entries.slice(0, -1) : this.entries;
     const records = kept.map((entry) => (typeof entry === 'number' ? this.decode(this.slab, entry) : entry));
-    const latest = this.latest;
-    if (latest) records.push(latest);
+    if (this.newest === 'row') records.push(this.decode(this.newestRow, 0));
+    else if (this.newest) records.push(this.newest);
     return (this.decoded = records);
   }
 
-  get latest(): LayerStatsRecord | undefined {
+  /**
+   * The newest record's headline: the record itself if no row could hold it, else a view of its row
+   * that follows the series (read it before the next push; see RowHeadline).
+   */
+  latestHeadline(): LayerStatsHeadline | undefined {
     if (this.newest !== 'row') return this.newest;
-    return (this.decodedLatest ??= this.decode(this.newestRow, 0));
+    return (this.headline ??= new RowHeadline(this.newestRow));
   }
 
   private decode(rows: Float64Array, at: number): LayerStatsRecord {

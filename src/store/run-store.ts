@@ -15,6 +15,7 @@ import type {
   ValidationRecord,
 } from '../protocol/index.js';
 import { WEBVIEW_LIMITS } from '../protocol/webview.js';
+import type { LayerStatsHeadline } from './layer-stats-row.js';
 import { LayerStatsSeries } from './layer-stats-series.js';
 import { ThinningSeries } from './thinning-series.js';
 import { RecentStepTimes, type TelemetryCost } from './step-cost.js';
@@ -94,10 +95,13 @@ export interface RunView {
   checkpoints(): readonly CheckpointSavedRecord[];
   /** Every stats step seen (thinned like the series once over `stepsPerRun`). */
   statsSteps(): readonly number[];
-  /** The kept history of one (layer, GEMM), oldest first, always ending with the newest (decoded on first read after a change: use latestLayerStats for the newest alone). */
+  /** The kept history of one (layer, GEMM), oldest first, always ending with the newest (decoded on first read after a change). */
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[];
-  /** The newest record of one (layer, GEMM), as it was ingested. */
-  latestLayerStats(layer: string, gemm: GemmKind): LayerStatsRecord | undefined;
+  /**
+   * The headline of one (layer, GEMM)'s newest record: what views of every layer read, read off its
+   * row without decoding the record (a stats step's overview of 30,000 layers took ~1 s decoding them).
+   */
+  latestHeadline(layer: string, gemm: GemmKind): LayerStatsHeadline | undefined;
   /** The kept record of each (layer, GEMM) at the newest kept step ≤ `step` (all series). */
   layerStatsAt(step: number): LayerStatsRecord[];
   /** The (layer, GEMM) pairs that have stats. */
@@ -225,8 +229,10 @@ class StoredRun implements RunView {
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[] {
     return this.stats.get(seriesKey(layer, gemm))?.values() ?? [];
   }
-  latestLayerStats(layer: string, gemm: GemmKind): LayerStatsRecord | undefined {
-    return this.stats.get(seriesKey(layer, gemm))?.latest;
+  latestHeadline(layer: string, gemm: GemmKind): LayerStatsHeadline | undefined {
+    // By layer name, not seriesKey: called for every (layer, GEMM) of a run at a time, where building
+    // and hashing 90,000 keys afresh took ~54 ms against ~10 ms (30,000 layers, Node).
+    return this.declared.get(layer)?.[gemm]?.latestHeadline();
   }
   layerStatsAt(step: number): LayerStatsRecord[] {
     const found: LayerStatsRecord[] = [];

@@ -85,7 +85,7 @@ test('a delta after steps without stats reads no layer\'s stats (~150 ms a delta
       const run = store.get(runId);
       return run && new Proxy(run, {
         get(target, key) {
-          if (key === 'latestLayerStats' || key === 'layerStats') reads++;
+          if (key === 'latestHeadline' || key === 'layerStats') reads++;
           const value = Reflect.get(target, key, target) as unknown;
           return typeof value === 'function' ? value.bind(target) : value;
         },

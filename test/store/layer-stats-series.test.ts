@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { LayerStatsRecord, OperandStats } from '../../src/protocol/index.js';
-import { decodeLayerStats, encodeLayerStats } from '../../src/store/layer-stats-row.js';
+import { decodeLayerStats, encodeLayerStats, RowHeadline, type LayerStatsHeadline } from '../../src/store/layer-stats-row.js';
 import { LayerStatsSeries } from '../../src/store/layer-stats-series.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
 
@@ -58,6 +58,46 @@ test('a row gives back the record it was made from, optional fields, nulls, -0 a
   }
 });
 
+/** The fields of `record` a headline holds, picked by hand. */
+function headlineOf(record: LayerStatsRecord): LayerStatsHeadline {
+  const operands = record.operands.map(({ format, saturatedFrac, flushedFrac, sqnrDb }) => ({ saturatedFrac, flushedFrac, sqnrDb, ...(format === undefined ? {} : { format }) }));
+  const headline: LayerStatsHeadline = { step: record.step, precision: record.precision, operands };
+  if (record.wgradError) {
+    const { relErr, alignment, lag1Cos } = record.wgradError;
+    headline.wgradError = { relErr, alignment, lag1Cos };
+  }
+  if (record.simulated !== undefined) headline.simulated = record.simulated;
+  return headline;
+}
+
+/** A headline's fields as a plain object (a RowHeadline's are getters), optional ones only where defined. */
+function plainHeadline(headline: LayerStatsHeadline | undefined): LayerStatsHeadline | undefined {
+  if (!headline) return undefined;
+  const defined = <T extends object>(fields: T) => Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as T;
+  const { step, precision, simulated, wgradError } = headline;
+  return defined({
+    step,
+    precision,
+    simulated,
+    operands: headline.operands.map(({ format, saturatedFrac, flushedFrac, sqnrDb }) => defined({ format, saturatedFrac, flushedFrac, sqnrDb })),
+    wgradError: wgradError && { relErr: wgradError.relErr, alignment: wgradError.alignment, lag1Cos: wgradError.lag1Cos },
+  });
+}
+
+test("a row's headline reads the record's step, precision, simulated, operand figures and Wgrad error figures in place, and follows the row", () => {
+  // Wgrad error figures apart from one another (relErr, alignment, lag1Cos and the fields beside them).
+  const distinct = records().map((record, i) => (record.wgradError ? { ...record, wgradError: { ...record.wgradError, relErr: 0.125 + i, alignment: -0, lag1Cos: 0.5 + i } } : record));
+  // The series keeps its newest row in a buffer that may be longer, with an older row's slots after it.
+  const buffer = new Float64Array(1000).fill(0.5);
+  const headline = new RowHeadline(buffer);
+  for (const record of [...records(), ...distinct, ...countsRecords()]) {
+    const row = encodeLayerStats(record)!;
+    assert.deepStrictEqual(plainHeadline(new RowHeadline(Float64Array.from(row))), headlineOf(record), `step ${record.step}`);
+    buffer.set(row);
+    assert.deepStrictEqual(plainHeadline(headline), headlineOf(record), 'the same headline over the next row');
+  }
+});
+
 test('records a row cannot give back exactly are refused: unknown fields at any level, NaN where null goes, operands out of order', () => {
   const [base] = records();
   const odd: [string, LayerStatsRecord][] = [
@@ -85,8 +125,9 @@ test('the series keeps the steps ThinningSeries keeps, returns refused records a
     reference.push(record);
     const values = series.values();
     assert.deepStrictEqual(values, reference.values(), `after step ${step}`);
-    assert.deepStrictEqual(series.latest, record);
-    assert.equal(values.at(-1), series.latest, 'the history ends with the same object latest gives');
+    assert.deepStrictEqual(values.at(-1), record, 'the history ends with the newest');
+    if (step % 5 === 3) assert.equal(series.latestHeadline(), record, 'a refused record is its own headline');
+    else assert.deepStrictEqual(plainHeadline(series.latestHeadline()), headlineOf(record));
     for (const value of values) if ((value as { note?: string }).note) assert.equal(value, pushed[value.step], 'a refused record is the very object pushed');
   }
 });

@@ -195,5 +195,5 @@ test('protocol 1.7: a run whose layers list no sketch positions is read and stor
   const run = store.get('unlisted')!;
   assert.deepEqual(run.layers.map((l) => l.name), started.layers.map((l) => l.name));
   assert.ok(run.layers.every((l) => l.sketchIndices === undefined));
-  assert.equal(run.latestLayerStats(layer, 'wgrad')?.wgradError?.sketch.length, syntheticLayerStats('unlisted', 0, layer, 'wgrad', 1).wgradError?.sketch.length);
+  assert.equal(run.layerStats(layer, 'wgrad').at(-1)?.wgradError?.sketch.length, syntheticLayerStats('unlisted', 0, layer, 'wgrad', 1).wgradError?.sketch.length);
 });
