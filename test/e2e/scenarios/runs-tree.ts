@@ -15,10 +15,12 @@ export async function newestRunRow(wb: Workbench, label: string, timeoutMs: numb
   await wb.runCommand('MX Scope: Focus on Runs View');
   const run = wb.page.locator(`${TREE_ROW}[aria-expanded]`).first();
   await run.waitFor({ state: 'visible', timeout: 20_000 });
-  if ((await run.getAttribute('aria-expanded')) !== 'true') await run.click();
   return poll(
     `the newest run's "${label}" row`,
     async () => {
+      // Clicked again while it shows collapsed: a click that lands while the view refreshes (it does
+      // every 500 ms while records stream, and when a run completes) is lost ("No tree item with id").
+      if ((await run.getAttribute('aria-expanded')) !== 'true') await run.click();
       // Rows in tree order, each with its depth: the newest run's own rows are those after the first
       // run row and before the next (an older run expanded earlier lists the same labels).
       const rows = await wb.page.locator(TREE_ROW).evaluateAll((elements) =>
