@@ -99,13 +99,27 @@ if triton is not None:
 
 
 _EMPTY_SKETCH = {}
+_ALL_PRESENT = {}
 
 
 def _no_sketch(device) -> torch.Tensor:
-    # An int64 pointer for the kernel's sketch argument when a chunk holds no sketch index.
+    # An int64 pointer for the kernel's sketch argument when a chunk holds no sketch index (and for
+    # its has_prev argument, unread, when no group has an E_{t−1}).
     if device not in _EMPTY_SKETCH:
         _EMPTY_SKETCH[device] = torch.zeros(1, dtype=torch.long, device=device)
     return _EMPTY_SKETCH[device]
+
+
+def _has_prev_flags(has_prev: List[bool], device) -> torch.Tensor:
+    """has_prev as the kernel reads it (int32 per group) on `device`. Where every group has one (every
+    layer of a dense model's stats step after a kept step) a kept tensor of ones: no host-to-device
+    copy per layer."""
+    if not all(has_prev):
+        return _on_device(torch.tensor(has_prev, dtype=torch.int32), device)
+    ones = _ALL_PRESENT.get(device)
+    if ones is None or ones.numel() < len(has_prev):
+        ones = _ALL_PRESENT[device] = torch.ones(max(len(has_prev), 64), dtype=torch.int32, device=device)
+    return ones
 
 
 def add_error_sums(vector: torch.Tensor, dwq: torch.Tensor, dw: torch.Tensor, prev: Optional[torch.Tensor], sketch: Optional[torch.Tensor],
@@ -134,7 +148,7 @@ def add_group_error_sums(vectors: torch.Tensor, dwq: torch.Tensor, dw: torch.Ten
         e_out = torch.empty_like(dwq) if write_e else None
         flat = dwq.reshape(groups, -1)
         with_prev = prev is not None and any(has_prev)
-        flags = _on_device(torch.tensor(has_prev, dtype=torch.int32), dwq.device) if with_prev else _no_sketch(dwq.device)
+        flags = _has_prev_flags(has_prev, dwq.device) if with_prev else _no_sketch(dwq.device)
         _launch_error_sums(groups * group_programs,
                            (flat, dw.reshape(groups, -1), prev.reshape(groups, -1) if with_prev else flat, flags, vectors,
                             e_out if write_e else flat, n, group_programs, vectors.shape[1],
@@ -279,6 +293,7 @@ class HostErrorStore:
                     target.copy_(self.host[key], non_blocking=True)
             event = torch.cuda.Event()
             event.record(stream)
+        out.record_stream(stream)  # freed unread (a prefetch its add_experts did not take), not reused before the copies are done
         return out, present, event
 
     def _assembled(self, layer: str, row0: int, row1: int, device: torch.device) -> Optional[torch.Tensor]:
@@ -319,6 +334,7 @@ class HostErrorStore:
             tensor.copy_(source, non_blocking=True)
             event = torch.cuda.Event()
             event.record(stream)
+        tensor.record_stream(stream)  # freed unread (end_step drops chunks fetched ahead), not reused before the copy is done
         self.ready[key] = (tensor, event)
 
     def _stream(self, device) -> "torch.cuda.Stream":
