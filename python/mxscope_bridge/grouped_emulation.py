@@ -22,6 +22,7 @@ expert by expert. The products are the grouped GEMM's: their float32 sums may be
 order than one GEMM per expert does, so a product can differ in its last bit."""
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -29,6 +30,7 @@ import torch
 from . import mx_ops, mxfp4
 from .capture import compute_dtype
 from .draws import SALT_A, SALT_B, Draws
+from .host_to_device import to_device
 from .precision import uses_formats
 from .rotation import Rotation, make_rotation, padded_length
 
@@ -112,16 +114,19 @@ def spread_experts(tensors: Sequence[torch.Tensor], counts: List[int], block: in
     a multiple of `block`, zeros between; and the ends of the spread experts (int32, on the rows'
     device)."""
     padded = [padded_length(c, block) for c in counts]
-    sizes = torch.tensor(padded, dtype=torch.int64)
-    ends = sizes.cumsum(0)
     device = tensors[0].device
+    ends = to_device(torch.tensor(padded, dtype=torch.int32).cumsum(0, dtype=torch.int32), device)
     if padded == counts:
-        return list(tensors), ends.to(device=device, dtype=torch.int32)
-    given = torch.tensor(counts, dtype=torch.int64)
-    shifts = (ends - sizes) - (given.cumsum(0) - given)  # each expert's new start less its old one
-    where = (torch.arange(tensors[0].shape[0]) + torch.repeat_interleave(shifts, given)).to(device)
-    spread = [rows.new_zeros(int(ends[-1]), rows.shape[1]).index_copy_(0, where, rows) for rows in tensors]
-    return spread, ends.to(device=device, dtype=torch.int32)
+        return list(tensors), ends
+    rows, spread_rows = sum(counts), sum(padded)
+    # Each expert's new start less its old one, per row, made on the rows' device from E numbers (an
+    # index of every row built on the host came over from pageable memory, a copy that waits for the GPU).
+    shifts = list(itertools.accumulate((p - c for p, c in zip(padded, counts)), initial=0))[:-1]
+    per_row = torch.repeat_interleave(to_device(torch.tensor(shifts, dtype=torch.int64), device),
+                                      to_device(torch.tensor(counts, dtype=torch.int64), device), output_size=rows)
+    where = torch.arange(rows, device=device) + per_row
+    spread = [t.new_zeros(spread_rows, t.shape[1]).index_copy_(0, where, t) for t in tensors]
+    return spread, ends
 
 
 class GroupedEmulatedExperts(torch.autograd.Function):

@@ -48,8 +48,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .experts import ExpertSlice
 
 #: Bytes of ∇Y's and X's spread copies, their quantized and exact values and the float32 ∇Ŵ, ∇W and
-#: E_{t−1} of one batch of experts.
-BATCH_BYTES = 4 * CHUNK_BYTES
+#: E_{t−1} of one batch of experts. A batch costs the worker's host about a millisecond whatever its
+#: size: at 256 MiB (5 up-projection experts of a Qwen3-30B-A3B-shaped block) a MoE capture step ran
+#: ~180 batches; at 512 MiB its capture steps took a fifth to a third less time, peak memory still
+#: plain's (H200); 1 GiB gained nothing more (docs/bridge.md, "Larger batches of experts").
+BATCH_BYTES = 8 * CHUNK_BYTES
 
 def _groupable(gemm: dict, misfit: str) -> bool:
     # "skip" leaves the rotation out for an expert whose token count the block does not divide (as
@@ -219,8 +222,10 @@ def _slots(rows: torch.Tensor, counts: List[int], slot: int) -> torch.Tensor:
     """rows [Σcounts, n] (one row per routed token) with expert e's rows starting at e·slot, zeros
     between: [len(counts)·slot, n]. Made on rows' device: an index built on the host would come to
     the GPU from pageable memory, a copy that waits for the GPU to finish what it was given."""
-    padded = pad_sequence(rows.split(counts), batch_first=True)  # [experts, most rows, n]
-    return torch.nn.functional.pad(padded, (0, 0, 0, slot - padded.shape[1])).reshape(-1, rows.shape[1])
+    # A zero stretch of the slot's length after the experts' rows: pad_sequence then pads every expert
+    # to the slot itself, where padding to the longest expert and then to the slot copied it all twice.
+    filler = rows.new_zeros(1, rows.shape[1]).expand(slot, -1)
+    return pad_sequence([*rows.split(counts), filler], batch_first=True)[:-1].reshape(-1, rows.shape[1])
 
 
 def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, slot: int) -> torch.Tensor:

@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 import torch
 
 from . import stats
+from .host_to_device import to_device
 from .layers import sampled_rows
 from .triton_launch import Relauncher
 
@@ -115,7 +116,7 @@ def _has_prev_flags(has_prev: List[bool], device) -> torch.Tensor:
     layer of a dense model's stats step after a kept step) a kept tensor of ones: no host-to-device
     copy per layer."""
     if not all(has_prev):
-        return _on_device(torch.tensor(has_prev, dtype=torch.int32), device)
+        return to_device(torch.tensor(has_prev, dtype=torch.int32), device)
     ones = _ALL_PRESENT.get(device)
     if ones is None or ones.numel() < len(has_prev):
         ones = _ALL_PRESENT[device] = torch.ones(max(len(has_prev), 64), dtype=torch.int32, device=device)
@@ -541,7 +542,7 @@ class WgradErrors:
         hi = bisect.bisect_left(indices, min(row0 * cols + end, row1 * cols))
         local = None
         if lo < hi:
-            local = _on_device(torch.tensor([i - row0 * cols - start for i in indices[lo:hi]], dtype=torch.long), device)
+            local = to_device(torch.tensor([i - row0 * cols - start for i in indices[lo:hi]], dtype=torch.long), device)
         self._slices[key] = (local, (lo, hi))
         return self._slices[key]
 
@@ -569,16 +570,8 @@ class WgradErrors:
             # The five sums (gg, ee, eg, pp, ep) scale with the rows summed; ratios and cosines do not
             # move, and the sketch entries are E's own values. One product for all layers.
             scales = torch.tensor([[self._row_scale.get(layer, 1.0)] for layer in present], dtype=vectors.dtype)
-            vectors[:, :5] *= _on_device(scales, vectors.device)
+            vectors[:, :5] *= to_device(scales, vectors.device)
         return present, vectors.reshape(-1)
-
-
-def _on_device(tensor: torch.Tensor, device) -> torch.Tensor:
-    """A host tensor on `device`; to a GPU from pinned memory, without waiting: a copy from pageable
-    memory waits for the stream."""
-    if torch.device(device).type == "cuda":
-        return tensor.pin_memory().to(device, non_blocking=True)
-    return tensor.to(device)
 
 
 def wgrad_record(vector: List[float], sketch_size: int, has_prev: bool) -> dict:
