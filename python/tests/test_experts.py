@@ -1,6 +1,7 @@
 """Experts kept as 3-D parameters (transformers' MoE layout since v5) are observed and emulated one
 linear layer per expert and parameter, like experts that are nn.Linear modules."""
 import functools
+import itertools
 import math
 import tempfile
 import threading
@@ -12,7 +13,7 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_emulation, grouped_observe, layers, mx_ops
+from mxscope_bridge import default_gemms, emulate, gemm_config, grouped_emulation, grouped_observe, layers, mx_ops, rotation
 from mxscope_bridge.experts import _ExpertCalls, expert_slices
 from mxscope_bridge.grouped_emulation import GroupedEmulatedExperts
 
@@ -715,6 +716,36 @@ class GroupedObservation(unittest.TestCase):
             with self.subTest(gemms=gemms["wgrad"], **kwargs):
                 _, grouped = self.run_steps(grouped=True, steps=1, gemms=gemms, **kwargs)
                 self.assertEqual(grouped, [0])
+
+
+class ExpertBatches(unittest.TestCase):
+    """grouped_observe._batches: the experts' Wgrad error runs a batch at a time, each batch's spread
+    operands and float32 products within BATCH_BYTES, so the worker's memory does not grow with the
+    experts of a call."""
+
+    @staticmethod
+    def batch_bytes(batch, out_features, in_features, block):
+        slot = max(rotation.padded_length(end - start, block) for _, start, end in batch)
+        return len(batch) * (slot * (out_features + in_features) * 2 * 3 + out_features * in_features * 4 * 3)
+
+    def test_every_expert_once_in_order_and_each_batch_within_the_bound(self):
+        generator = torch.Generator().manual_seed(3)
+        out_features, in_features, block = 1536, 2048, 32  # a Qwen3-30B-A3B up projection
+        counts = torch.randint(0, 1500, (128,), generator=generator).tolist()
+        ends = list(itertools.accumulate(counts))
+        parts = [(f"e.{i}", end - count, end) for i, (count, end) in enumerate(zip(counts, ends))]
+        batches = grouped_observe._batches(parts, out_features, in_features, block)
+        self.assertEqual([part for batch in batches for part in batch], parts, "every expert once, in order")
+        for batch in batches:
+            self.assertLessEqual(self.batch_bytes(batch, out_features, in_features, block), grouped_observe.BATCH_BYTES)
+        # Full batches: adding the next expert would have passed the bound.
+        for batch, following in zip(batches, batches[1:]):
+            self.assertGreater(self.batch_bytes(batch + following[:1], out_features, in_features, block), grouped_observe.BATCH_BYTES)
+
+    def test_an_expert_larger_than_the_bound_is_a_batch_of_its_own(self):
+        huge = grouped_observe.BATCH_BYTES  # tokens: its spread copies alone pass the bound
+        parts = [("a", 0, 10), ("b", 10, 10 + huge), ("c", 10 + huge, 20 + huge)]
+        self.assertEqual(grouped_observe._batches(parts, 64, 64, 32), [[parts[0]], [parts[1]], [parts[2]]])
 
 
 def assert_within_last_bit(test, got: torch.Tensor, want: torch.Tensor, what: str) -> None:
