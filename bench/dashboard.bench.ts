@@ -15,6 +15,7 @@ import { LiveLine } from '../webview/dashboard/model/live-line.js';
 import { DashboardFeed } from '../src/dashboard/feed.js';
 import { binHeatmap } from '../webview/dashboard/model/heatmap.js';
 import { syntheticRun, type SyntheticRunOptions } from '../test/fixtures/synthetic-run.js';
+import { postedBytes, serialise } from '../test/fixtures/webview-post.js';
 import type { TelemetryRecord } from '../src/protocol/telemetry.js';
 import type { HostToWebview, RequestLayerMessage } from '../src/protocol/webview.js';
 import { RunStore } from '../src/store/run-store.js';
@@ -62,12 +63,12 @@ async function main(): Promise<void> {
 
   console.log('\nNode view model');
   const snap = time('snapshot (all runs, loss, overview, alerts)', () => feed.snapshot(), 5);
-  const json = time('  baseline: JSON.stringify of that snapshot', () => JSON.stringify(snap.value.message), 5);
-  console.log(`  snapshot JSON ${(json.value.length / 1024).toFixed(0)} KiB; build/serialise ratio ${(snap.ms / json.ms).toFixed(2)}`);
+  const posted = time('  baseline: serialise that snapshot as postMessage does', () => serialise(snap.value.message), 5);
+  console.log(`  snapshot posted ${(postedBytes(posted.value) / 1024).toFixed(0)} KiB; build/serialise ratio ${(snap.ms / posted.ms).toFixed(2)}`);
   const cursor = snap.value.cursor;
   for (const record of tail) store.ingest(record);
   const delta = time('1-step delta', () => feed.delta(cursor)!);
-  console.log(`  delta JSON ${JSON.stringify(delta.value).length} bytes`);
+  console.log(`  delta posted ${postedBytes(serialise(delta.value))} bytes`);
   const request: RequestLayerMessage = { type: 'requestLayer', requestId: 1, runId: 'big', layer: DENSE, gemm: 'wgrad', operand: 'dy', lag: 4 };
   const detail = time('layer detail, 10,000 stats steps (+ sketch correlation)', () => feed.layerDetail(request)!, 3);
   console.log(`  detail JSON ${(JSON.stringify(detail.value).length / 1024).toFixed(0)} KiB, ${detail.value.steps.length} steps × ${detail.value.exponents} exponents`);

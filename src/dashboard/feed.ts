@@ -12,8 +12,8 @@ interface RunCursor {
   summary: object;
   step: number;
   validationStep: number;
-  /** Layer → the stats version of its overview row last sent (views.ts layerOverviewSince). */
-  layers: Map<string, number>;
+  /** Per layer (RunInfo.layers order), the stats version of its overview row last sent, -1 before (views.ts layerOverviewSince). */
+  layers: Float64Array;
   /** The run's statsIngested when its overview was last compared: unchanged, no row can have changed. */
   statsIngested: number;
   info: string;
@@ -67,7 +67,7 @@ export class DashboardFeed {
       const run = this.store.get(summary.runId)!;
       const runId = summary.runId;
       let seen = cursor.runs.get(runId);
-      if (!seen) cursor.runs.set(runId, (seen = { summary: run.summary, step: -1, validationStep: -1, layers: new Map(), statsIngested: -1, info: '' }));
+      if (!seen) cursor.runs.set(runId, (seen = { summary: run.summary, step: -1, validationStep: -1, layers: new Float64Array(run.layers.length).fill(-1), statsIngested: -1, info: '' }));
       const divergedAt = this.alerts.divergedAt(runId);
       const infoKey = runInfoKey(run, divergedAt);
       if (infoKey !== seen.info) {

@@ -3,7 +3,7 @@
 import { describeGemm, GEMM_KINDS, type GemmKind, type RunConfig } from '../protocol/config.js';
 import { LAYER_METRIC_SPECS } from '../protocol/layer-metrics.js';
 import { GEMM_OPERANDS, type ScaleHistogram, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
-import type { LayerDetailMessage, LayerOverview, LayerRow, LossSeries, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
+import type { LayerDetailMessage, LossSeries, OverviewUpdate, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
 import type { LayerStatsHeadline } from '../store/layer-stats-row.js';
 import type { RunView } from '../store/run-store.js';
 import { autocorrelation, lagCosines } from './correlation.js';
@@ -115,35 +115,54 @@ export function lossSlice(runId: string, records: readonly (StepRecord | Validat
 
 /**
  * The layer overview's rows (each layer's newest metrics, in LAYER_METRIC_SPECS order) that changed
- * since `seen`, which is advanced in place: layer → its stats version, the sum over its GEMMs of
- * (newest stats step + 1), which grows with every record. Every row when `seen` is empty (a
- * snapshot, or a run new to the webview); null when none changed. Only changed rows are computed
- * and sent: a mixture-of-experts run has thousands of layers, and most steps touch few of them.
- * The metrics read the store's headlines (views of the newest rows), not decoded records: a stats
- * step moves every row, and decoding 90,000 records for it took ~1 s at 30,000 layers.
+ * since `seen`, which is advanced in place: per layer (RunInfo.layers order) its stats version, the
+ * sum over its GEMMs of (newest stats step + 1), which grows with every record; -1 for a row not
+ * sent yet. Every row when none was sent (a snapshot, or a run new to the webview); null when none
+ * changed. Only changed rows are computed and sent: a mixture-of-experts run has thousands of
+ * layers, and most steps touch few of them. The metrics read the store's headlines (views of the
+ * newest rows), not decoded records: a stats step moves every row, and decoding 90,000 records for
+ * it took ~1 s at 30,000 layers. The values go straight into the columns the message carries.
  */
-export function layerOverviewSince(run: RunView, seen: Map<string, number>): LayerOverview | null {
+export function layerOverviewSince(run: RunView, seen: Float64Array): OverviewUpdate | null {
+  const { layers } = run;
+  const width = LAYER_METRIC_SPECS.length;
+  const values = new Float64Array(layers.length * width);
+  const rows = new Uint32Array(layers.length);
+  let sent = 0;
   let step = -1;
-  const rows: LayerRow[] = [];
-  for (const { name } of run.layers) {
-    const records: LayerStatsHeadline[] = [];
-    let wgrad: LayerStatsHeadline | undefined;
+  // One headline list reused for every layer: a stats step takes it 30,000 times.
+  const latest: { records: LayerStatsHeadline[]; wgrad: LayerStatsHeadline | undefined } = { records: [], wgrad: undefined };
+  for (let index = 0; index < layers.length; index++) {
+    const name = layers[index]!.name;
+    latest.records.length = 0;
+    latest.wgrad = undefined;
     let version = 0;
     for (const gemm of GEMM_KINDS) {
-      const latest = run.latestHeadline(name, gemm);
-      if (!latest) continue;
-      const latestStep = latest.step;
+      const headline = run.latestHeadline(name, gemm);
+      if (!headline) continue;
+      const latestStep = headline.step;
       version += latestStep + 1;
       if (latestStep > step) step = latestStep;
-      if (gemm === 'wgrad') wgrad = latest;
-      records.push(latest);
+      if (gemm === 'wgrad') latest.wgrad = headline;
+      latest.records.push(headline);
     }
-    if (seen.get(name) === version) continue;
-    seen.set(name, version);
-    const latest = { records, wgrad };
-    rows.push({ layer: name, values: LAYER_METRIC_SPECS.map((metric) => metric.of(latest)) });
+    if (seen[index] === version) continue;
+    seen[index] = version;
+    for (let m = 0; m < width; m++) values[sent * width + m] = onTheWire(LAYER_METRIC_SPECS[m]!.of(latest));
+    rows[sent++] = index;
   }
-  return rows.length > 0 ? { runId: run.summary.runId, step, rows } : null;
+  if (sent === 0) return null;
+  const update: OverviewUpdate = { runId: run.summary.runId, step, layers: layers.length, values };
+  if (sent < layers.length) Object.assign(update, { rows: rows.slice(0, sent), values: values.slice(0, sent * width) });
+  return update;
+}
+
+/**
+ * A metric's value as the columns carry it: null as NaN; what JSON made of the LayerRows the
+ * overview was sent as before, so the page shows what it showed: a non-finite value null, -0 as 0.
+ */
+function onTheWire(value: number | null): number {
+  return value === null || !Number.isFinite(value) ? NaN : value + 0;
 }
 
 /** Everything the scale and correlation views show for one (layer, GEMM, operand). */

@@ -128,6 +128,24 @@ export function optional<T>(schema: Schema<T>): OptionalSchema<T> {
   return wrapped;
 }
 
+/** A Float64Array (webview messages carry them as bytes) of at most `maxLength` values; any value, NaN included. */
+export function float64Array(maxLength: number): Schema<Float64Array> {
+  return typedArray(Float64Array, maxLength);
+}
+
+/** A Uint32Array of at most `maxLength` values. */
+export function uint32Array(maxLength: number): Schema<Uint32Array> {
+  return typedArray(Uint32Array, maxLength);
+}
+
+function typedArray<T extends Float64Array | Uint32Array>(type: { new (length: number): T; name: string }, maxLength: number): Schema<T> {
+  return (v, p) => {
+    if (!(v instanceof type)) throw new ValidationError(p, `a ${type.name}`, v);
+    if (v.length > maxLength) throw new ValidationError(p, `a ${type.name} of at most ${maxLength} values`, `${v.length} values`);
+    return v;
+  };
+}
+
 /**
  * An object with exactly the listed fields checked. Unknown extra fields are allowed and kept
  * (forward compatibility: a newer publisher may add fields an older reader ignores).

@@ -4,7 +4,7 @@
 import { GEMM_KINDS, WGRAD_ERROR_SCOPES, type GemmKind, type WgradErrorScope } from './config.js';
 import { OPERANDS, RUN_STATUSES, SCALE_KINDS, type Operand, type RunStatus, type ScaleKind } from './telemetry.js';
 import { GRID_METRICS, LAYER_METRICS, type GridMetric } from './layer-metrics.js';
-import { arrayOf, int, intIn, literal, nonNegInt, nullable, num, object, optional, str, union, type Schema } from './validate.js';
+import { arrayOf, float64Array, int, intIn, literal, nonNegInt, nullable, num, object, optional, refined, str, uint32Array, union, ValidationError, type Schema } from './validate.js';
 
 /** What the dashboard needs to know about a run besides its series. */
 export interface RunInfo {
@@ -58,12 +58,29 @@ export interface LayerRow {
   values: (number | null)[];
 }
 
-/** A run's layer overview: `rows[i].values` follow LAYER_METRIC_SPECS order. */
+/** A run's layer overview as the page keeps it: `rows[i].values` follow LAYER_METRIC_SPECS order, rows in RunInfo.layers order. */
 export interface LayerOverview {
   runId: string;
   /** The stats step the rows describe (latest seen); -1 before any stats. */
   step: number;
   rows: LayerRow[];
+}
+
+/**
+ * A run's layer overview rows on the wire: values only, columnar, in a Float64Array (which
+ * webview.postMessage passes as bytes beside its JSON), the layer names being the run info's. A
+ * stats step of a 30,000-layer run moves every row: as LayerRow objects that was ~4.6 MB of JSON.
+ */
+export interface OverviewUpdate {
+  runId: string;
+  /** The stats step the rows describe (latest seen); -1 before any stats. */
+  step: number;
+  /** The run's layer count (RunInfo.layers.length), which the rows index. */
+  layers: number;
+  /** Indices in RunInfo.layers of the rows sent, ascending; absent: every layer, in order. */
+  rows?: Uint32Array;
+  /** values[i * LAYER_METRICS.length + m]: row i's metric m; NaN where it is null. */
+  values: Float64Array;
 }
 
 export const ALERT_KINDS = ['nan-scales', 'loss-spike', 'grad-to-err', 'divergence'] as const;
@@ -95,7 +112,7 @@ export interface SnapshotMessage {
   runs: RunInfo[];
   loss: LossSeries[];
   validation: LossSeries[];
-  overview: LayerOverview[];
+  overview: OverviewUpdate[];
   alerts: Alert[];
 }
 
@@ -108,7 +125,7 @@ export interface DeltaMessage {
   runs: RunInfo[];
   loss: LossSeries[];
   validation: LossSeries[];
-  overview: LayerOverview[];
+  overview: OverviewUpdate[];
   alerts: Alert[];
 }
 
@@ -229,6 +246,8 @@ export type WebviewToHost = ReadyMessage | RequestLayerMessage | RequestLayerGri
 export const WEBVIEW_LIMITS = { runs: 1000, seriesPoints: 10_000_000, alerts: 1000, alertMessage: 4096 } as const;
 
 const runId = str(256);
+/** Layers of a run the page takes (protocol 1.7 lets a client show 58 blocks of 256 experts, ~30,000). */
+const MAX_LAYERS = 100_000;
 const layerName = str(512);
 const nullableNums = arrayOf(nullable(num), WEBVIEW_LIMITS.seriesPoints);
 const nums = arrayOf(num, WEBVIEW_LIMITS.seriesPoints);
@@ -245,7 +264,7 @@ const runInfoSchema = object<RunInfo>({
   statsLayerGroups: optional(intIn(1, 1024)),
   wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
   wgradErrorRowStride: optional(intIn(1, 1024)),
-  layers: arrayOf(layerName, 100_000),
+  layers: arrayOf(layerName, MAX_LAYERS),
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),
   seed: optional(int),
@@ -255,18 +274,31 @@ const runInfoSchema = object<RunInfo>({
 });
 
 const lossSeriesSchema = object<LossSeries>({ runId, step: nums, tokens: nums, loss: nullableNums, gradNorm: optional(nullableNums), lr: optional(nums) });
-const layerOverviewSchema = object<LayerOverview>({
-  runId,
-  step: intIn(-1, Number.MAX_SAFE_INTEGER),
-  rows: arrayOf(object<LayerRow>({ layer: layerName, values: arrayOf(nullable(num), LAYER_METRICS.length) }), 100_000),
-});
+const overviewUpdateSchema = refined(
+  object<OverviewUpdate>({
+    runId,
+    step: intIn(-1, Number.MAX_SAFE_INTEGER),
+    layers: intIn(0, MAX_LAYERS),
+    rows: optional(uint32Array(MAX_LAYERS)),
+    values: float64Array(MAX_LAYERS * LAYER_METRICS.length),
+  }),
+  (update, path) => {
+    const { rows, layers, values } = update;
+    const count = rows ? rows.length : layers;
+    if (values.length !== count * LAYER_METRICS.length) throw new ValidationError(`${path}.values`, `${count * LAYER_METRICS.length} values (${count} rows × ${LAYER_METRICS.length} metrics)`, values.length);
+    if (!rows) return;
+    for (let i = 0; i < rows.length; i++) {
+      if (rows[i]! >= layers || (i > 0 && rows[i]! <= rows[i - 1]!)) throw new ValidationError(`${path}.rows[${i}]`, `an index below ${layers} (the run's layer count) above the one before`, rows[i]);
+    }
+  },
+);
 const alertSchema = object<Alert>({ runId, kind: literal(...ALERT_KINDS), step: nonNegInt, layer: nullable(layerName), gemm: optional(literal(...GEMM_KINDS)), metric: optional(literal(...GRID_METRICS)), message: str(WEBVIEW_LIMITS.alertMessage), checkpoint: optional(str(4096)) });
 
 const dataFields = {
   runs: arrayOf(runInfoSchema, WEBVIEW_LIMITS.runs),
   loss: arrayOf(lossSeriesSchema, WEBVIEW_LIMITS.runs),
   validation: arrayOf(lossSeriesSchema, WEBVIEW_LIMITS.runs),
-  overview: arrayOf(layerOverviewSchema, WEBVIEW_LIMITS.runs),
+  overview: arrayOf(overviewUpdateSchema, WEBVIEW_LIMITS.runs),
   alerts: arrayOf(alertSchema, WEBVIEW_LIMITS.alerts),
 };
 

@@ -96,6 +96,14 @@ export class FakeHost {
   }
 
   /**
+   * Put `message` in the page as `window.__mxscopeStaged`, for a script there to post: Playwright
+   * passes typed arrays and NaN, which a script with the message written in as JSON would lose.
+   */
+  async stage(message: HostToWebview): Promise<void> {
+    await this.page.evaluate((m) => ((globalThis as unknown as { __mxscopeStaged: unknown }).__mxscopeStaged = m), message);
+  }
+
+  /**
    * Post a message and time it inside the page. `latency`: from dispatch until the frame after the
    * dashboard handled it (our listener runs after the dashboard's, our rAF after its rAF) was
    * painted. `work`: the main-thread time the dashboard spent, i.e. its message handler plus its
@@ -103,9 +111,10 @@ export class FakeHost {
    * `next`: the same for the frame after (work a view deferred to it, e.g. secondary charts).
    */
   async timedSend(message: HostToWebview): Promise<FrameTiming & { next: FrameTiming }> {
+    await this.stage(message);
     return this.page.evaluate(
       `new Promise((resolve) => {
-        const message = ${JSON.stringify(message)};
+        const message = window.__mxscopeStaged;
         let t0 = 0;
         const frame = (then) => requestAnimationFrame((frameStart) => {
           const work = performance.now() - frameStart;

@@ -27,6 +27,7 @@ test('a delta is drawn while it is handled: the loss chart names its new step be
   host.ingest(records.slice(stepAt(300), stepAt(301)));
   const delta = host.nextDelta();
   assert.ok(delta, 'the step makes a delta');
+  await host.stage(delta);
   // This listener runs right after the dashboard's, in the same event dispatch: no frame between.
   const label = await page.evaluate(`new Promise((resolve) => {
     const after = () => {
@@ -34,7 +35,7 @@ test('a delta is drawn while it is handled: the loss chart names its new step be
       resolve(document.querySelector(${JSON.stringify(CHART)}).getAttribute('aria-label'));
     };
     window.addEventListener('message', after);
-    window.postMessage(${JSON.stringify(delta)}, '*');
+    window.postMessage(window.__mxscopeStaged, '*');
   })`);
   assert.match(String(label), /against step 0 to 300;/);
   assert.deepEqual(host.errors, []);

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { check } from '../../src/protocol/validate.js';
-import { hostToWebviewSchema, webviewToHostSchema, LAYER_METRICS } from '../../src/protocol/webview.js';
+import { hostToWebviewSchema, webviewToHostSchema, LAYER_METRICS, type OverviewUpdate, type SnapshotMessage } from '../../src/protocol/webview.js';
+import { delivered } from '../fixtures/webview-post.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DashboardFeed } from '../../src/dashboard/feed.js';
@@ -23,15 +24,16 @@ function feedWith(records: Iterable<TelemetryRecord>): { store: RunStore; alerts
 test('snapshot carries every run, its loss, validation and overview, and validates', () => {
   const { feed } = feedWith([...syntheticRun(small), ...syntheticRun({ ...small, runId: 'b', rotation: 'random-hadamard', seed: 2 })]);
   const { message } = feed.snapshot();
-  check(hostToWebviewSchema, JSON.parse(JSON.stringify(message)));
+  check(hostToWebviewSchema, delivered(message));
   assert.deepEqual(message.runs.map((r) => r.runId), ['a', 'b']);
   assert.equal(message.runs[0]!.layers.length, 14);
   assert.equal(message.runs[0]!.gemms.wgrad, 'mxfp4 · H16');
   assert.equal(message.loss[0]!.step.length, 40);
   assert.equal(message.validation[0]!.step.length, 4);
-  assert.equal(message.overview[0]!.rows.length, 14);
+  assert.equal(message.overview[0]!.rows, undefined, 'every row, in run info order');
+  assert.equal(message.overview[0]!.layers, 14);
   assert.equal(message.overview[0]!.step, 30);
-  assert.equal(message.overview[0]!.rows[0]!.values.length, LAYER_METRICS.length);
+  assert.equal(message.overview[0]!.values.length, 14 * LAYER_METRICS.length);
 });
 
 test('deltas send only what is new; a new run forces a snapshot', () => {
@@ -63,15 +65,19 @@ test("a delta's overview holds the rows of the layers with new stats; merged, th
   page.applySnapshot(message);
   for (const record of records.slice(cut, records.findIndex((r) => r.type === 'step' && r.step === 27))) store.ingest(record);
   const delta = feed.delta(cursor)!;
-  check(hostToWebviewSchema, JSON.parse(JSON.stringify(delta)));
-  assert.deepEqual(delta.overview[0]!.rows.map((row) => row.layer), [dense], 'steps 25 and 26 gave stats to the dense layer alone');
+  check(hostToWebviewSchema, delivered(delta));
+  assert.deepEqual(layersOf(delta.overview[0]!, message.runs[0]!.layers), [dense], 'steps 25 and 26 gave stats to the dense layer alone');
   assert.equal(feed.delta(cursor)!.overview.length, 0, 'nothing new, no overview');
   for (const record of records.slice(records.findIndex((r) => r.type === 'step' && r.step === 27))) store.ingest(record);
   const withStatsStep = feed.delta(cursor)!;
-  assert.equal(withStatsStep.overview[0]!.rows.length, 14, 'stats step 30 moved every layer');
+  assert.equal(withStatsStep.overview[0]!.rows, undefined, 'stats step 30 moved every layer');
   page.applyDelta(delta);
+  const dropped = page.overview.get('a')!.rows.filter((row) => row.layer !== dense);
   page.applyDelta(withStatsStep);
-  assert.deepEqual(page.overview.get('a'), feed.snapshot().message.overview[0], 'the merged overview is a fresh snapshot\'s');
+  const fresh = new DashboardData();
+  fresh.applySnapshot(feed.snapshot().message);
+  assert.deepEqual(page.overview.get('a'), fresh.overview.get('a'), 'the merged overview is a fresh snapshot\'s');
+  assert.ok(dropped.every((row) => !page.overview.get('a')!.rows.includes(row)), 'the stats step replaced every row');
 });
 
 test('a delta after steps without stats reads no layer\'s stats (~150 ms a delta before, on a run of 30,000 layers)', () => {
@@ -104,16 +110,39 @@ test('a delta after steps without stats reads no layer\'s stats (~150 ms a delta
   store.ingest({ ...stats, step: 38 } as TelemetryRecord);
   const withStats = feed.delta(cursor)!;
   assert.ok(reads > 0);
-  assert.deepEqual(withStats.overview[0]!.rows.map((row) => row.layer), ['blocks.1.mlp.up'], 'the layer with new stats');
+  assert.deepEqual(layersOf(withStats.overview[0]!, store.get('a')!.layers.map((layer) => layer.name)), ['blocks.1.mlp.up'], 'the layer with new stats');
 });
 
-test('a delta merged into the page replaces the rows of its layers, in place', () => {
+test('a delta merged into the page replaces the rows of its layers, in place; NaN is null', () => {
   const page = new DashboardData();
-  const row = (layer: string, value: number) => ({ layer, values: [value] });
-  page.applySnapshot({ type: 'snapshot', runs: [], loss: [], validation: [], alerts: [], overview: [{ runId: 'a', step: 10, rows: [row('x', 1), row('y', 2)] }] });
-  page.applyDelta({ type: 'delta', runs: [], loss: [], validation: [], alerts: [], overview: [{ runId: 'a', step: 11, rows: [row('y', 3), row('z', 4)] }] });
-  assert.deepEqual(page.overview.get('a'), { runId: 'a', step: 11, rows: [row('x', 1), row('y', 3), row('z', 4)] });
+  const info = feedWith(syntheticRun(small)).feed.snapshot().message.runs[0]!;
+  const layers = ['x', 'y', 'z'];
+  const values = (...rows: number[][]) => new Float64Array(rows.flatMap((row) => [...row, ...new Array(LAYER_METRICS.length - row.length).fill(NaN)]));
+  const nulls = new Array(LAYER_METRICS.length - 1).fill(null);
+  page.applySnapshot({ type: 'snapshot', runs: [{ ...info, layers }], loss: [], validation: [], alerts: [], overview: [{ runId: 'a', step: 10, layers: 3, values: values([1], [2], [NaN]) }] });
+  page.applyDelta({ type: 'delta', runs: [], loss: [], validation: [], alerts: [], overview: [{ runId: 'a', step: 11, layers: 3, rows: new Uint32Array([1, 2]), values: values([3], [4]) }] });
+  assert.deepStrictEqual(page.overview.get('a'), { runId: 'a', step: 11, rows: [{ layer: 'x', values: [1, ...nulls] }, { layer: 'y', values: [3, ...nulls] }, { layer: 'z', values: [4, ...nulls] }] });
+  const update = (rows?: number[]) => ({ runId: 'a', step: 12, layers: 3, ...(rows && { rows: new Uint32Array(rows) }), values: values(...(rows ?? [0, 1, 2]).map(() => [5])) });
+  assert.throws(() => page.applyDelta({ type: 'delta', runs: [], loss: [], validation: [], alerts: [], overview: [{ ...update(), layers: 4, values: values([1], [2], [3], [4]) }] }), /overview of run a: 4 layers, its run info 3/);
+  assert.throws(() => new DashboardData().applySnapshot({ type: 'snapshot', runs: [{ ...info, layers }], loss: [], validation: [], alerts: [], overview: [update([1])] }), /overview of run a: 1 of its 3 rows before the page had any/);
 });
+
+test('the page refuses an overview update whose columns do not fit: values for another row count, rows out of range or out of order, plain arrays', () => {
+  const delta = (overview: Record<string, unknown>) => ({ type: 'delta', runs: [], loss: [], validation: [], alerts: [], overview: [{ runId: 'a', step: 3, layers: 4, ...overview }] });
+  const width = LAYER_METRICS.length;
+  check(hostToWebviewSchema, delta({ values: new Float64Array(4 * width) }));
+  check(hostToWebviewSchema, delta({ rows: new Uint32Array([0, 3]), values: new Float64Array(2 * width) }));
+  assert.throws(() => check(hostToWebviewSchema, delta({ values: new Float64Array(3 * width) })), /overview\[0\]\.values: expected 24 values \(4 rows × 6 metrics\), got number 18/);
+  assert.throws(() => check(hostToWebviewSchema, delta({ rows: new Uint32Array([0, 4]), values: new Float64Array(2 * width) })), /overview\[0\]\.rows\[1\]: expected an index below 4/);
+  assert.throws(() => check(hostToWebviewSchema, delta({ rows: new Uint32Array([2, 2]), values: new Float64Array(2 * width) })), /rows\[1\]: expected an index below 4 \(the run's layer count\) above the one before/);
+  assert.throws(() => check(hostToWebviewSchema, delta({ values: new Array(4 * width).fill(0) })), /overview\[0\]\.values: expected a Float64Array/);
+  assert.throws(() => check(hostToWebviewSchema, delta({ rows: [0], values: new Float64Array(width) })), /overview\[0\]\.rows: expected a Uint32Array/);
+});
+
+/** The names of the layers an overview update carries rows of. */
+function layersOf(update: OverviewUpdate, layers: readonly string[]): string[] {
+  return update.rows ? [...update.rows].map((index) => layers[index]!) : [...layers];
+}
 
 test('layer detail: exact histograms per stats step and sketch correlation', () => {
   const { feed } = feedWith(syntheticRun(small));
@@ -205,4 +234,18 @@ test('colour slots: kept while a run is held, freed when it goes, lowest free fo
   const afterRemoval = assignColorSlots(first, ['b', 'c', 'd']);
   assert.deepEqual(afterRemoval, { b: 1, c: 2, d: 0 }, 'b and c keep their colours; d reuses a\'s');
   assert.deepEqual(restoreUiState({ colors: { x: 3, y: -1, z: 1.5 } }).colors, { x: 3 });
+});
+
+test('a value JSON could not carry reaches the page as it did when rows went as JSON: a non-finite metric null, -0 a 0', () => {
+  const records = [...syntheticRun(small)];
+  const { store, feed } = feedWith(records.filter((r) => r.type !== 'layerStats' || r.step < 30));
+  const stats = records.find((r) => r.type === 'layerStats' && r.step === 30 && r.layer === 'blocks.1.mlp.up' && r.gemm === 'wgrad')!;
+  if (stats.type !== 'layerStats' || !stats.wgradError) throw new Error('the synthetic run has no Wgrad error on blocks.1.mlp.up');
+  // An in-process trainer hands the store objects, not JSON, which can hold an infinity.
+  store.ingest({ ...stats, operands: stats.operands.map((operand) => ({ ...operand, saturatedFrac: Infinity })) as typeof stats.operands, wgradError: { ...stats.wgradError, relErr: -0 } });
+  const page = new DashboardData();
+  page.applySnapshot(check(hostToWebviewSchema, delivered(feed.snapshot().message)) as SnapshotMessage);
+  const row = page.overview.get('a')!.rows.find((r) => r.layer === 'blocks.1.mlp.up')!;
+  assert.equal(row.values[LAYER_METRICS.indexOf('saturatedPct')], null);
+  assert.ok(Object.is(row.values[LAYER_METRICS.indexOf('wgradRelErr')], 0), 'the -0 Wgrad error as a 0');
 });

@@ -1,6 +1,7 @@
 // The overview rows and GEMM notes are computed from the store's headlines (views of each series'
 // newest row), not from decoded records: on varied records they must be what decoded records give,
-// value for value (-0 and all), as the code before the headlines computed them.
+// value for value (-0 and all), as the code before the headlines computed them; and the page, which
+// gets them as columns, holds what it held when they were sent as LayerRow objects in JSON.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
@@ -10,7 +11,10 @@ import { configRows } from '../../src/host/model/run-tree.js';
 import { describeGemm, GEMM_KINDS, PRECISIONS, type GemmKind } from '../../src/protocol/config.js';
 import { badness, LAYER_METRIC_SPECS } from '../../src/protocol/layer-metrics.js';
 import { GEMM_OPERANDS, STATS_FORMATS, type LayerStatsRecord, type OperandStats, type TelemetryRecord } from '../../src/protocol/telemetry.js';
-import type { LayerOverview, LayerRow } from '../../src/protocol/webview.js';
+import { check } from '../../src/protocol/validate.js';
+import { hostToWebviewSchema, type DeltaMessage, type LayerOverview, type LayerRow, type SnapshotMessage } from '../../src/protocol/webview.js';
+import { DashboardData } from '../../webview/dashboard/data.js';
+import { delivered } from '../fixtures/webview-post.js';
 import { RunStore, type RunView } from '../../src/store/run-store.js';
 import { withGemmNotes } from '../../src/shared/gemm-notes.js';
 import { Fuzzer } from '../fuzz/mutate.js';
@@ -90,22 +94,45 @@ function feedOf(records: Iterable<TelemetryRecord>): { store: RunStore; feed: Da
   return { store, feed: new DashboardFeed(store, new AlertTracker()) };
 }
 
-test('the overview from headlines is the overview from decoded records, value for value: nulls, -0, ties, missing GEMMs and Wgrad errors, records kept as they came', () => {
+/** What the page held when the rows were sent as LayerRow objects: JSON's copy (-0 a 0, a non-finite number null). */
+function asJsonDelivered(overview: LayerOverview): LayerOverview {
+  return JSON.parse(JSON.stringify(overview)) as LayerOverview;
+}
+
+/** The page's data after `messages`, each delivered as postMessage does and validated. */
+function pageAfter(...messages: (SnapshotMessage | DeltaMessage)[]): DashboardData {
+  const page = new DashboardData();
+  for (const message of messages) {
+    const received = check(hostToWebviewSchema, delivered(message));
+    if (received.type === 'snapshot') page.applySnapshot(received);
+    else if (received.type === 'delta') page.applyDelta(received);
+  }
+  return page;
+}
+
+test("the page's overview from headlines and columns is the overview from decoded records sent as rows, value for value: nulls, -0, ties, missing GEMMs and Wgrad errors, records kept as they came", () => {
+  let negativeZeros = 0;
   for (const seed of [1, 2, 3, 4, 5]) {
     const records = [...variedRun(seed)];
     const cut = records.findIndex((record) => record.type === 'step' && record.step === 20);
     const { store, feed } = feedOf(records.slice(0, cut));
     const run = store.get('v')!;
     const { message, cursor } = feed.snapshot();
-    assert.deepStrictEqual(message.overview, [decodedOverview(run)], `seed ${seed}: snapshot`);
-    assert.ok(message.overview[0]!.rows.some((row) => row.values.every((value) => value === null)), 'a layer without stats has a row of nulls');
+    const decoded = decodedOverview(run);
+    negativeZeros += decoded.rows.filter((row) => row.values.some((value) => Object.is(value, -0))).length;
+    assert.deepStrictEqual(pageAfter(message).overview.get('v'), asJsonDelivered(decoded), `seed ${seed}: snapshot`);
+    assert.ok(decoded.rows.some((row) => row.values.every((value) => value === null)), 'a layer without stats has a row of nulls');
     for (const record of records.slice(cut)) store.ingest(record);
     const delta = feed.delta(cursor)!;
-    const moved = new Set(delta.overview[0]!.rows.map((row) => row.layer));
+    const moved = new Set([...delta.overview[0]!.rows!].map((index) => run.layers[index]!.name));
     const expected = decodedOverview(run);
-    assert.deepStrictEqual(delta.overview[0], { ...expected, rows: expected.rows.filter((row) => moved.has(row.layer)) }, `seed ${seed}: delta`);
+    assert.deepStrictEqual(pageAfter(message, delta).overview.get('v'), asJsonDelivered(expected), `seed ${seed}: snapshot and delta merged`);
+    assert.deepStrictEqual(pageAfter(feed.snapshot().message).overview.get('v'), asJsonDelivered(expected), `seed ${seed}: a later snapshot`);
+    const unmoved = expected.rows.filter((row) => !moved.has(row.layer));
+    assert.deepStrictEqual(unmoved, decoded.rows.filter((row) => !moved.has(row.layer)), 'the rows the delta left out did not change');
     assert.ok(moved.size > 0 && moved.size < run.layers.length, 'the layers with new stats at step 20, not the others');
   }
+  assert.ok(negativeZeros > 0, 'some rows hold -0');
 });
 
 test('the GEMM notes from headlines (dashboard run info, Runs view config) are those from decoded records', () => {

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { readFrame } from '../../src/link/frames.js';
 import { MAX_SERVER_FRAME_BYTES } from '../../src/link/trainer-client.js';
 import { check, GEMM_OPERANDS, SERVER_MESSAGE_TYPES, serverMessageSchema, tryCheck, TELEMETRY_TYPES, type GemmKind, type TelemetryRecord } from '../../src/protocol/index.js';
-import { hostToWebviewSchema } from '../../src/protocol/webview.js';
+import { hostToWebviewSchema, type HostToWebview } from '../../src/protocol/webview.js';
+import { delivered } from '../fixtures/webview-post.js';
 import { RunStore } from '../../src/store/run-store.js';
 import { AlertTracker } from '../../src/dashboard/alerts.js';
 import { DashboardFeed, type FeedCursor } from '../../src/dashboard/feed.js';
@@ -46,8 +47,8 @@ export function fuzzProtocolPipeline(seed: number, cases: number, checkEvery = 5
   const feed = new DashboardFeed(store, alerts);
   let cursor: FeedCursor = feed.snapshot().cursor;
   const figures: FuzzFigures = { cases, accepted: 0, refusedByReader: 0, refusedByStore: 0, crashes: [], webviewRejections: [], maxMs: 0, totalMs: 0 };
-  const toWebview = (what: string, message: unknown, i: number) => {
-    const checked = tryCheck(hostToWebviewSchema, JSON.parse(JSON.stringify(message)));
+  const toWebview = (what: string, message: HostToWebview, i: number) => {
+    const checked = tryCheck(hostToWebviewSchema, delivered(message));
     if (!checked.ok) figures.webviewRejections.push(`seed ${seed} case ${i}: ${what}: ${checked.error.message}`);
   };
   // Start from valid runs, so mutated records find runs and layers to land in.
@@ -92,6 +93,6 @@ export function fuzzProtocolPipeline(seed: number, cases: number, checkEvery = 5
     figures.totalMs += ms;
     figures.maxMs = Math.max(figures.maxMs, ms);
   }
-  check(hostToWebviewSchema, JSON.parse(JSON.stringify(feed.snapshot().message)));
+  check(hostToWebviewSchema, delivered(feed.snapshot().message));
   return figures;
 }

@@ -1,7 +1,8 @@
 // The webview's copy of the host's data: a snapshot replaces it, a delta appends loss points,
-// replaces run info and the overview rows of the layers it carries. Layer details are cached per
+// replaces run info and the overview rows of the layers it carries (model/overview-update.ts). Layer details are cached per
 // request key and dropped when their run's overview moves (new stats arrived).
 import { WEBVIEW_LIMITS, type Alert, type DeltaMessage, type LayerDetailMessage, type LayerGridMessage, type LayerOverview, type LossSeries, type RunInfo, type SnapshotMessage } from '../../src/protocol/webview.js';
+import { applyOverviewUpdate } from './model/overview-update.js';
 
 export class DashboardData {
   runs: RunInfo[] = [];
@@ -32,10 +33,9 @@ export class DashboardData {
     append(this.loss, message.loss);
     append(this.validation, message.validation);
     const statsChanged = new Set<string>();
-    for (const overview of message.overview) {
-      const known = this.overview.get(overview.runId);
-      this.overview.set(overview.runId, known ? withRows(known, overview) : overview);
-      statsChanged.add(overview.runId);
+    for (const update of message.overview) {
+      this.overview.set(update.runId, applyOverviewUpdate(update, this.run(update.runId)?.layers ?? [], this.overview.get(update.runId)));
+      statsChanged.add(update.runId);
     }
     for (const key of [...this.details.keys()]) if (statsChanged.has(this.details.get(key)!.runId)) this.details.delete(key);
     this.alerts.push(...message.alerts);
@@ -89,16 +89,4 @@ export function gridKey(runId: string, metric: string, gemm: string): string {
 
 export function detailKey(runId: string, layer: string, gemm: string, operand: string, lag: number): string {
   return JSON.stringify([runId, layer, gemm, operand, lag]);
-}
-
-/** `known` with `changed`'s rows in place of those of the same layers (new layers last) and its step. */
-function withRows(known: LayerOverview, changed: LayerOverview): LayerOverview {
-  const at = new Map(known.rows.map((row, i) => [row.layer, i]));
-  const rows = [...known.rows];
-  for (const row of changed.rows) {
-    const i = at.get(row.layer);
-    if (i === undefined) rows.push(row);
-    else rows[i] = row;
-  }
-  return { runId: known.runId, step: changed.step, rows };
 }

@@ -43,8 +43,14 @@ export const restore: Scenario = {
       return chips.length >= runsBefore.length ? chips : undefined;
     }, 30_000);
     assert.deepEqual(runsAfter, runsBefore, 'the same runs, by name, after the reload');
+    // The overview's values come as a Float64Array beside the message's JSON: VS Code's postMessage
+    // must hand the page the numbers (the worst row's sorted column), not an empty or mangled array.
+    const worst = await poll('the layer overview rows with values', async () => {
+      const cells = await wb.webviewFrame().locator('table.overview tr.clickable >> nth=0').locator('td').allInnerTexts().catch(() => [] as string[]);
+      return cells.length > 1 && /^-?\d/.test(cells[1]!.trim()) ? cells : undefined;
+    }, 30_000);
     // Reloading restarts the extension host: the trainer the old one started must exit with it.
     await poll(`trainer processes ${before.join(' ')} to exit`, async () => (trainerPids(extensionsDir).some((pid) => before.includes(pid)) ? undefined : true), 30_000);
-    log(`restored on "${selected}" with ${runsAfter.length} runs; trainers before reload ${before.length}, after ${trainerPids(extensionsDir).length}`);
+    log(`restored on "${selected}" with ${runsAfter.length} runs, worst layer ${worst[0]} at ${worst[1]}; trainers before reload ${before.length}, after ${trainerPids(extensionsDir).length}`);
   },
 };
