@@ -1,6 +1,6 @@
 // What one dashboard webview has been sent, and what to send it next: a full snapshot after `ready`
-// or a resync, then deltas with only what changed since (new loss points, changed run info, the
-// overview rows of layers with new stats, new alerts).
+// or a resync, then deltas with only what changed since (new loss points, changed run info without
+// its layers once sent, the overview rows of layers with new stats, new alerts).
 import type { DeltaMessage, LayerDetailMessage, LayerGridMessage, RequestLayerGridMessage, RequestLayerMessage, SnapshotMessage } from '../protocol/webview.js';
 import { layerGrid } from './layer-grid.js';
 import type { RunStore } from '../store/run-store.js';
@@ -71,7 +71,9 @@ export class DashboardFeed {
       const divergedAt = this.alerts.divergedAt(runId);
       const infoKey = runInfoKey(run, divergedAt);
       if (infoKey !== seen.info) {
-        changes.runs.push(runInfo(run, divergedAt));
+        const { layers, ...info } = runInfo(run, divergedAt);
+        // A run's layers are fixed by its runStarted (a new one is a new run: a snapshot): the page keeps those it was sent.
+        changes.runs.push(seen.info === '' ? { ...info, layers } : info);
         seen.info = infoKey;
       }
       const loss = lossSlice(runId, run.steps(), seen.step);

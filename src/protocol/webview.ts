@@ -37,6 +37,13 @@ export interface RunInfo {
   telemetryCost?: number;
 }
 
+/**
+ * A run's info on the wire: `layers` only where the page does not have them yet (a run's layers are
+ * fixed by its runStarted, and a new one forces a snapshot). The info is sent again whenever its
+ * telemetry cost moves, with every stats step: 30,000 names were 1.1 MB of each of those deltas.
+ */
+export type RunInfoUpdate = Omit<RunInfo, 'layers'> & { layers?: string[] };
+
 /** A loss curve, columnar; `loss[i]` is null where the loss was non-finite. */
 export interface LossSeries {
   runId: string;
@@ -109,7 +116,7 @@ export function alertFocus(alert: Alert): FocusMessage {
 /** Everything the dashboard shows before a layer is picked. */
 export interface SnapshotMessage {
   type: 'snapshot';
-  runs: RunInfo[];
+  runs: RunInfoUpdate[];
   loss: LossSeries[];
   validation: LossSeries[];
   overview: OverviewUpdate[];
@@ -122,7 +129,7 @@ export interface SnapshotMessage {
  */
 export interface DeltaMessage {
   type: 'delta';
-  runs: RunInfo[];
+  runs: RunInfoUpdate[];
   loss: LossSeries[];
   validation: LossSeries[];
   overview: OverviewUpdate[];
@@ -253,7 +260,7 @@ const nullableNums = arrayOf(nullable(num), WEBVIEW_LIMITS.seriesPoints);
 const nums = arrayOf(num, WEBVIEW_LIMITS.seriesPoints);
 const gemmLabels = object<Record<GemmKind, string>>({ fprop: str(128), dgrad: str(128), wgrad: str(128) });
 
-const runInfoSchema = object<RunInfo>({
+const runInfoSchema = object<RunInfoUpdate>({
   runId,
   name: str(512),
   status: literal(...RUN_STATUSES),
@@ -264,7 +271,7 @@ const runInfoSchema = object<RunInfo>({
   statsLayerGroups: optional(intIn(1, 1024)),
   wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
   wgradErrorRowStride: optional(intIn(1, 1024)),
-  layers: arrayOf(layerName, MAX_LAYERS),
+  layers: optional(arrayOf(layerName, MAX_LAYERS)),
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),
   seed: optional(int),

@@ -26,7 +26,7 @@ test('snapshot carries every run, its loss, validation and overview, and validat
   const { message } = feed.snapshot();
   check(hostToWebviewSchema, delivered(message));
   assert.deepEqual(message.runs.map((r) => r.runId), ['a', 'b']);
-  assert.equal(message.runs[0]!.layers.length, 14);
+  assert.equal(message.runs[0]!.layers!.length, 14);
   assert.equal(message.runs[0]!.gemms.wgrad, 'mxfp4 · H16');
   assert.equal(message.loss[0]!.step.length, 40);
   assert.equal(message.validation[0]!.step.length, 4);
@@ -40,14 +40,20 @@ test('deltas send only what is new; a new run forces a snapshot', () => {
   const records = [...syntheticRun(small)];
   const cut = records.findIndex((r) => r.type === 'step' && r.step === 25);
   const { store, feed } = feedWith(records.slice(0, cut));
-  const { cursor } = feed.snapshot();
+  const { message: snapshot, cursor } = feed.snapshot();
   assert.equal(feed.delta(cursor)!.loss.length, 0, 'nothing new, nothing sent');
   for (const record of records.slice(cut)) store.ingest(record);
   const delta = feed.delta(cursor)!;
   check(hostToWebviewSchema, delta);
   assert.deepEqual(delta.loss[0]!.step, Array.from({ length: 15 }, (_, i) => 25 + i));
   assert.equal(delta.runs[0]!.status, 'completed');
+  assert.equal(delta.runs[0]!.layers, undefined, 'the run info again, without the layers the page has');
   assert.equal(delta.overview.length, 1);
+  const page = new DashboardData();
+  page.applySnapshot(snapshot);
+  page.applyDelta(delta);
+  assert.deepEqual(page.run('a'), { ...delta.runs[0]!, layers: snapshot.runs[0]!.layers }, 'the page keeps the layers with the new info');
+  assert.throws(() => new DashboardData().applyDelta(delta), /run info of a without its layers, which the page does not have/);
   store.ingest({ ...records[0]!, runId: 'other' } as TelemetryRecord);
   assert.equal(feed.delta(cursor), null, 'a new run: resync');
   const again = feed.snapshot().cursor;
@@ -66,7 +72,7 @@ test("a delta's overview holds the rows of the layers with new stats; merged, th
   for (const record of records.slice(cut, records.findIndex((r) => r.type === 'step' && r.step === 27))) store.ingest(record);
   const delta = feed.delta(cursor)!;
   check(hostToWebviewSchema, delivered(delta));
-  assert.deepEqual(layersOf(delta.overview[0]!, message.runs[0]!.layers), [dense], 'steps 25 and 26 gave stats to the dense layer alone');
+  assert.deepEqual(layersOf(delta.overview[0]!, message.runs[0]!.layers!), [dense], 'steps 25 and 26 gave stats to the dense layer alone');
   assert.equal(feed.delta(cursor)!.overview.length, 0, 'nothing new, no overview');
   for (const record of records.slice(records.findIndex((r) => r.type === 'step' && r.step === 27))) store.ingest(record);
   const withStatsStep = feed.delta(cursor)!;
@@ -248,4 +254,18 @@ test('a value JSON could not carry reaches the page as it did when rows went as 
   const row = page.overview.get('a')!.rows.find((r) => r.layer === 'blocks.1.mlp.up')!;
   assert.equal(row.values[LAYER_METRICS.indexOf('saturatedPct')], null);
   assert.ok(Object.is(row.values[LAYER_METRICS.indexOf('wgradRelErr')], 0), 'the -0 Wgrad error as a 0');
+});
+
+test("a run whose steps came before its runStarted is a new run when it comes: a snapshot, which gives the page the layers the overview's rows index", () => {
+  const records = [...syntheticRun(small)];
+  const firstSteps = records.slice(1).filter((r) => r.type === 'step' && r.step < 3);
+  const { store, feed } = feedWith(firstSteps);
+  const { message, cursor } = feed.snapshot();
+  assert.deepEqual(message.runs[0]!.layers, [], 'no runStarted yet: no layers');
+  for (const record of [records[0]!, ...records.slice(1).filter((r) => r.type !== 'step' || r.step >= 3)]) store.ingest(record);
+  assert.equal(feed.delta(cursor), null, 'resync: the run info of a delta would not carry the layers again');
+  const page = new DashboardData();
+  page.applySnapshot(check(hostToWebviewSchema, delivered(feed.snapshot().message)) as SnapshotMessage);
+  assert.equal(page.run('a')!.layers.length, 14);
+  assert.equal(page.overview.get('a')!.rows.length, 14);
 });

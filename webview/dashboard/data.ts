@@ -25,8 +25,11 @@ export class DashboardData {
 
   /** Returns the runIds whose layer stats changed (their cached details were dropped). */
   applyDelta(message: SnapshotMessage | DeltaMessage): Set<string> {
-    for (const info of message.runs) {
-      const at = this.runs.findIndex((run) => run.runId === info.runId);
+    for (const update of message.runs) {
+      const at = this.runs.findIndex((run) => run.runId === update.runId);
+      const layers = update.layers ?? this.runs[at]?.layers;
+      if (!layers) throw new Error(`run info of ${update.runId} without its layers, which the page does not have`);
+      const info: RunInfo = { ...update, layers };
       if (at >= 0) this.runs[at] = info;
       else this.runs.push(info);
     }
