@@ -152,9 +152,9 @@ export function layerOverviewSince(run: RunView, seen: Float64Array): OverviewUp
     rows[sent++] = index;
   }
   if (sent === 0) return null;
-  const update: OverviewUpdate = { runId: run.summary.runId, step, layers: layers.length, values };
-  if (sent < layers.length) Object.assign(update, { rows: rows.slice(0, sent), values: values.slice(0, sent * width) });
-  return update;
+  const runId = run.summary.runId;
+  if (sent === layers.length) return { runId, step, layers: layers.length, values };
+  return { runId, step, layers: layers.length, rows: rows.slice(0, sent), values: values.slice(0, sent * width) };
 }
 
 /**
