@@ -4,7 +4,7 @@ import { describeGemm, GEMM_KINDS, type GemmKind, type RunConfig } from '../prot
 import { LAYER_METRIC_SPECS } from '../protocol/layer-metrics.js';
 import { GEMM_OPERANDS, type ScaleHistogram, type StepRecord, type ValidationRecord } from '../protocol/telemetry.js';
 import type { LayerDetailMessage, LossSeries, OverviewUpdate, RequestLayerMessage, RunInfo } from '../protocol/webview.js';
-import type { LayerStatsHeadline } from '../store/layer-stats-row.js';
+import type { LayerStatsHeadline } from '../store/headline-table.js';
 import type { RunView } from '../store/run-store.js';
 import { autocorrelation, lagCosines } from './correlation.js';
 import { withGemmNotes } from '../shared/gemm-notes.js';
@@ -17,7 +17,7 @@ const NO_GEMMS: Record<GemmKind, string> = { fprop: '?', dgrad: '?', wgrad: '?' 
 export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
   const { summary } = run;
   const config = summary.config;
-  const latest = (kind: GemmKind) => run.layers.map(({ name }) => run.latestHeadline(name, kind));
+  const latest = (kind: GemmKind) => run.layers.map((_, index) => run.latestHeadline(index, kind));
   const gemms = config ? (Object.fromEntries(GEMM_KINDS.map((kind) => [kind, withGemmNotes(describeGemm(config.gemms[kind]), run.layers, kind, latest(kind))])) as Record<GemmKind, string>) : NO_GEMMS;
   const cost = run.telemetryCost();
   return {
@@ -119,9 +119,10 @@ export function lossSlice(runId: string, records: readonly (StepRecord | Validat
  * sum over its GEMMs of (newest stats step + 1), which grows with every record; -1 for a row not
  * sent yet. Every row when none was sent (a snapshot, or a run new to the webview); null when none
  * changed. Only changed rows are computed and sent: a mixture-of-experts run has thousands of
- * layers, and most steps touch few of them. The metrics read the store's headlines (views of the
- * newest rows), not decoded records: a stats step moves every row, and decoding 90,000 records for
- * it took ~1 s at 30,000 layers. The values go straight into the columns the message carries.
+ * layers, and most steps touch few of them. The metrics read the store's headlines (its table of
+ * every layer's newest figures, by layer index), not decoded records: a stats step moves every row,
+ * and decoding 90,000 records for it took ~1 s at 30,000 layers. The values go straight into the
+ * columns the message carries.
  */
 export function layerOverviewSince(run: RunView, seen: Float64Array): OverviewUpdate | null {
   const { layers } = run;
@@ -133,12 +134,11 @@ export function layerOverviewSince(run: RunView, seen: Float64Array): OverviewUp
   // One headline list reused for every layer: a stats step takes it 30,000 times.
   const latest: { records: LayerStatsHeadline[]; wgrad: LayerStatsHeadline | undefined } = { records: [], wgrad: undefined };
   for (let index = 0; index < layers.length; index++) {
-    const name = layers[index]!.name;
     latest.records.length = 0;
     latest.wgrad = undefined;
     let version = 0;
     for (const gemm of GEMM_KINDS) {
-      const headline = run.latestHeadline(name, gemm);
+      const headline = run.latestHeadline(index, gemm);
       if (!headline) continue;
       const latestStep = headline.step;
       version += latestStep + 1;

@@ -93,7 +93,7 @@ class RowWriter {
   }
 }
 
-const BOOLEANS = [false, true] as const;
+export const BOOLEANS = [false, true] as const;
 
 /** The object has no own keys beyond `present` of the known ones (whose values are not undefined). */
 function noExtraKeys(value: object, present: number): void {
@@ -172,20 +172,11 @@ export function encodeLayerStats(record: LayerStatsRecord): Float64Array | undef
 }
 
 /** A row's first slots, as encodeLayerStats writes them; its operands follow. */
-const HEADER = { seq: 1, step: 2, precision: 3, simulated: 4, hasWgradError: 5, operands: 6 } as const;
+export const HEADER = { seq: 1, step: 2, precision: 3, simulated: 4, hasWgradError: 5, operands: 6 } as const;
 /** An operand's slots before its counts, as writeOperand writes them. */
-const OPERAND = { format: 0, blockSize: 1, kernel: 2, blocks: 3, elements: 4, kind: 5, minExp: 6, nanBlocks: 7, saturatedFrac: 8, flushedFrac: 9, sqnrDb: 10, counts: 11 } as const;
+export const OPERAND = { format: 0, blockSize: 1, kernel: 2, blocks: 3, elements: 4, kind: 5, minExp: 6, nanBlocks: 7, saturatedFrac: 8, flushedFrac: 9, sqnrDb: 10, counts: 11 } as const;
 /** The wgradError's number slots (WGRAD_NUMBERS order, then its sketches). */
-const WGRAD_SLOT = Object.fromEntries(WGRAD_NUMBERS.map((key, i) => [key, i])) as Record<(typeof WGRAD_NUMBERS)[number], number>;
-
-/**
- * What the run-wide views (the layer overview, the GEMM notes) read off a (layer, GEMM)'s newest
- * record: no histogram counts or sketches. A record is one; a row gives one without decoding those.
- */
-export interface LayerStatsHeadline extends Pick<LayerStatsRecord, 'step' | 'precision' | 'simulated'> {
-  operands: readonly Pick<OperandStats, 'format' | 'saturatedFrac' | 'flushedFrac' | 'sqnrDb'>[];
-  wgradError?: Pick<WgradError, 'relErr' | 'alignment' | 'lag1Cos'>;
-}
+export const WGRAD_SLOT = Object.fromEntries(WGRAD_NUMBERS.map((key, i) => [key, i])) as Record<(typeof WGRAD_NUMBERS)[number], number>;
 
 /** Reads a row back; `identity` supplies what the row does not store. */
 class RowReader {
@@ -270,85 +261,8 @@ export function decodeLayerStats(row: Float64Array, identity: { runId: string; l
   return new RowReader(row).record(identity);
 }
 
-/**
- * The headline of the record in `row`, read from the row at each access rather than copied out: a
- * series keeps one over its newest row for the run's life, so a stats step's overview of 90,000
- * (layer, GEMM)s allocates none (a copy of each, made on the first read after a stats step and kept
- * until the next, cost ~90 ms of allocation and promotion at 30,000 layers). It follows `row`: what
- * it says is the record the row holds now.
- */
-export class RowHeadline implements LayerStatsHeadline {
-  readonly operands: readonly [RowOperandHeadline, RowOperandHeadline];
-  private readonly error = new RowWgradHeadline(this);
-
-  constructor(public row: Float64Array) {
-    this.operands = [new RowOperandHeadline(this, 0), new RowOperandHeadline(this, 1)];
-  }
-
-  get step(): number {
-    return this.row[HEADER.step]!;
-  }
-  get precision(): Precision {
-    return precisionOf(this.row);
-  }
-  get simulated(): boolean | undefined {
-    const code = this.row[HEADER.simulated]!;
-    return code === 0 ? undefined : BOOLEANS[code - 1];
-  }
-  get wgradError(): RowWgradHeadline | undefined {
-    return this.row[HEADER.hasWgradError] === 1 ? this.error : undefined;
-  }
-  /** Where operand `index`'s slots begin (the second's after the first's counts). */
-  operandAt(index: 0 | 1): number {
-    return index === 0 ? HEADER.operands : operandEnd(this.row, HEADER.operands);
-  }
-}
-
-class RowOperandHeadline {
-  constructor(
-    private readonly headline: RowHeadline,
-    private readonly index: 0 | 1,
-  ) {}
-
-  private slot(offset: number): number {
-    return this.headline.row[this.headline.operandAt(this.index) + offset]!;
-  }
-  get format(): OperandStats['format'] {
-    const code = this.slot(OPERAND.format);
-    return code === 0 ? undefined : STATS_FORMATS[code - 1];
-  }
-  get saturatedFrac(): number {
-    return this.slot(OPERAND.saturatedFrac);
-  }
-  get flushedFrac(): number {
-    return this.slot(OPERAND.flushedFrac);
-  }
-  get sqnrDb(): number | null {
-    return nullable(this.slot(OPERAND.sqnrDb));
-  }
-}
-
-class RowWgradHeadline {
-  constructor(private readonly headline: RowHeadline) {}
-
-  /** The wgradError's number `key`: its slots follow the second operand's counts. */
-  private number(key: keyof typeof WGRAD_SLOT): number | null {
-    const { row } = this.headline;
-    return nullable(row[operandEnd(row, this.headline.operandAt(1)) + WGRAD_SLOT[key]]!);
-  }
-  get relErr(): number | null {
-    return this.number('relErr');
-  }
-  get alignment(): number | null {
-    return this.number('alignment');
-  }
-  get lag1Cos(): number | null {
-    return this.number('lag1Cos');
-  }
-}
-
 /** Where the slots after the operand at `at` begin: its counts' length, then the counts. */
-function operandEnd(row: Float64Array, at: number): number {
+export function operandEnd(row: Float64Array, at: number): number {
   return at + OPERAND.counts + 1 + countSlots(row[at + OPERAND.counts]!);
 }
 

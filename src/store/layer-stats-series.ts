@@ -4,10 +4,11 @@
 // newest of each series until the next stats step) outlived a scavenge and was copied into the old
 // generation, ~1 KB per record at 20,000 records/s. The slab is reused for the whole run. Reading
 // decodes, once until the next record arrives; the newest record's headline (what views of every
-// layer read) is read in place from its row, without decoding its counts and sketches.
+// layer read) goes to the run's headline table (headline-table.ts), without its counts and sketches.
 import type { GemmKind } from '../protocol/config.js';
 import type { LayerStatsRecord } from '../protocol/telemetry.js';
-import { decodeLayerStats, encodeLayerStats, RowHeadline, type LayerStatsHeadline } from './layer-stats-row.js';
+import { HeadlineTable, type LayerStatsHeadline } from './headline-table.js';
+import { decodeLayerStats, encodeLayerStats } from './layer-stats-row.js';
 
 interface Identity {
   runId: string;
@@ -43,12 +44,13 @@ export class LayerStatsSeries {
   /** Whether the last entry is the newest record. */
   private newestKept = false;
   private decoded: readonly LayerStatsRecord[] | undefined;
-  /** Made on the first read of the newest headline; reads newestRow. */
-  private headline: RowHeadline | undefined;
 
+  /** The newest record's headline goes to `headlines` at `place` (a table of its own by default). */
   constructor(
     readonly capacity: number,
     private readonly identity: Identity,
+    private readonly headlines = new HeadlineTable(1),
+    private readonly place = 0,
   ) {
     if (!Number.isInteger(capacity) || capacity < 2) throw new RangeError(`LayerStatsSeries capacity must be an integer ≥ 2, got ${capacity}`);
   }
@@ -57,14 +59,13 @@ export class LayerStatsSeries {
     this.decoded = undefined;
     const row = encodeLayerStats(record);
     if (row) {
-      if (this.newestRow.length < row.length) {
-        this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
-        if (this.headline) this.headline.row = this.newestRow;
-      }
+      if (this.newestRow.length < row.length) this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
       this.newestRow.set(row);
       this.newest = 'row';
+      this.headlines.setRow(this.place, row);
     } else {
       this.newest = record;
+      this.headlines.setRecord(this.place, record);
     }
     if (this.arrivals++ % this.stride !== 0) {
       this.newestKept = false;
@@ -86,12 +87,11 @@ export class LayerStatsSeries {
   }
 
   /**
-   * The newest record's headline: the record itself if no row could hold it, else a view of its row
-   * that follows the series (read it before the next push; see RowHeadline).
+   * The newest record's headline: the record itself if no row could hold it, else a view of the
+   * headline table that follows the series (read it before the next push).
    */
   latestHeadline(): LayerStatsHeadline | undefined {
-    if (this.newest !== 'row') return this.newest;
-    return (this.headline ??= new RowHeadline(this.newestRow));
+    return this.headlines.at(this.place);
   }
 
   private decode(rows: Float64Array, at: number): LayerStatsRecord {

@@ -2,6 +2,7 @@
 // step series, validation points and per-(layer, GEMM) layer-stats history. Plain Node (no
 // vscode) so it is tested and benchmarked directly. Bounded: each series is a ThinningSeries, so
 // a Llama-8B-sized run (224 layers × 3 GEMMs × 10,000 steps) fits the budget in docs/architecture.md.
+import { GEMM_KINDS } from '../protocol/config.js';
 import type {
   CheckpointSavedRecord,
   GemmKind,
@@ -15,7 +16,7 @@ import type {
   ValidationRecord,
 } from '../protocol/index.js';
 import { WEBVIEW_LIMITS } from '../protocol/webview.js';
-import type { LayerStatsHeadline } from './layer-stats-row.js';
+import { HeadlineTable, type LayerStatsHeadline } from './headline-table.js';
 import { LayerStatsSeries } from './layer-stats-series.js';
 import { ThinningSeries } from './thinning-series.js';
 import { RecentStepTimes, type TelemetryCost } from './step-cost.js';
@@ -98,10 +99,11 @@ export interface RunView {
   /** The kept history of one (layer, GEMM), oldest first, always ending with the newest (decoded on first read after a change). */
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[];
   /**
-   * The headline of one (layer, GEMM)'s newest record: what views of every layer read, read off its
-   * row without decoding the record (a stats step's overview of 30,000 layers took ~1 s decoding them).
+   * The headline of the newest record of `layers[layer]`'s `gemm`: what views of every layer read,
+   * without decoding the record (a stats step's overview of 30,000 layers took ~1 s decoding them).
+   * By index, from one table in layer order: views read every layer's at a time.
    */
-  latestHeadline(layer: string, gemm: GemmKind): LayerStatsHeadline | undefined;
+  latestHeadline(layer: number, gemm: GemmKind): LayerStatsHeadline | undefined;
   /** The kept record of each (layer, GEMM) at the newest kept step ≤ `step` (all series). */
   layerStatsAt(step: number): LayerStatsRecord[];
   /** The (layer, GEMM) pairs that have stats. */
@@ -121,6 +123,18 @@ export interface StoreChange {
 
 export interface Disposable {
   dispose(): void;
+}
+
+/** A layer runStarted declared: its index in the run's layers (its first, if named twice) and its series by GEMM. */
+interface DeclaredLayer extends Record<GemmKind, LayerStatsSeries | undefined> {
+  index: number;
+}
+
+const GEMM_INDEX: Record<GemmKind, number> = { fprop: GEMM_KINDS.indexOf('fprop'), dgrad: GEMM_KINDS.indexOf('dgrad'), wgrad: GEMM_KINDS.indexOf('wgrad') };
+
+/** Where the headline of `layer`'s `gemm` lies in its run's table. */
+function placeOf(layer: number, gemm: GemmKind): number {
+  return layer * GEMM_KINDS.length + GEMM_INDEX[gemm];
 }
 
 class StoredRun implements RunView {
@@ -154,7 +168,11 @@ class StoredRun implements RunView {
    * refused, so series stay bounded): one lookup per record by the layer name as it came, where
    * a key made of layer and GEMM would be built and hashed afresh for every record.
    */
-  private declared = new Map<string, Record<GemmKind, LayerStatsSeries | undefined>>();
+  private declared = new Map<string, DeclaredLayer>();
+  /** Every declared (layer, GEMM)'s newest headline, at layer index × 3 + GEMM index (placeOf). */
+  private headlines = new HeadlineTable(0);
+  /** Where runStarted named a layer twice: each index's first (the one its series use); else none. */
+  private firstIndex: Int32Array | undefined;
 
   /** Returns why the record was refused, or undefined when it was stored. */
   ingest(record: TelemetryRecord): string | undefined {
@@ -168,7 +186,14 @@ class StoredRun implements RunView {
         summary.status = summary.ended ? summary.ended.status : 'running';
         this.layers = record.layers;
         this.statsPerSeries = statsPerSeriesOf(this.limits.statsPerSeries, record.layers.length);
-        this.declared = new Map(record.layers.map((layer) => [layer.name, { fprop: undefined, dgrad: undefined, wgrad: undefined }]));
+        this.declared = new Map();
+        this.firstIndex = undefined;
+        record.layers.forEach((layer, index) => {
+          const first = this.declared.get(layer.name);
+          if (!first) this.declared.set(layer.name, { index, fprop: undefined, dgrad: undefined, wgrad: undefined });
+          else (this.firstIndex ??= Int32Array.from(record.layers.keys()))[index] = first.index;
+        });
+        this.headlines = new HeadlineTable(record.layers.length * GEMM_KINDS.length);
         break;
       case 'step':
         this.stepSeries.push(record);
@@ -188,7 +213,8 @@ class StoredRun implements RunView {
         }
         let series = layerSeries[record.gemm];
         if (!series) {
-          series = layerSeries[record.gemm] = new LayerStatsSeries(this.statsPerSeries, { runId: record.runId, layer: record.layer, gemm: record.gemm });
+          const identity = { runId: record.runId, layer: record.layer, gemm: record.gemm };
+          series = layerSeries[record.gemm] = new LayerStatsSeries(this.statsPerSeries, identity, this.headlines, placeOf(layerSeries.index, record.gemm));
           this.stats.set(seriesKey(record.layer, record.gemm), series);
         }
         series.push(record);
@@ -229,10 +255,9 @@ class StoredRun implements RunView {
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[] {
     return this.stats.get(seriesKey(layer, gemm))?.values() ?? [];
   }
-  latestHeadline(layer: string, gemm: GemmKind): LayerStatsHeadline | undefined {
-    // By layer name, not seriesKey: called for every (layer, GEMM) of a run at a time, where building
-    // and hashing 90,000 keys afresh took ~54 ms against ~10 ms (30,000 layers, Node).
-    return this.declared.get(layer)?.[gemm]?.latestHeadline();
+  latestHeadline(layer: number, gemm: GemmKind): LayerStatsHeadline | undefined {
+    if (!Number.isInteger(layer) || layer < 0 || layer >= this.layers.length) return undefined;
+    return this.headlines.at(placeOf(this.firstIndex ? this.firstIndex[layer]! : layer, gemm));
   }
   layerStatsAt(step: number): LayerStatsRecord[] {
     const found: LayerStatsRecord[] = [];

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { LayerStatsRecord, OperandStats } from '../../src/protocol/index.js';
-import { decodeLayerStats, encodeLayerStats, RowHeadline, type LayerStatsHeadline } from '../../src/store/layer-stats-row.js';
+import { HeadlineTable, type LayerStatsHeadline } from '../../src/store/headline-table.js';
+import { decodeLayerStats, encodeLayerStats } from '../../src/store/layer-stats-row.js';
 import { LayerStatsSeries } from '../../src/store/layer-stats-series.js';
 import { ThinningSeries } from '../../src/store/thinning-series.js';
 
@@ -70,7 +71,7 @@ function headlineOf(record: LayerStatsRecord): LayerStatsHeadline {
   return headline;
 }
 
-/** A headline's fields as a plain object (a RowHeadline's are getters), optional ones only where defined. */
+/** A headline's fields as a plain object (a table's are getters), optional ones only where defined. */
 function plainHeadline(headline: LayerStatsHeadline | undefined): LayerStatsHeadline | undefined {
   if (!headline) return undefined;
   const defined = <T extends object>(fields: T) => Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as T;
@@ -84,18 +85,27 @@ function plainHeadline(headline: LayerStatsHeadline | undefined): LayerStatsHead
   });
 }
 
-test("a row's headline reads the record's step, precision, simulated, operand figures and Wgrad error figures in place, and follows the row", () => {
+test("the headline table reads each record's step, precision, simulated, operand figures and Wgrad error figures, and a place follows its newest record", () => {
   // Wgrad error figures apart from one another (relErr, alignment, lag1Cos and the fields beside them).
   const distinct = records().map((record, i) => (record.wgradError ? { ...record, wgradError: { ...record.wgradError, relErr: 0.125 + i, alignment: -0, lag1Cos: 0.5 + i } } : record));
-  // The series keeps its newest row in a buffer that may be longer, with an older row's slots after it.
-  const buffer = new Float64Array(1000).fill(0.5);
-  const headline = new RowHeadline(buffer);
-  for (const record of [...records(), ...distinct, ...countsRecords()]) {
-    const row = encodeLayerStats(record)!;
-    assert.deepStrictEqual(plainHeadline(new RowHeadline(Float64Array.from(row))), headlineOf(record), `step ${record.step}`);
-    buffer.set(row);
-    assert.deepStrictEqual(plainHeadline(headline), headlineOf(record), 'the same headline over the next row');
-  }
+  const all = [...records(), ...distinct, ...countsRecords()];
+  // Places side by side, each written over: what one holds must not leak into its neighbours.
+  const table = new HeadlineTable(3);
+  assert.equal(table.at(1), undefined, 'no headline before a record');
+  const view = (table.setRow(1, encodeLayerStats(all[0]!)!), table.at(1));
+  all.forEach((record, i) => {
+    table.setRow(0, encodeLayerStats(all[(i + 1) % all.length]!)!);
+    table.setRow(1, encodeLayerStats(record)!);
+    table.setRow(2, encodeLayerStats(all[(i + 2) % all.length]!)!);
+    assert.deepStrictEqual(plainHeadline(table.at(1)), headlineOf(record), `record ${i}, step ${record.step}`);
+    assert.deepStrictEqual(plainHeadline(view), headlineOf(record), 'the same headline over the next record');
+    assert.deepStrictEqual(plainHeadline(table.at(0)), headlineOf(all[(i + 1) % all.length]!), 'the place before');
+  });
+  const odd = { ...all[1]!, note: 'no row holds it' } as LayerStatsRecord;
+  table.setRecord(1, odd);
+  assert.equal(table.at(1), odd, 'a record no row holds is its own headline');
+  table.setRow(1, encodeLayerStats(all[2]!)!);
+  assert.deepStrictEqual(plainHeadline(table.at(1)), headlineOf(all[2]!), 'and a row after it is read again');
 });
 
 test('records a row cannot give back exactly are refused: unknown fields at any level, NaN where null goes, operands out of order', () => {

@@ -106,6 +106,31 @@ test('layerStatsAt picks the newest kept record at or before the step', () => {
   assert.deepEqual(store.get('r')!.layerStats(layers[0]!.name, 'wgrad').map((r) => r.step), [0, 10, 20]);
 });
 
+test("each layer's headlines are found by its index in the run's layers: per GEMM, the newest record's, a layer named twice reading its first's", () => {
+  const store = new RunStore();
+  const [a, b, c] = syntheticLayers();
+  // b is declared twice: its records are the first b's, and both rows show them.
+  store.ingest({ ...syntheticRunStarted('r', 30, 10), layers: [a!, b!, c!, { ...b! }] });
+  store.ingest({ ...syntheticRunStarted('other', 30, 10), layers: [c!] });
+  const run = store.get('r')!;
+  assert.equal(run.latestHeadline(1, 'wgrad'), undefined, 'none before its first record');
+  store.ingest(syntheticLayerStats('r', 0, b!.name, 'wgrad', 1));
+  store.ingest(syntheticLayerStats('r', 10, b!.name, 'wgrad', 2));
+  store.ingest(syntheticLayerStats('r', 10, c!.name, 'fprop', 3));
+  store.ingest(syntheticLayerStats('other', 20, c!.name, 'fprop', 4));
+  const stepOf = (layer: number, gemm: 'fprop' | 'dgrad' | 'wgrad') => run.latestHeadline(layer, gemm)?.step;
+  assert.deepEqual([0, 1, 2, 3].map((layer) => [stepOf(layer, 'fprop'), stepOf(layer, 'dgrad'), stepOf(layer, 'wgrad')]), [
+    [undefined, undefined, undefined],
+    [undefined, undefined, 10],
+    [10, undefined, undefined],
+    [undefined, undefined, 10],
+  ]);
+  assert.equal(run.latestHeadline(1, 'wgrad')!.wgradError!.relErr, 0.1);
+  assert.deepEqual(run.latestHeadline(2, 'fprop')!.operands.map((operand) => operand.saturatedFrac), syntheticLayerStats('r', 10, c!.name, 'fprop', 3).operands.map((operand) => operand.saturatedFrac));
+  assert.equal(store.get('other')!.latestHeadline(0, 'fprop')!.step, 20, "another run's table is its own");
+  for (const outside of [-1, 4, 1.5, NaN]) assert.equal(run.latestHeadline(outside, 'wgrad'), undefined, `index ${outside}`);
+});
+
 // Interpretation of "224 layers × 3 GEMMs × 10,000 steps": 10,000 training steps with stats every
 // 10 steps = 1,000 stats steps × 672 layerStats records (672,000 records) plus 10,000 step records.
 // With the default 64 kept stats steps per series (≈43,000 kept records, as float64 rows) it measures ≈55 MiB.

@@ -91,7 +91,7 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
         gemm.precision === 'nvfp4' ? (gemm.nvfp4Weight2d ? t('weights in 16×16 tiles') : undefined) : scaleRuleOf(gemm) === 'floor' ? undefined : t('scale rule {0}', scaleRuleOf(gemm)),
       ];
       const value = isBlockPrecision(gemm.precision) ? details.filter((part) => part !== undefined).join(' · ') : gemm.precision;
-      const latest = run ? run.layers.map(({ name }) => run.latestHeadline(name, kind)) : [];
+      const latest = run ? run.layers.map((_, index) => run.latestHeadline(index, kind)) : [];
       return { label: kind, value: withGemmNotes(value, run?.layers ?? [], kind, latest) };
     }),
     { label: t('steps'), value: config.steps === 0 ? t('open-ended') : String(config.steps) },
