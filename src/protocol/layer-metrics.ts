@@ -2,7 +2,7 @@
 // dashboard labels, formats and ranks it. The same object serves the layer overview (a column; the
 // order of LayerRow.values on the wire is the registry order) and the layer × step heatmap (a grid),
 // so adding a metric here adds it everywhere it is flagged for.
-import type { LayerStatsRecord, OperandStats, WgradError } from './telemetry.js';
+import type { OperandStats, ScaleHistogram, WgradError } from './telemetry.js';
 
 /**
  * What the overview's metrics read off a stats record: a whole record has it, and so has the store's
@@ -13,14 +13,24 @@ export interface OverviewFields {
   wgradError?: Pick<WgradError, 'relErr' | 'alignment' | 'lag1Cos'>;
 }
 
+/**
+ * What the heatmap's metrics read off a stats record: the overview's fields, the step, and each
+ * operand's scale histogram (the scale shift). A whole record has it, and so has the store's view
+ * of a stored row, whose counts are a typed array read in place.
+ */
+export interface GridFields extends OverviewFields {
+  step: number;
+  operands: readonly (OverviewFields['operands'][number] & { histogram: Pick<ScaleHistogram, 'minExp'> & { counts: ArrayLike<number> } })[];
+}
+
 /** A layer's newest stats record of each GEMM that has one, and its Wgrad record among them. */
-export interface LatestLayerStats<Stats = LayerStatsRecord> {
+export interface LatestLayerStats<Stats = GridFields> {
   records: readonly Stats[];
   wgrad: Stats | undefined;
 }
 
 /** `Stats` is what `ofRecord` reads: a whole record, or for the overview's metrics the fields they need. */
-export interface LayerMetricSpec<Name extends string = string, Stats = LayerStatsRecord> {
+export interface LayerMetricSpec<Name extends string = string, Stats = GridFields> {
   /** Key in the dashboard's state, the wire and the CSV header. */
   name: Name;
   /** Short label for column headers. */
@@ -52,7 +62,7 @@ export function formatNumber(value: number | null, digits = 3): string {
 }
 
 /** Mean unbiased block exponent over the record's operands (NaN blocks left out); null without blocks. */
-export function meanExponent(record: LayerStatsRecord): number | null {
+export function meanExponent(record: Pick<GridFields, 'operands'>): number | null {
   // Plain loops, no closures or arrays: the host's alerts read this off every layerStats record.
   let sum = 0;
   let count = 0;
@@ -157,7 +167,7 @@ export const METRIC_SPECS = [
     wgradOnly: false,
     overview: false,
     grid: true,
-    ofRecord: (record: LayerStatsRecord, previous?: LayerStatsRecord) => {
+    ofRecord: (record: GridFields, previous?: GridFields) => {
       const now = meanExponent(record);
       const before = previous ? meanExponent(previous) : null;
       return now === null || before === null ? null : now - before;

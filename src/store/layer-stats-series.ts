@@ -9,6 +9,11 @@ import type { GemmKind } from '../protocol/config.js';
 import type { LayerStatsRecord } from '../protocol/telemetry.js';
 import { HeadlineTable, type LayerStatsHeadline } from './headline-table.js';
 import { decodeLayerStats, encodeLayerStats } from './layer-stats-row.js';
+import { RowFields } from './row-fields.js';
+import type { GridFields } from '../protocol/layer-metrics.js';
+
+/** Two views that take turns as a visit's record and the one before it (forEachKept). */
+const VIEWS = [new RowFields(), new RowFields()] as const;
 
 interface Identity {
   runId: string;
@@ -33,6 +38,8 @@ function rowLengthWithSketchPrev(row: Float64Array, record: LayerStatsRecord): n
 
 export class LayerStatsSeries {
   private slab = new Float64Array(0);
+  /** The slab as 32-bit words, made on a visit's first read of this slab (the counts are packed two to a slot). */
+  private slabWords: Uint32Array | undefined;
   private used = 0;
   /** Kept entries, oldest first. */
   private entries: Entry[] = [];
@@ -40,6 +47,7 @@ export class LayerStatsSeries {
   private arrivals = 0;
   /** The newest record's row (a copy, as it may not be kept) or the record itself. */
   private newestRow = new Float64Array(0);
+  private newestWords: Uint32Array | undefined;
   private newest: LayerStatsRecord | 'row' | undefined;
   /** Whether the last entry is the newest record. */
   private newestKept = false;
@@ -59,7 +67,10 @@ export class LayerStatsSeries {
     this.decoded = undefined;
     const row = encodeLayerStats(record);
     if (row) {
-      if (this.newestRow.length < row.length) this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
+      if (this.newestRow.length < row.length) {
+        this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
+        this.newestWords = undefined;
+      }
       this.newestRow.set(row);
       this.newest = 'row';
       this.headlines.setRow(this.place, row);
@@ -87,6 +98,33 @@ export class LayerStatsSeries {
   }
 
   /**
+   * Visits what values() gives, oldest first, as fields read in place from the rows, with the record
+   * before each (undefined for the first): no record is decoded. A row's fields are a view that is
+   * pointed at another row after `visit` returns, so read them during the call. Returns the count.
+   */
+  forEachKept(visit: (fields: GridFields, previous: GridFields | undefined) => void): number {
+    let previous: GridFields | undefined;
+    let turn = 0;
+    const fieldsOf = (entry: Entry): GridFields => {
+      if (typeof entry !== 'number') return entry;
+      const view = VIEWS[turn]!;
+      turn ^= 1;
+      return view.point(this.slab, (this.slabWords ??= new Uint32Array(this.slab.buffer)), entry);
+    };
+    const kept = this.newestKept ? this.entries.length - 1 : this.entries.length;
+    for (let i = 0; i < kept; i++) {
+      const fields = fieldsOf(this.entries[i]!);
+      visit(fields, previous);
+      previous = fields;
+    }
+    if (this.newest === 'row') {
+      const view = VIEWS[turn]!.point(this.newestRow, (this.newestWords ??= new Uint32Array(this.newestRow.buffer)), 0);
+      visit(view, previous);
+    } else if (this.newest) visit(this.newest, previous);
+    return kept + (this.newest ? 1 : 0);
+  }
+
+  /**
    * The newest record's headline: the record itself if no row could hold it, else a view of the
    * headline table that follows the series (read it before the next push).
    */
@@ -108,6 +146,7 @@ export class LayerStatsSeries {
       const grown = new Float64Array(Math.max(this.slab.length === 0 ? first : Math.ceil(1.5 * this.slab.length), this.used + row.length));
       grown.set(this.slab.subarray(0, this.used));
       this.slab = grown;
+      this.slabWords = undefined;
     }
     this.slab.set(row, this.used);
     this.used += row.length;

@@ -15,6 +15,7 @@ import type {
   TelemetryRecord,
   ValidationRecord,
 } from '../protocol/index.js';
+import type { GridFields } from '../protocol/layer-metrics.js';
 import { WEBVIEW_LIMITS } from '../protocol/webview.js';
 import { HeadlineTable, type LayerStatsHeadline } from './headline-table.js';
 import { LayerStatsSeries } from './layer-stats-series.js';
@@ -98,6 +99,11 @@ export interface RunView {
   statsSteps(): readonly number[];
   /** The kept history of one (layer, GEMM), oldest first, always ending with the newest (decoded on first read after a change). */
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[];
+  /**
+   * The same history visited as fields read in place (LayerStatsSeries.forEachKept: read them during
+   * the call), each with the one before it, decoding nothing; returns how many there were.
+   */
+  forEachLayerStat(layer: string, gemm: GemmKind, visit: (fields: GridFields, previous: GridFields | undefined) => void): number;
   /**
    * The headline of the newest record of `layers[layer]`'s `gemm`: what views of every layer read,
    * without decoding the record (a stats step's overview of 30,000 layers took ~1 s decoding them).
@@ -254,6 +260,9 @@ class StoredRun implements RunView {
   }
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[] {
     return this.stats.get(seriesKey(layer, gemm))?.values() ?? [];
+  }
+  forEachLayerStat(layer: string, gemm: GemmKind, visit: (fields: GridFields, previous: GridFields | undefined) => void): number {
+    return this.declared.get(layer)?.[gemm]?.forEachKept(visit) ?? 0;
   }
   latestHeadline(layer: number, gemm: GemmKind): LayerStatsHeadline | undefined {
     if (!Number.isInteger(layer) || layer < 0 || layer >= this.layers.length) return undefined;
