@@ -110,8 +110,6 @@ export interface RunView {
    * By index, from one table in layer order: views read every layer's at a time.
    */
   latestHeadline(layer: number, gemm: GemmKind): LayerStatsHeadline | undefined;
-  /** The kept record of each (layer, GEMM) at the newest kept step ≤ `step` (all series). */
-  layerStatsAt(step: number): LayerStatsRecord[];
   /** The (layer, GEMM) pairs that have stats. */
   seriesKeys(): SeriesKey[];
   /** What telemetry costs the run's recent steps, against its steps without (step-cost.ts); undefined until there are both. */
@@ -267,19 +265,6 @@ class StoredRun implements RunView {
   latestHeadline(layer: number, gemm: GemmKind): LayerStatsHeadline | undefined {
     if (!Number.isInteger(layer) || layer < 0 || layer >= this.layers.length) return undefined;
     return this.headlines.at(placeOf(this.firstIndex ? this.firstIndex[layer]! : layer, gemm));
-  }
-  layerStatsAt(step: number): LayerStatsRecord[] {
-    const found: LayerStatsRecord[] = [];
-    for (const series of this.stats.values()) {
-      const kept = series.values();
-      let best: LayerStatsRecord | undefined;
-      for (const record of kept) {
-        if (record.step > step) break;
-        best = record;
-      }
-      if (best) found.push(best);
-    }
-    return found;
   }
   seriesKeys(): SeriesKey[] {
     return [...this.stats.keys()];
