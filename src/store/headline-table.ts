@@ -30,21 +30,27 @@ const FROM_ROW = 1;
 const AS_RECORD = 2;
 
 export class HeadlineTable {
-  private readonly slots: Float64Array;
-  private readonly state: Uint8Array;
+  // Made at the first headline: a run's layer list may be long (up to 100,000 layers, 38 MB of
+  // slots) and a run without stats, or a run log opened for its loss curve, never needs them.
+  private slots = new Float64Array(0);
+  private state = new Uint8Array(0);
   private readonly records = new Map<number, LayerStatsRecord>();
   /** Made on a place's first read and kept: it reads the place's slots, whatever record they hold now. */
-  private readonly views: (TableHeadline | undefined)[];
+  private views: (TableHeadline | undefined)[] = [];
 
   /** `places` headlines, numbered from 0 (the store numbers them layer index × 3 + GEMM index). */
-  constructor(readonly places: number) {
-    this.slots = new Float64Array(places * WIDTH);
-    this.state = new Uint8Array(places);
-    this.views = new Array(places);
+  constructor(readonly places: number) {}
+
+  private allocate(): void {
+    if (this.state.length === this.places) return;
+    this.slots = new Float64Array(this.places * WIDTH);
+    this.state = new Uint8Array(this.places);
+    this.views = new Array(this.places);
   }
 
   /** The headline of the record encoded as `row` (layer-stats-row.ts) becomes place's. */
   setRow(place: number, row: Float64Array): void {
+    this.allocate();
     const slots = this.slots;
     const at = place * WIDTH;
     slots[at + SLOT.step] = row[HEADER.step]!;
@@ -72,6 +78,7 @@ export class HeadlineTable {
 
   /** `record`, which no row could hold, becomes place's headline as it is. */
   setRecord(place: number, record: LayerStatsRecord): void {
+    this.allocate();
     this.records.set(place, record);
     this.state[place] = AS_RECORD;
   }

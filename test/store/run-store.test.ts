@@ -128,6 +128,19 @@ test("each layer's headlines are found by its index in the run's layers: per GEM
   for (const outside of [-1, 4, 1.5, NaN]) assert.equal(run.latestHeadline(outside, 'wgrad'), undefined, `index ${outside}`);
 });
 
+test("a run's headline table is made at its first layer stats, not at a runStarted of many layers", () => {
+  const store = new RunStore();
+  const layers = Array.from({ length: 100_000 }, (_, i) => ({ ...syntheticLayers()[0]!, name: `layers.${i}` }));
+  const arrays = () => (gc(), process.memoryUsage().arrayBuffers);
+  const before = arrays();
+  store.ingest({ ...syntheticRunStarted('long', 30, 10), layers });
+  const started = arrays() - before;
+  assert.ok(started < 4 * 2 ** 20, `a runStarted of 100,000 layers took ${started} bytes of ArrayBuffers`);
+  store.ingest(syntheticLayerStats('long', 0, 'layers.99999', 'wgrad', 1));
+  assert.equal(store.get('long')!.latestHeadline(99_999, 'wgrad')!.step, 0, 'its last layer has its headline');
+  assert.ok(arrays() - before >= 100_000 * 3 * 16 * 8, 'the table is there once stats came');
+});
+
 // Interpretation of "224 layers × 3 GEMMs × 10,000 steps": 10,000 training steps with stats every
 // 10 steps = 1,000 stats steps × 672 layerStats records (672,000 records) plus 10,000 step records.
 // With the default 64 kept stats steps per series (≈43,000 kept records, as float64 rows) it measures ≈55 MiB.
