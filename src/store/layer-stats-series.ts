@@ -45,10 +45,12 @@ export class LayerStatsSeries {
   private entries: Entry[] = [];
   private stride = 1;
   private arrivals = 0;
-  /** The newest record's row (a copy, as it may not be kept) or the record itself. */
-  private newestRow = new Float64Array(0);
-  private newestWords: Uint32Array | undefined;
+  /**
+   * The newest record: 'row' when its row is at newestAt in the slab (its kept entry's, or, when it
+   * is not kept, the free space after the kept rows, which the next push writes over), else the record.
+   */
   private newest: LayerStatsRecord | 'row' | undefined;
+  private newestAt = 0;
   /** Whether the last entry is the newest record. */
   private newestKept = false;
   private decoded: readonly LayerStatsRecord[] | undefined;
@@ -66,24 +68,19 @@ export class LayerStatsSeries {
   push(record: LayerStatsRecord): void {
     this.decoded = undefined;
     const row = encodeLayerStats(record);
+    const kept = this.arrivals++ % this.stride === 0;
     if (row) {
-      if (this.newestRow.length < row.length) {
-        this.newestRow = new Float64Array(Math.max(row.length, 2 * this.newestRow.length));
-        this.newestWords = undefined;
-      }
-      this.newestRow.set(row);
       this.newest = 'row';
+      this.newestAt = this.write(row, record);
+      if (kept) this.used += row.length;
       this.headlines.setRow(this.place, row);
     } else {
       this.newest = record;
       this.headlines.setRecord(this.place, record);
     }
-    if (this.arrivals++ % this.stride !== 0) {
-      this.newestKept = false;
-      return;
-    }
-    this.entries.push(row ? this.append(row, record) : record);
-    this.newestKept = true;
+    this.newestKept = kept;
+    if (!kept) return;
+    this.entries.push(row ? this.newestAt : record);
     if (this.entries.length > this.capacity) this.thin();
   }
 
@@ -91,8 +88,8 @@ export class LayerStatsSeries {
   values(): readonly LayerStatsRecord[] {
     if (this.decoded) return this.decoded;
     const kept = this.newestKept ? this.entries.slice(0, -1) : this.entries;
-    const records = kept.map((entry) => (typeof entry === 'number' ? this.decode(this.slab, entry) : entry));
-    if (this.newest === 'row') records.push(this.decode(this.newestRow, 0));
+    const records = kept.map((entry) => (typeof entry === 'number' ? this.decode(entry) : entry));
+    if (this.newest === 'row') records.push(this.decode(this.newestAt));
     else if (this.newest) records.push(this.newest);
     return (this.decoded = records);
   }
@@ -117,10 +114,8 @@ export class LayerStatsSeries {
       visit(fields, previous);
       previous = fields;
     }
-    if (this.newest === 'row') {
-      const view = VIEWS[turn]!.point(this.newestRow, (this.newestWords ??= new Uint32Array(this.newestRow.buffer)), 0);
-      visit(view, previous);
-    } else if (this.newest) visit(this.newest, previous);
+    if (this.newest === 'row') visit(fieldsOf(this.newestAt), previous);
+    else if (this.newest) visit(this.newest, previous);
     return kept + (this.newest ? 1 : 0);
   }
 
@@ -132,11 +127,12 @@ export class LayerStatsSeries {
     return this.headlines.at(this.place);
   }
 
-  private decode(rows: Float64Array, at: number): LayerStatsRecord {
-    return decodeLayerStats(rows.subarray(at, at + rows[at]!), this.identity);
+  private decode(at: number): LayerStatsRecord {
+    return decodeLayerStats(this.slab.subarray(at, at + this.slab[at]!), this.identity);
   }
 
-  private append(row: Float64Array, record: LayerStatsRecord): number {
+  /** Writes `row` after the kept rows (push keeps it there or not) and returns where. */
+  private write(row: Float64Array, record: LayerStatsRecord): number {
     if (this.used + row.length > this.slab.length) {
       // Sized at first for the whole series (a series' rows are about the same length, and it
       // thins back to half once over capacity): every page of the slab is touched once, not again
@@ -149,8 +145,7 @@ export class LayerStatsSeries {
       this.slabWords = undefined;
     }
     this.slab.set(row, this.used);
-    this.used += row.length;
-    return this.used - row.length;
+    return this.used;
   }
 
   /** Keeps every other entry (the even ones) and packs their rows to the front of the slab. */
@@ -172,5 +167,9 @@ export class LayerStatsSeries {
     this.entries = kept;
     this.used = used;
     this.stride *= 2;
+    // A kept newest row has moved with the others; one that was dropped stays where it was, past
+    // `used`, until the next push writes over it.
+    const last = kept.at(-1);
+    if (this.newestKept && typeof last === 'number') this.newestAt = last;
   }
 }
