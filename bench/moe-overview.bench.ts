@@ -2,13 +2,17 @@
 // each) plus attention, 29,928 layers, then the 224-layer dense run for comparison. Per run: the
 // host's time to build a stats-step delta and a snapshot, the same plus serialising them as VS Code's
 // webview.postMessage does (JSON, typed arrays passed beside it as bytes), the bytes posted, and the
-// page's work to apply the message (JSON.parse, validation, DashboardData). Medians of ROUNDS, each
-// after one more stats step is ingested. It uses only the feed, the store, the page's data model and
+// page's work to apply the message (JSON.parse, validation, DashboardData); and the Layer heatmap's
+// grid, which a shown heatmap asks for again after each stats step (build, JSON, bytes). Medians of
+// ROUNDS, each after one more stats step is ingested. It uses only the feed, the store, the page's data model and
 // the schema, so the same file measures an older revision checked out beside this one.
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { AlertTracker } from '../src/dashboard/alerts.js';
 import { DashboardFeed } from '../src/dashboard/feed.js';
+import { layerGrid } from '../src/dashboard/layer-grid.js';
+import type { GemmKind } from '../src/protocol/config.js';
+import type { GridMetric } from '../src/protocol/layer-metrics.js';
 import { check } from '../src/protocol/validate.js';
 import { hostToWebviewSchema, type DeltaMessage, type SnapshotMessage } from '../src/protocol/webview.js';
 import { RunStore } from '../src/store/run-store.js';
@@ -51,6 +55,12 @@ interface Sample {
   apply: number;
 }
 
+/** Heatmap grids asked for: the Wgrad error (a headline field) and the scale shift (histograms, and the record before). */
+const GRIDS: [GridMetric, GemmKind][] = [
+  ['wgradRelErr', 'wgrad'],
+  ['scaleShift', 'dgrad'],
+];
+
 function summary(label: string, samples: Sample[]): void {
   const pick = (f: (s: Sample) => number) => samples.map(f);
   const range = (values: number[]) => `${Math.min(...values).toFixed(1)} / ${median(values).toFixed(1)} / ${Math.max(...values).toFixed(1)}`;
@@ -85,6 +95,7 @@ function measure(shape: Shape): void {
   const cursor = first.cursor;
   const deltas: Sample[] = [];
   const snapshots: Sample[] = [];
+  const grids = GRIDS.map(() => [] as { build: number; serialise: number; bytes: number }[]);
   for (let round = 0; round < ROUNDS; round++) {
     ingestTo(STATS_EVERY * (WARM_STATS_STEPS + round) + 1); // one more stats step, whole
     globalThis.gc?.();
@@ -98,10 +109,20 @@ function measure(shape: Shape): void {
     const fresh = new DashboardData();
     const applySnapshot = timed(() => fresh.applySnapshot(received(postedSnapshot.value)));
     snapshots.push({ build: snapshot.ms, serialise: postedSnapshot.ms, bytes: postedBytes(postedSnapshot.value), apply: applySnapshot.ms });
+    GRIDS.forEach(([metric, gemm], i) => {
+      const grid = timed(() => layerGrid(store.get('moe')!, { type: 'requestLayerGrid', requestId: round, runId: 'moe', metric, gemm }));
+      const json = timed(() => JSON.stringify(grid.value));
+      grids[i]!.push({ build: grid.ms, serialise: json.ms, bytes: json.value.length });
+    });
   }
   console.log(`${shape.label}, load ${loadavg()[0]!.toFixed(2)}`);
   summary('stats-step delta', deltas);
   summary('snapshot', snapshots);
+  GRIDS.forEach(([metric, gemm], i) => {
+    const samples = grids[i]!;
+    const range = (values: number[]) => `${Math.min(...values).toFixed(1)} / ${median(values).toFixed(1)} / ${Math.max(...values).toFixed(1)}`;
+    console.log(`  heatmap ${`${metric} ${gemm}`.padEnd(20)} build ${range(samples.map((s) => s.build))} ms, + JSON ${range(samples.map((s) => s.build + s.serialise))} ms, ${(median(samples.map((s) => s.bytes)) / 1024).toFixed(1)} KiB`);
+  });
 }
 
 console.log(`Node ${process.version}, ${ROUNDS} stats steps each after ${WARM_STATS_STEPS} ingested first`);

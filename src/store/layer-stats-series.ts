@@ -3,8 +3,8 @@
 // arrives and no longer referenced: it dies young, where a record kept as an object (even just the
 // newest of each series until the next stats step) outlived a scavenge and was copied into the old
 // generation, ~1 KB per record at 20,000 records/s. The slab is reused for the whole run. Reading
-// decodes, once until the next record arrives; the newest record's headline (what views of every
-// layer read) goes to the run's headline table (headline-table.ts), without its counts and sketches.
+// decodes, once until the next record arrives, or reads the rows in place (forEachKept, for views of
+// every layer); the newest record's headline goes to the run's headline table (headline-table.ts).
 import type { GemmKind } from '../protocol/config.js';
 import type { LayerStatsRecord } from '../protocol/telemetry.js';
 import { HeadlineTable, type LayerStatsHeadline } from './headline-table.js';
