@@ -19,9 +19,10 @@ export function layerGrid(run: RunView, request: RequestLayerGridMessage): Layer
   const rowOf: number[] = [];
   const stepOf: number[] = [];
   const valueOf: (number | null)[] = [];
-  for (const { name } of run.layers) {
+  for (let index = 0; index < run.layers.length; index++) {
+    const { name } = run.layers[index]!;
     const row = layers.length;
-    const count = run.forEachLayerStat(name, gemm, (fields, previous) => {
+    const count = run.forEachLayerStat(index, gemm, (fields, previous) => {
       rowOf.push(row);
       stepOf.push(fields.step);
       valueOf.push(metric.ofRecord(fields, previous));

@@ -29,8 +29,8 @@ export class RowFields implements GridFields {
     this.words = words;
     this.at = at;
     const second = operandEnd(rows, at + HEADER.operands);
-    this.operands[0].at = at + HEADER.operands;
-    this.operands[1].at = second;
+    this.operands[0].point(at + HEADER.operands);
+    this.operands[1].point(second);
     this.errorAt = operandEnd(rows, second);
     return this;
   }
@@ -46,6 +46,8 @@ export class RowFields implements GridFields {
 class RowOperandFields {
   at = 0;
   readonly histogram: { readonly minExp: number; readonly counts: Uint32Array };
+  /** This row's counts, made at the first read: the scale shift reads each row twice (as a record and as the one before the next). */
+  private counts: Uint32Array | undefined;
 
   constructor(private readonly row: RowFields) {
     const operand = this;
@@ -54,10 +56,20 @@ class RowOperandFields {
         return row.rows[operand.at + OPERAND.minExp]!;
       },
       get counts() {
-        const first = operand.at + OPERAND.counts + 1;
-        return row.words.subarray(2 * first, 2 * first + row.rows[first - 1]!);
+        return operand.countsView();
       },
     };
+  }
+
+  point(at: number): void {
+    this.at = at;
+    this.counts = undefined;
+  }
+
+  private countsView(): Uint32Array {
+    if (this.counts) return this.counts;
+    const first = this.at + OPERAND.counts + 1;
+    return (this.counts = this.row.words.subarray(2 * first, 2 * first + this.row.rows[first - 1]!));
   }
 
   get saturatedFrac(): number {

@@ -100,10 +100,11 @@ export interface RunView {
   /** The kept history of one (layer, GEMM), oldest first, always ending with the newest (decoded on first read after a change). */
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[];
   /**
-   * The same history visited as fields read in place (LayerStatsSeries.forEachKept: read them during
-   * the call), each with the one before it, decoding nothing; returns how many there were.
+   * The history of `layers[layer]`'s `gemm` visited as fields read in place (LayerStatsSeries.forEachKept:
+   * read them during the call), each with the one before it, decoding nothing; returns how many
+   * there were. By index, as the heatmap reads every layer's at a time.
    */
-  forEachLayerStat(layer: string, gemm: GemmKind, visit: (fields: GridFields, previous: GridFields | undefined) => void): number;
+  forEachLayerStat(layer: number, gemm: GemmKind, visit: (fields: GridFields, previous: GridFields | undefined) => void): number;
   /**
    * The headline of the newest record of `layers[layer]`'s `gemm`: what views of every layer read,
    * without decoding the record (a stats step's overview of 30,000 layers took ~1 s decoding them).
@@ -175,6 +176,8 @@ class StoredRun implements RunView {
   private declared = new Map<string, DeclaredLayer>();
   /** Every declared (layer, GEMM)'s newest headline, at layer index × 3 + GEMM index (placeOf). */
   private headlines = new HeadlineTable(0);
+  /** Every (layer, GEMM)'s series by place (placeOf), for views that read every layer's by index. */
+  private seriesAt: (LayerStatsSeries | undefined)[] = [];
   /** Where runStarted named a layer twice: each index's first (the one its series use); else none. */
   private firstIndex: Int32Array | undefined;
 
@@ -191,6 +194,7 @@ class StoredRun implements RunView {
         this.layers = record.layers;
         this.statsPerSeries = statsPerSeriesOf(this.limits.statsPerSeries, record.layers.length);
         this.declared = new Map();
+        this.seriesAt = [];
         this.firstIndex = undefined;
         record.layers.forEach((layer, index) => {
           const first = this.declared.get(layer.name);
@@ -218,7 +222,10 @@ class StoredRun implements RunView {
         let series = layerSeries[record.gemm];
         if (!series) {
           const identity = { runId: record.runId, layer: record.layer, gemm: record.gemm };
-          series = layerSeries[record.gemm] = new LayerStatsSeries(this.statsPerSeries, identity, this.headlines, placeOf(layerSeries.index, record.gemm));
+          const place = placeOf(layerSeries.index, record.gemm);
+          // Made whole at the first series (as the headline table is), so that it stays a plain array.
+          if (this.seriesAt.length === 0) this.seriesAt = Array.from({ length: this.headlines.places }, () => undefined);
+          series = layerSeries[record.gemm] = this.seriesAt[place] = new LayerStatsSeries(this.statsPerSeries, identity, this.headlines, place);
           this.stats.set(seriesKey(record.layer, record.gemm), series);
         }
         series.push(record);
@@ -259,12 +266,18 @@ class StoredRun implements RunView {
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[] {
     return this.stats.get(seriesKey(layer, gemm))?.values() ?? [];
   }
-  forEachLayerStat(layer: string, gemm: GemmKind, visit: (fields: GridFields, previous: GridFields | undefined) => void): number {
-    return this.declared.get(layer)?.[gemm]?.forEachKept(visit) ?? 0;
+  forEachLayerStat(layer: number, gemm: GemmKind, visit: (fields: GridFields, previous: GridFields | undefined) => void): number {
+    const place = this.placeOfIndex(layer, gemm);
+    return place < 0 ? 0 : (this.seriesAt[place]?.forEachKept(visit) ?? 0);
   }
   latestHeadline(layer: number, gemm: GemmKind): LayerStatsHeadline | undefined {
-    if (!Number.isInteger(layer) || layer < 0 || layer >= this.layers.length) return undefined;
-    return this.headlines.at(placeOf(this.firstIndex ? this.firstIndex[layer]! : layer, gemm));
+    const place = this.placeOfIndex(layer, gemm);
+    return place < 0 ? undefined : this.headlines.at(place);
+  }
+  /** The place (placeOf) of `layers[layer]`'s `gemm`, its first's if it is named twice; -1 outside the layers. */
+  private placeOfIndex(layer: number, gemm: GemmKind): number {
+    if (!Number.isInteger(layer) || layer < 0 || layer >= this.layers.length) return -1;
+    return placeOf(this.firstIndex ? this.firstIndex[layer]! : layer, gemm);
   }
   seriesKeys(): SeriesKey[] {
     return [...this.stats.keys()];

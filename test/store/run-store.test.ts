@@ -126,6 +126,15 @@ test("each layer's headlines are found by its index in the run's layers: per GEM
   assert.deepEqual(run.latestHeadline(2, 'fprop')!.operands.map((operand) => operand.saturatedFrac), syntheticLayerStats('r', 10, c!.name, 'fprop', 3).operands.map((operand) => operand.saturatedFrac));
   assert.equal(store.get('other')!.latestHeadline(0, 'fprop')!.step, 20, "another run's table is its own");
   for (const outside of [-1, 4, 1.5, NaN]) assert.equal(run.latestHeadline(outside, 'wgrad'), undefined, `index ${outside}`);
+  // The history by index too: both rows of b visit b's two records.
+  const visited = (layer: number, gemm: 'fprop' | 'wgrad') => {
+    const steps: number[] = [];
+    const count = run.forEachLayerStat(layer, gemm, (fields) => steps.push(fields.step));
+    return { count, steps };
+  };
+  assert.deepEqual([1, 3].map((layer) => visited(layer, 'wgrad')), [{ count: 2, steps: [0, 10] }, { count: 2, steps: [0, 10] }]);
+  assert.deepEqual(visited(2, 'fprop'), { count: 1, steps: [10] });
+  for (const outside of [-1, 4, 1.5, NaN]) assert.deepEqual(visited(outside, 'wgrad'), { count: 0, steps: [] }, `index ${outside}`);
 });
 
 test("a run's headline table is made at its first layer stats, not at a runStarted of many layers", () => {
