@@ -111,7 +111,7 @@ export interface RunView {
    * By index, from one table in layer order: views read every layer's at a time.
    */
   latestHeadline(layer: number, gemm: GemmKind): LayerStatsHeadline | undefined;
-  /** The (layer, GEMM) pairs that have stats. */
+  /** The (layer, GEMM) pairs that have stats, in layer and GEMM order. */
   seriesKeys(): SeriesKey[];
   /** What telemetry costs the run's recent steps, against its steps without (step-cost.ts); undefined until there are both. */
   telemetryCost(): TelemetryCost | undefined;
@@ -149,7 +149,6 @@ class StoredRun implements RunView {
   private readonly stepSeries: ThinningSeries<StepRecord>;
   private readonly validationSeries: ThinningSeries<ValidationRecord>;
   private readonly statsStepSeries: ThinningSeries<number>;
-  private readonly stats = new Map<SeriesKey, LayerStatsSeries>();
   /** Rows per (layer, GEMM) series: the limit, or fewer for a run of many layers (statsPerSeriesOf). */
   private statsPerSeries: number;
   private readonly saved: CheckpointSavedRecord[] = [];
@@ -226,7 +225,6 @@ class StoredRun implements RunView {
           // Made whole at the first series (as the headline table is), so that it stays a plain array.
           if (this.seriesAt.length === 0) this.seriesAt = Array.from({ length: this.headlines.places }, () => undefined);
           series = layerSeries[record.gemm] = this.seriesAt[place] = new LayerStatsSeries(this.statsPerSeries, identity, this.headlines, place);
-          this.stats.set(seriesKey(record.layer, record.gemm), series);
         }
         series.push(record);
         this.statsIngested++;
@@ -264,7 +262,7 @@ class StoredRun implements RunView {
     return this.statsStepSeries.values();
   }
   layerStats(layer: string, gemm: GemmKind): readonly LayerStatsRecord[] {
-    return this.stats.get(seriesKey(layer, gemm))?.values() ?? [];
+    return this.declared.get(layer)?.[gemm]?.values() ?? [];
   }
   forEachLayerStat(layer: number, gemm: GemmKind, visit: (fields: GridFields, previous: GridFields | undefined) => void): number {
     const place = this.placeOfIndex(layer, gemm);
@@ -280,7 +278,9 @@ class StoredRun implements RunView {
     return placeOf(this.firstIndex ? this.firstIndex[layer]! : layer, gemm);
   }
   seriesKeys(): SeriesKey[] {
-    return [...this.stats.keys()];
+    const keys: SeriesKey[] = [];
+    for (const [layer, series] of this.declared) for (const gemm of GEMM_KINDS) if (series[gemm]) keys.push(seriesKey(layer, gemm));
+    return keys;
   }
   telemetryCost(): TelemetryCost | undefined {
     return this.recentSteps.cost();
