@@ -5,7 +5,7 @@
 // from one table they are a pass over consecutive slots.
 import { PRECISIONS, type Precision } from '../protocol/config.js';
 import { STATS_FORMATS, type LayerStatsRecord, type OperandStats, type WgradError } from '../protocol/telemetry.js';
-import { BOOLEANS, HEADER, OPERAND, operandEnd, WGRAD_SLOT } from './layer-stats-row.js';
+import { BOOLEANS, HEADER, nullable, OPERAND, operandEnd, WGRAD_SLOT } from './layer-stats-row.js';
 
 /**
  * The fields of a (layer, GEMM)'s newest record that views of every layer read: no histogram
@@ -95,10 +95,6 @@ export class HeadlineTable {
         return undefined;
     }
   }
-}
-
-function nullable(value: number): number | null {
-  return Number.isNaN(value) ? null : value;
 }
 
 /** A headline read from the table at each access: it follows its place as newer records arrive. */

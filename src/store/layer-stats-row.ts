@@ -266,6 +266,7 @@ export function operandEnd(row: Float64Array, at: number): number {
   return at + OPERAND.counts + 1 + countSlots(row[at + OPERAND.counts]!);
 }
 
-function nullable(value: number): number | null {
+/** A number slot read back: NaN is how a null is stored. */
+export function nullable(value: number): number | null {
   return Number.isNaN(value) ? null : value;
 }

@@ -3,11 +3,7 @@
 // step took 70-190 ms at 224 layers and ~0.5-2 s at 29,928 (docs/architecture.md). One view is
 // pointed at row after row; its histogram counts are a view of the row's packed words.
 import type { GridFields } from '../protocol/layer-metrics.js';
-import { HEADER, OPERAND, operandEnd, WGRAD_SLOT } from './layer-stats-row.js';
-
-function nullable(value: number): number | null {
-  return Number.isNaN(value) ? null : value;
-}
+import { HEADER, nullable, OPERAND, operandEnd, WGRAD_SLOT } from './layer-stats-row.js';
 
 export class RowFields implements GridFields {
   readonly operands: readonly [RowOperandFields, RowOperandFields];
