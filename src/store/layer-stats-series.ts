@@ -87,10 +87,8 @@ export class LayerStatsSeries {
   /** The kept records, oldest first, always ending with the newest one pushed. */
   values(): readonly LayerStatsRecord[] {
     if (this.decoded) return this.decoded;
-    const kept = this.newestKept ? this.entries.slice(0, -1) : this.entries;
-    const records = kept.map((entry) => (typeof entry === 'number' ? this.decode(entry) : entry));
-    if (this.newest === 'row') records.push(this.decode(this.newestAt));
-    else if (this.newest) records.push(this.newest);
+    const records: LayerStatsRecord[] = [];
+    this.forEachEntry((entry) => records.push(typeof entry === 'number' ? this.decode(entry) : entry));
     return (this.decoded = records);
   }
 
@@ -102,20 +100,22 @@ export class LayerStatsSeries {
   forEachKept(visit: (fields: GridFields, previous: GridFields | undefined) => void): number {
     let previous: GridFields | undefined;
     let turn = 0;
-    const fieldsOf = (entry: Entry): GridFields => {
-      if (typeof entry !== 'number') return entry;
-      const view = VIEWS[turn]!;
-      turn ^= 1;
-      return view.point(this.slab, (this.slabWords ??= new Uint32Array(this.slab.buffer)), entry);
-    };
-    const kept = this.newestKept ? this.entries.length - 1 : this.entries.length;
-    for (let i = 0; i < kept; i++) {
-      const fields = fieldsOf(this.entries[i]!);
+    return this.forEachEntry((entry) => {
+      const fields = typeof entry === 'number' ? VIEWS[turn++ & 1]!.point(this.slab, (this.slabWords ??= new Uint32Array(this.slab.buffer)), entry) : entry;
       visit(fields, previous);
       previous = fields;
-    }
-    if (this.newest === 'row') visit(fieldsOf(this.newestAt), previous);
-    else if (this.newest) visit(this.newest, previous);
+    });
+  }
+
+  /**
+   * What values() gives, oldest first, as entries: the kept ones (but the newest, if kept) and then
+   * the newest, as its row's offset (newestAt) or the record no row holds. Returns the count.
+   */
+  private forEachEntry(visit: (entry: Entry) => void): number {
+    const kept = this.newestKept ? this.entries.length - 1 : this.entries.length;
+    for (let i = 0; i < kept; i++) visit(this.entries[i]!);
+    if (this.newest === 'row') visit(this.newestAt);
+    else if (this.newest) visit(this.newest);
     return kept + (this.newest ? 1 : 0);
   }
 
