@@ -47,7 +47,7 @@ from .rotation import MISFITS
 from .remembered import remembered_token
 from .runloop import Run, serve_runs
 from .step_stats import StepStats
-from .wgrad_error import WgradErrors
+from .wgrad_error import WgradErrors, default_host_budget
 from .runlog import RunLogWriter, checkpoint_path, compact
 from .deferred import finite as _finite, resolved, step_record
 
@@ -91,7 +91,8 @@ class Bridge:
                  process_group=None, save_checkpoint: Optional[Callable[[str], None]] = None,
                  max_queued_stats: int = 20000, print_listening: bool = True, log: Callable[[str], None] = None,
                  on_local_stats: Optional[Callable[[int, list, torch.Tensor], None]] = None, handle_exit: bool = True,
-                 micro_batches: int = 1, backward_thread: Optional[bool] = None, freeze_gc: bool = True):
+                 micro_batches: int = 1, backward_thread: Optional[bool] = None, freeze_gc: bool = True,
+                 lag1_host_bytes: Optional[int] = None):
         """Attach to `model`; python/README.md documents every argument. Raises ValueError, naming
         the layer, GEMM and dimension, for a configuration no layer can honour. Clients must present
         `token`; without one it is $MXSCOPE_TOKEN or generated, and printed on the listening line.
@@ -100,7 +101,9 @@ class Bridge:
         passes per step (gradient accumulation): with 1, each layer's Wgrad error is summed as its
         backward runs and E never outlives it; with more, E and ∇W wait per layer until end_step
         (weight-sized device memory), so that they sum over the micro-batches. `freeze_gc`: the objects
-        alive when a run starts are frozen out of garbage collection until it ends (gc_freeze.py)."""
+        alive when a run starts are frozen out of garbage collection until it ends (gc_freeze.py).
+        `lag1_host_bytes`: host memory E_{t−1} may take for lag-1 (default: half the host's, shared by
+        its torchrun processes); layers past it report no lag-1, and the bridge says which."""
         self.model = model
         self.config = copy.deepcopy(config or run_config())
         self.out_dir = out_dir
@@ -131,6 +134,10 @@ class Bridge:
         self._writer: Optional[RunLogWriter] = None
         self._layer_infos: List[dict] = []
         self._micro_batches = micro_batches
+        if lag1_host_bytes is not None and (not isinstance(lag1_host_bytes, int) or lag1_host_bytes < 0):
+            raise ValueError(f"lag1_host_bytes must be a whole number of bytes ≥ 0, got {lag1_host_bytes!r}")
+        #: host memory E_{t−1} may take (wgrad_error.HostErrorStore); under torch.distributed rank 0's, given to all at start_run
+        self._lag1_budget = lag1_host_bytes if lag1_host_bytes is not None else default_host_budget()
         self._errors: Optional[WgradErrors] = None
         #: this run's wgradErrorScope is "rank": each rank's own Wgrad error, reduced only at end_step
         self._per_rank = False
@@ -300,9 +307,11 @@ class Bridge:
         self._sync_emulations(force=True)
         self.run_id = _new_run_id() if self.rank == 0 else None
         if self.world > 1:
-            box = [self.run_id]
+            # One budget on every rank (hosts with more memory than rank 0's keep to its): ranks pool
+            # their lag-1 sums, so they must keep the same layers' E_{t−1}.
+            box = [self.run_id, self._lag1_budget]
             torch.distributed.broadcast_object_list(box, src=0, group=self.group)
-            self.run_id = box[0]
+            self.run_id, self._lag1_budget = box
         self.stop_requested = False
         self.step, self._tokens_at = None, None
         row_stride = config.get("wgradErrorRowStride", 1)
@@ -311,7 +320,7 @@ class Bridge:
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
         self._per_rank = config.get("wgradErrorScope", "batch") == "rank"
         self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if self._per_rank else self.world, self.group, self._micro_batches,
-                                   row_stride=row_stride)
+                                   row_stride=row_stride, host_budget=self._lag1_budget, pooled=self.world > 1)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0:  # the only rank that logs and publishes
@@ -419,6 +428,7 @@ class Bridge:
             if capture.with_stats and self.rank == 0:
                 self._name_silent_layers(capture)
             self._errors.finish()
+            self._name_refused_layers()
         tokens = int(tokens if tokens is not None else (step + 1) * self.config["tokensPerStep"])
         self._tokens_at = (step, tokens)
         record = step_record({"type": "step", "runId": self.run_id, "step": step, "tokens": tokens, "loss": loss,
@@ -619,6 +629,16 @@ class Bridge:
             self.log(f"{len(silent)} observed layers got no stats at stats step {self.step}: {shown}. A module whose weight "
                      "another module multiplies itself never runs its own forward, and a "
                      "layer the step does not call has no GEMMs to measure")
+
+    def _name_refused_layers(self) -> None:
+        """Says which layers' E_{t−1} the host store refused (wgrad_error.HostErrorStore), as it refuses them."""
+        store = self._errors.store
+        refused = store.take_refused()
+        if refused and self.rank == 0:
+            shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
+            self.log(f"{len(refused)} layer{'s' if len(refused) > 1 else ''} will report no lag-1 (lag1Cos null) for the rest of this run: {shown}. "
+                     f"The first layer refused was because {store.refusal}; {len(store.refused)} of {len(self._layer_infos)} layers refused so far. "
+                     "Bridge(lag1_host_bytes=...) sets the budget; layer groups (run_config(stats_layer_groups=N)) need about 2/N as much")
 
     # ------------------------------------------------------------------ reduction and records
 

@@ -21,7 +21,9 @@ numbering (sampled row i is row i·N), and the sums are scaled to the whole tens
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Dict, List, Optional, Set, Tuple
+import math
+import os
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import torch
 
@@ -198,13 +200,71 @@ def mean_parts(chunks, world: int, group) -> Tuple[tuple, Tuple[int, int]]:
     return tuple(parts), (rank * size, (rank + 1) * size)
 
 
+def _cgroup_limit() -> Optional[int]:
+    """The memory limit of this process's container (cgroup v2, then v1), if it has one."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as file:
+                text = file.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            return int(text)
+    return None
+
+
+def default_host_budget(environ: Mapping[str, str] = os.environ, physical: Optional[int] = None, limit: Optional[int] = None) -> Optional[int]:
+    """Bytes of host memory a bridge may hold for E_{t−1}: half of what this host (or its container)
+    has, shared by the processes torchrun starts on it (LOCAL_WORLD_SIZE). None where the host's
+    memory is unknown. E_{t−1} is as large as the observed weights in float32 (4 bytes a parameter,
+    32 GB for an 8 B model, per rank), pinned on a GPU host, where it cannot be swapped out: without
+    a bound, observing every layer of a large model could take the memory the trainer needs and get
+    the process killed."""
+    if physical is None:
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):
+            return None
+        limit = _cgroup_limit()
+    total = min(physical, limit) if limit else physical
+    local = environ.get("LOCAL_WORLD_SIZE", "1")
+    processes = int(local) if local.isdigit() and int(local) > 0 else 1
+    return total // 2 // processes
+
+
+def _host_buffer(shape: torch.Size, pinned: bool) -> torch.Tensor:
+    return torch.empty(shape, dtype=torch.float32, pin_memory=pinned)
+
+
+def _size(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if size >= 1 << shift:
+            return f"{size / 2 ** shift:.1f} {unit}"
+    return f"{size / 2 ** 10:.1f} KiB"
+
+
 class HostErrorStore:
     """E_{t−1} per layer in pinned host memory (plain host memory without CUDA), row chunk by row chunk.
 
     Each chunk has a pinned tensor of its own: a copy through a slice of a larger pinned tensor may
-    be taken for a pageable one, which is synchronous and several times slower."""
+    be taken for a pageable one, which is synchronous and several times slower.
 
-    def __init__(self):
+    The buffers stay within `budget` bytes (None: no bound). A layer whose E would go past it, or
+    whose buffer the host cannot allocate, is `refused`: it is not stored, from then on, and reports
+    no lag-1; its other chunks are let go, so no layer is kept in part. With `tolerate_failures`
+    False (ranks that pool their lag-1 sums, which must all refuse the same layers) a failed
+    allocation raises instead, naming the budget to lower."""
+
+    def __init__(self, budget: Optional[int] = None, tolerate_failures: bool = True):
+        self.budget = budget
+        self.tolerate_failures = tolerate_failures
+        #: bytes of the buffers in `host`
+        self.held = 0
+        #: layers whose E is not stored (see the class), and why the first was refused
+        self.refused: Set[str] = set()
+        self.refusal: Optional[str] = None
+        #: layers refused since take_refused last ran
+        self._newly_refused: List[str] = []
         self.host: Dict[Tuple[str, int, int], torch.Tensor] = {}
         #: chunks stored by the step before (readable) and by this step, in the order they came
         self.order: List[Tuple[str, int, int]] = []
@@ -224,8 +284,14 @@ class HostErrorStore:
             written = set(self.writing)
             stored = {key[0] for key in written}
             self.host = {key: tensor for key, tensor in self.host.items() if key in written or key[0] not in stored}
+            self.held = sum(4 * tensor.numel() for tensor in self.host.values())
         self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
         self.position = {key: i for i, key in enumerate(self.order)}
+
+    def take_refused(self) -> List[str]:
+        """The layers refused since the last call (for the bridge to say so once)."""
+        refused, self._newly_refused = self._newly_refused, []
+        return refused
 
     def put(self, layer: str, row0: int, row1: int, chunk: torch.Tensor) -> None:
         """E of rows [row0, row1) (under torch.distributed: this rank's part of them, flattened)."""
@@ -234,24 +300,57 @@ class HostErrorStore:
     def put_group(self, keys: List[Tuple[str, int, int]], chunks: torch.Tensor) -> None:
         """chunks[g] as put(*keys[g], chunks[g]) for every g: one hand-over to the side stream."""
         cuda = chunks.is_cuda
-        targets = []
+        stored = []
         for key, chunk in zip(keys, chunks):
-            target = self.host.get(key)
-            if target is None or target.shape != chunk.shape:
-                target = torch.empty(chunk.shape, dtype=torch.float32, pin_memory=cuda)
-                self.host[key] = target
-            targets.append(target)
-        self.writing.extend(keys)
+            target = self._buffer(key, chunk.shape, cuda)
+            if target is not None:
+                stored.append((key, target, chunk))
+        # A layer refused at a later chunk of this call has had its earlier ones let go.
+        stored = [(key, target, chunk) for key, target, chunk in stored if key[0] not in self.refused]
+        self.writing.extend(key for key, _, _ in stored)
         if not cuda:
-            for target, chunk in zip(targets, chunks):
+            for _, target, chunk in stored:
                 target.copy_(chunk)
             return
         stream = self._stream(chunks.device)
         stream.wait_stream(torch.cuda.current_stream(chunks.device))
         with torch.cuda.stream(stream):
-            for target, chunk in zip(targets, chunks):
+            for _, target, chunk in stored:
                 target.copy_(chunk, non_blocking=True)
         chunks.record_stream(stream)  # their memory is not reused before the copies are done
+
+    def _buffer(self, key: Tuple[str, int, int], shape: torch.Size, pinned: bool) -> Optional[torch.Tensor]:
+        """The chunk's host buffer, made where it has none of this shape; None when its layer is refused."""
+        layer = key[0]
+        if layer in self.refused:
+            return None
+        target = self.host.get(key)
+        if target is not None and target.shape == shape:
+            return target
+        size, freed = 4 * math.prod(shape), 4 * target.numel() if target is not None else 0
+        if self.budget is not None and self.held - freed + size > self.budget:
+            self._refuse(layer, f"keeping its E_{{t−1}} would take the host memory held for lag-1 past its budget of {_size(self.budget)}")
+            return None
+        try:
+            target = _host_buffer(shape, pinned)
+        except RuntimeError as error:  # the host could not pin (or hold) it
+            what = f"the host could not {'pin' if pinned else 'allocate'} {_size(size)} more for its E_{{t−1}} ({error})"
+            if not self.tolerate_failures:
+                raise RuntimeError(f"{layer}: {what}; every rank must keep the same layers' E_{{t−1}}: give every rank a budget it can hold, "
+                                   f"Bridge(lag1_host_bytes=...) below {_size(self.held + size)}") from error
+            self._refuse(layer, what)
+            return None
+        self.host[key] = target
+        self.held += size - freed
+        return target
+
+    def _refuse(self, layer: str, why: str) -> None:
+        self.refused.add(layer)
+        self._newly_refused.append(layer)
+        self.refusal = self.refusal or why
+        self.discard(layer)
+        for key in [key for key in self.host if key[0] == layer]:
+            self.held -= 4 * self.host.pop(key).numel()
 
     def discard(self, layer: str) -> None:
         """Forget what this step stored of `layer` (it is not the whole E)."""
@@ -262,12 +361,14 @@ class HostErrorStore:
         (from chunks cut otherwise, only with `assemble`: a rank's parts of other chunks do not add up)."""
         key = (layer, row0, row1)
         position = self.position.get(key)
+        if layer in self.refused:
+            return None
         if key not in self.host or position is None:
             return self._assembled(layer, row0, row1, device) if assemble else None
         if torch.device(device).type == "cuda":
             current = torch.cuda.current_stream(device)
             for ahead in self.order[position:position + 1 + LOOKAHEAD]:
-                if ahead not in self.ready:
+                if ahead not in self.ready and ahead in self.host:  # a layer refused since is let go
                     self._fetch(ahead, device, current)
         return self._chunk(key, device)
 
@@ -348,7 +449,7 @@ class WgradErrors:
     """The Wgrad error sums of one run: per-layer vectors of the current stats step, E_{t−1} of the step before."""
 
     def __init__(self, sketch_size: int, sketch_index: Callable[[str], List[int]], world: int = 1, group=None,
-                 micro_batches: int = 1, row_stride: int = 1):
+                 micro_batches: int = 1, row_stride: int = 1, host_budget: Optional[int] = None, pooled: bool = False):
         self.sketch_size = sketch_size
         self.sketch_index = sketch_index
         #: wgradErrorRowStride: E is made of the rows 0, row_stride, 2·row_stride, … of each ∇W
@@ -359,7 +460,10 @@ class WgradErrors:
         self._sampled_sketch: Dict[str, List[int]] = {}
         self.world, self.group = world, group
         self.micro_batches = micro_batches
-        self.store = HostErrorStore()
+        # Ranks that pool their lag-1 sums (`pooled`: the bridge all-reduces them) must keep the same
+        # layers' E_{t−1}: a budget that is the same everywhere refuses the same layers, a failed
+        # allocation on one rank may not.
+        self.store = HostErrorStore(host_budget, tolerate_failures=not pooled)
         self.prev_step: Optional[int] = None
         self.step: Optional[int] = None
         self.with_stats = False

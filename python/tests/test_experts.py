@@ -626,6 +626,23 @@ class GroupedObservation(unittest.TestCase):
         self.assertIsNotNone(got[(2, "experts.gate_up_proj.1", "wgrad")]["wgradError"]["lag1Cos"])
         assert_same_records(self, got, want)
 
+    def test_experts_past_the_lag1_budget_report_no_lag1(self):
+        """E_{t−1} within Bridge(lag1_host_bytes): one hand-over for a call's experts keeps those that
+        fit (down_proj's two, stored first, and gate_up_proj's first) and refuses the rest whole."""
+        want, _ = self.run_steps(grouped=True)
+        budget = 2 * (DIM * HIDDEN * 4) + 2 * HIDDEN * DIM * 4
+        got, _ = self.run_steps(grouped=True, lag1_host_bytes=budget)
+        self.assertEqual(sorted(got), sorted(want))
+        refused = (2, "experts.gate_up_proj.1", "wgrad")
+        for key, record in got.items():
+            theirs = want[key]
+            if key == refused:
+                self.assertIsNotNone(theirs["wgradError"]["lag1Cos"])
+                self.assertEqual((record["wgradError"]["lag1Cos"], record["wgradError"]["sketchPrev"]), (None, None))
+                record = {**record, "wgradError": {k: v for k, v in record["wgradError"].items() if k not in ("lag1Cos", "sketchPrev")}}
+                theirs = {**theirs, "wgradError": {k: v for k, v in theirs["wgradError"].items() if k not in ("lag1Cos", "sketchPrev")}}
+            self.assertEqual({**record, "runId": None}, {**theirs, "runId": None}, key)
+
     def test_one_call_at_a_time_waits_for_the_backward_worker(self):
         """A grouped call's work holds all its experts' X and ∇Y: the next call's waits until it has run."""
         from mxscope_bridge.backward_worker import BackwardWorker

@@ -122,6 +122,19 @@ class BridgeOnGpu(unittest.TestCase):
     def test_row_chunks_report_the_same(self):
         self.assert_same_records(self.records(chunk_bytes=1024), self.records(), "chunked vs whole")
 
+    def test_layers_past_the_lag1_budget_report_no_lag1(self):
+        # Pinned buffers within Bridge(lag1_host_bytes), chunk by chunk (copies in flight, E_{t−1}
+        # fetched ahead): lm_head's and blocks.1.down's E fit, the other three layers are refused.
+        want = self.records(chunk_bytes=1024)
+        got = self.records(chunk_bytes=1024, lag1_host_bytes=4 * (32 * 64 + 64 * 96))
+        kept = {"lm_head", "blocks.1.down"}
+        refused = [r for r in want if r["gemm"] == "wgrad" and r["step"] == 3 and r["layer"] not in kept]
+        self.assertEqual(len(refused), 3)
+        for record in refused:
+            record["wgradError"]["lag1Cos"] = None
+        self.assert_same_records(got, want, "within the budget")
+        self.assertEqual({r["layer"] for r in got if r["gemm"] == "wgrad" and r["step"] == 3 and r["wgradError"]["lag1Cos"] is not None}, kept)
+
     def test_the_worker_reports_what_the_hooks_report_while_the_trainer_reuses_memory(self):
         # The worker launches late while the optimizer updates the weights and the trainer writes NaN
         # over the memory backward freed: it must report what the hooks would have (bf16 autocast, and

@@ -146,6 +146,102 @@ class HostErrorStoreBuffers(unittest.TestCase):
         self.assertTrue(torch.equal(store.get("b", 0, 8, torch.device("cpu")), torch.full((8, 4), 1.0)))
 
 
+class HostErrorStoreBudget(unittest.TestCase):
+    """E_{t−1} within a bound on host memory: it is as large as the observed weights in float32
+    (pinned on a GPU host, where it cannot be swapped out), 32 GB for an 8 B model; a layer past the
+    bound, or whose buffer the host cannot allocate, is refused whole and reports no lag-1."""
+
+    CPU = torch.device("cpu")
+
+    def put_step(self, store, chunks):
+        for layer, row0, row1 in chunks:
+            store.put(layer, row0, row1, torch.full((row1 - row0, 4), float(row0 + len(layer))))
+        store.end_step(keep=True)
+
+    def test_layers_past_the_budget_are_refused_whole_and_never_read(self):
+        store = wgrad_error.HostErrorStore(budget=4 * 4 * 12)  # 12 rows of 4 floats
+        self.put_step(store, [("a", 0, 8), ("b", 0, 4), ("b", 4, 8), ("c", 0, 4)])
+        self.assertEqual(store.take_refused(), ["b"], "b's second chunk would pass the budget: b is refused")
+        self.assertEqual(sorted(store.host), [("a", 0, 8), ("c", 0, 4)], "b's first chunk let go; c, stored after, fits")
+        self.assertEqual(store.order, [("a", 0, 8), ("c", 0, 4)], "what the next step may read")
+        self.assertEqual(store.held, 4 * 4 * 12)
+        self.assertIsNone(store.get("b", 0, 4, self.CPU), "no part of b is read")
+        self.assertTrue(torch.equal(store.get("a", 0, 8, self.CPU), torch.full((8, 4), 1.0)))
+        self.assertIn("past its budget of", store.refusal)
+        self.put_step(store, [("a", 0, 8), ("b", 0, 4), ("b", 4, 8), ("c", 0, 4)])
+        self.assertEqual(store.take_refused(), [], "said once")
+        self.assertEqual(sorted(store.host), [("a", 0, 8), ("c", 0, 4)], "the same layers, in their buffers")
+        self.assertIsNone(store.get("b", 4, 8, self.CPU))
+
+    def test_a_layer_refused_within_one_hand_over_keeps_none(self):
+        store = wgrad_error.HostErrorStore(budget=4 * 4 * 6)
+        store.put_group([("b", 0, 4), ("b", 4, 8)], torch.ones(2, 4, 4))
+        store.end_step(keep=True)
+        self.assertEqual((store.take_refused(), store.host, store.order), (["b"], {}, []))
+
+    def test_no_budget_keeps_every_layer(self):
+        store = wgrad_error.HostErrorStore()
+        self.put_step(store, [("a", 0, 8), ("b", 0, 8)])
+        self.assertEqual((store.take_refused(), store.held), ([], 2 * 8 * 4 * 4))
+
+    def test_a_buffer_the_host_cannot_allocate_refuses_its_layer_or_raises_for_ranks(self):
+        made = []
+
+        def allocate(shape, pinned):
+            if made:
+                raise RuntimeError("CUDA error: out of memory")
+            made.append(shape)
+            return torch.empty(shape)
+
+        with mock.patch.object(wgrad_error, "_host_buffer", allocate):
+            store = wgrad_error.HostErrorStore(budget=None)
+            self.put_step(store, [("a", 0, 8), ("b", 0, 8)])
+            self.assertEqual(store.take_refused(), ["b"])
+            self.assertIn("could not allocate 0.1 KiB more for its E_{t−1} (CUDA error: out of memory)", store.refusal)
+            self.assertIsNotNone(store.get("a", 0, 8, self.CPU))
+            made.clear()
+            pooled = wgrad_error.HostErrorStore(budget=None, tolerate_failures=False)
+            with self.assertRaisesRegex(RuntimeError, r"b: the host could not allocate .* every rank must keep the same layers' E_\{t−1\}.*lag1_host_bytes"):
+                self.put_step(pooled, [("a", 0, 8), ("b", 0, 8)])
+
+    def test_the_default_budget_is_half_the_host_shared_by_its_processes(self):
+        gib = 2 ** 30
+        self.assertEqual(wgrad_error.default_host_budget({}, physical=128 * gib), 64 * gib)
+        self.assertEqual(wgrad_error.default_host_budget({"LOCAL_WORLD_SIZE": "8"}, physical=128 * gib), 8 * gib)
+        self.assertEqual(wgrad_error.default_host_budget({"LOCAL_WORLD_SIZE": "8"}, physical=128 * gib, limit=32 * gib), 2 * gib, "a container's limit")
+        for junk in ("", "0", "-2", "x"):
+            self.assertEqual(wgrad_error.default_host_budget({"LOCAL_WORLD_SIZE": junk}, physical=128 * gib), 64 * gib, junk)
+        here = wgrad_error.default_host_budget()
+        self.assertTrue(here is None or here > 0)
+
+    def test_a_bridge_past_its_budget_names_the_layers_without_lag1(self):
+        whole = run()
+        lines = []
+        # Backward stores lm_head's E (32 × 64 floats) first, then blocks.1.down's (64 × 96): room for those two.
+        budget = 4 * (32 * 64 + 64 * 96)
+        bounded = run(lag1_host_bytes=budget, log=lines.append)
+        kept = {"lm_head", "blocks.1.down"}
+        self.assertEqual(sorted(bounded), sorted(whole))
+        for (step, layer), error in bounded.items():
+            if step == 3 and layer not in kept:
+                self.assertEqual((error["lag1Cos"], error["sketchPrev"]), (None, None), layer)
+                self.assertEqual({k: v for k, v in error.items() if k not in ("lag1Cos", "sketchPrev")},
+                                 {k: v for k, v in whole[(step, layer)].items() if k not in ("lag1Cos", "sketchPrev")}, layer)
+            else:
+                self.assertEqual(error, whole[(step, layer)], (step, layer))
+        self.assertIsNotNone(bounded[(3, "lm_head")]["lag1Cos"])
+        named = [line for line in lines if "no lag-1" in line]
+        self.assertEqual(len(named), 1, lines)
+        self.assertIn("3 layers will report no lag-1 (lag1Cos null) for the rest of this run: blocks.1.up, blocks.0.down, blocks.0.up", named[0])
+        self.assertIn("lag1_host_bytes", named[0])
+        self.assertIn("past its budget of 32.0 KiB", named[0])
+
+    def test_the_budget_must_be_bytes(self):
+        for bad in (-1, 1.5, "1G"):
+            with self.assertRaisesRegex(ValueError, "lag1_host_bytes"):
+                bridge_for(TinyNet(), tempfile.mkdtemp(), lag1_host_bytes=bad)
+
+
 class RotationArithmetic(unittest.TestCase):
     def test_butterflies_equal_the_hadamard_product(self):
         x = torch.randn(7, 256, dtype=torch.float64).float()
