@@ -217,13 +217,14 @@ def _time_hooks():
     from mxscope_bridge.backward_worker import BackwardWorker
     submit = BackwardWorker.submit
 
-    def waited(worker, device, work, config, capture, *args):
-        # The hooks' time in submit: almost all of it waiting for room in the worker's queue.
+    def waited(worker, device, work, *args):
+        # The hooks' time in submit: almost all of it waiting for room in the worker's queue. The work
+        # is a capture's measure (StepCapture.measure).
         started = time.perf_counter()
         try:
-            return submit(worker, device, work, config, capture, *args)
+            return submit(worker, device, work, *args)
         finally:
-            kind = "stats" if capture.with_stats else "pre"
+            kind = "stats" if work.__self__.with_stats else "pre"
             QUEUE_WAIT_SECONDS[kind] = QUEUE_WAIT_SECONDS.get(kind, 0.0) + time.perf_counter() - started
     BackwardWorker.submit = waited
 

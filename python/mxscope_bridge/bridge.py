@@ -363,6 +363,8 @@ class Bridge:
         # The pre-stats step keeps E for the layers its stats step will report (lag-1).
         observed = self._layer_group(step if is_stats else step + 1)
         self.capture = StepCapture(is_stats, self.random, self.misfit, observed, self._errors) if is_stats or before_stats else None
+        if self.capture is not None:
+            self.capture.tolerates_oom = self.world == 1
         self.observing.release()
         self.observing = ObserveState()
         if self.capture is not None:
@@ -422,7 +424,13 @@ class Bridge:
         self.observing.release()
         self.observing = ObserveState()
         step_stats = None
-        if capture is not None:
+        if capture is not None and capture.dropped is not None:
+            self._errors.drop_step()
+            self._errors.finish()
+            self.log(f"step {step}'s layer stats are dropped: {capture.dropped}. Training goes on; "
+                     f"{'the next stats step reports no lag-1. ' if capture.with_stats is False else ''}"
+                     "Layer groups (run_config(stats_layer_groups=N)) or a smaller batch leave the bridge more room")
+        elif capture is not None:
             self._errors.finish_micro_batches()
             step_stats = self._step_stats(capture, step) if capture.with_stats else None
             if capture.with_stats and self.rank == 0:

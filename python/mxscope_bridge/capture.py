@@ -6,7 +6,7 @@ several micro-batches add up; the Wgrad error goes to `wgrad_error.WgradErrors` 
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -41,6 +41,11 @@ def mm_float32(a: torch.Tensor, b: torch.Tensor, exact_in: torch.dtype) -> torch
         except (TypeError, RuntimeError) as error:  # torch before out_dtype, or a layout it does not take
             FALLBACKS.append(f"{tuple(a16.shape)}{a16.stride()} x {tuple(b16.shape)}{b16.stride()}: {error}"[:300])
     return a.to(torch.float32) @ b.to(torch.float32)
+
+
+def out_of_device_memory(error: BaseException) -> bool:
+    """Whether `error` is an allocation the device could not make (CUDA's, or another backend's)."""
+    return isinstance(error, torch.cuda.OutOfMemoryError) or (isinstance(error, RuntimeError) and "out of memory" in str(error))
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -92,6 +97,27 @@ class StepCapture:
         self.forward_calls: Dict[str, int] = {}
         #: a backward pass of this step has begun (a forward call after it starts another pass)
         self.backward_begun = False
+        #: whether running out of device memory while measuring drops this step's telemetry instead
+        #: of raising into the trainer: one process only (a rank that skipped its part of a
+        #: collective would leave the others waiting in it)
+        self.tolerates_oom = False
+        #: why this step's telemetry is dropped, once the bridge has run out of device memory measuring it
+        self.dropped: Optional[str] = None
+
+    def measure(self, where: str, work: Callable, *args) -> None:
+        """work(*args), the measuring of `where`: skipped once the step's telemetry is dropped, and
+        where the device runs out of memory (tolerates_oom), the step's telemetry is dropped and the
+        trainer's step goes on. The bridge's transient memory is bounded (wgrad_error.CHUNK_BYTES,
+        grouped_observe.BATCH_BYTES), but a trainer that fills the device to within that much of
+        its end would otherwise lose its run to the observer."""
+        if self.dropped is not None:
+            return
+        try:
+            work(*args)
+        except Exception as error:
+            if not (self.tolerates_oom and out_of_device_memory(error)):
+                raise
+            self.dropped = f"the bridge ran out of device memory measuring {where} ({str(error).splitlines()[0][:300]})"
 
     def forward_call(self, layer: str) -> None:
         """One call of `layer` in a forward pass. A module called twice in one pass (shared weights,

@@ -121,33 +121,39 @@ def observe_grouped(experts: Sequence["ExpertSlice"], x: torch.Tensor, weights: 
         x = slot.pop()
         capture.backward_begun = True
         gemms = measured_gemms(bridge.config)
+        where = f"the experts of {reached[0][1]}'s call"
         if capture.with_stats:  # W now: the worker may run after an optimizer step changed it in place
-            names = [name for _, name, _, _ in reached]
-            weights = [expert.weight.detach() for expert, _, _, _ in reached]
-            if weights[0].dtype == x.dtype:  # slices of the stacked parameter: one launch each for all
-                capture.observe_each(names, "fprop", gemms["fprop"], None, weights, precision=ran["fprop"])
-                capture.observe_each(names, "dgrad", gemms["dgrad"], None, [w.t() for w in weights], precision=ran["dgrad"])
-            else:  # each in X's dtype, one at a time (all experts' copies at once could take a GiB)
-                for name, weight in zip(names, weights):
-                    weight = weight.to(x.dtype)
-                    capture.observe_operands(name, "fprop", gemms["fprop"], None, weight, precision=ran["fprop"])
-                    capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
+            capture.measure(where, _measure_weights, capture, reached, x.dtype, gemms, ran)
         parts = [(name, start, end) for _, name, start, end in reached]
         worker = bridge.backward_worker
         args = (bridge.config, capture, parts, x, dy.detach(), ran, call)
         if worker is None:
-            _measure(*args)
+            capture.measure(where, _measure, *args)
         else:
             # A call's X and ∇Y (all its experts' rows: 470 MB for a Qwen3-30B-A3B-shaped block's
             # up projection at 8 × 1024 tokens) are held until its work has run: one call's at a time
             # beyond what autograd holds itself, not the worker queue's depth plus the one running.
             # Measured on an H200: the step times did not move.
             worker.drain()
-            worker.submit(dy.device, _measure, *args)
+            worker.submit(dy.device, capture.measure, where, _measure, *args)
         return None
 
     y.register_hook(on_grad)
     return y
+
+
+def _measure_weights(capture: StepCapture, reached: list, dtype: torch.dtype, gemms: Dict[str, dict], ran: Dict[str, str]) -> None:
+    """W's stats of each expert of the call (stats steps), in the hook."""
+    names = [name for _, name, _, _ in reached]
+    weights = [expert.weight.detach() for expert, _, _, _ in reached]
+    if weights[0].dtype == dtype:  # slices of the stacked parameter: one launch each for all
+        capture.observe_each(names, "fprop", gemms["fprop"], None, weights, precision=ran["fprop"])
+        capture.observe_each(names, "dgrad", gemms["dgrad"], None, [w.t() for w in weights], precision=ran["dgrad"])
+    else:  # each in X's dtype, one at a time (all experts' copies at once could take a GiB)
+        for name, weight in zip(names, weights):
+            weight = weight.to(dtype)
+            capture.observe_operands(name, "fprop", gemms["fprop"], None, weight, precision=ran["fprop"])
+            capture.observe_operands(name, "dgrad", gemms["dgrad"], None, weight.t(), precision=ran["dgrad"])
 
 
 def _measure(config: dict, capture: StepCapture, parts: List[Tuple[str, int, int]], x: torch.Tensor, dy: torch.Tensor,

@@ -268,11 +268,12 @@ def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: Optio
         # after FSDP2 has freed the unsharded weight autograd saved (a DTensor parameter's W is
         # FSDP's or tensor parallelism's to free or gather again, not the hook's to keep).
         weight = weight.clone()
-    args = (bridge.config, bridge.capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held, gemms)
+    capture = bridge.capture
+    args = (bridge.config, capture, bridge.observing, name, x, weight, dy, dtype, ran, source, held, gemms)
     if worker is None:
-        _observe(*args)
+        capture.measure(name, _observe, *args)
     else:
-        worker.submit((dy if dy is not None else x).device, _observe, *args)
+        worker.submit((dy if dy is not None else x).device, capture.measure, name, _observe, *args)
 
 
 def _memory_of(t: torch.Tensor) -> int:

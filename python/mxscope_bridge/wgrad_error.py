@@ -513,6 +513,11 @@ class WgradErrors:
                 continue
             self._reduce(layer, dwq, dw, 0, dwq.shape[0], tuple(dwq.shape))
 
+    def drop_step(self) -> None:
+        """This step's sums and E are dropped (its telemetry could not be measured): nothing of it is
+        reduced, reported or kept, so the next stats step reports no lag-1."""
+        self.pending, self.vectors, self.keep = {}, {}, False
+
     def finish(self) -> None:
         self.store.end_step(self.keep)
         self.prev_step = self.step if self.keep else None

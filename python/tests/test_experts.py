@@ -643,15 +643,31 @@ class GroupedObservation(unittest.TestCase):
                 theirs = {**theirs, "wgradError": {k: v for k, v in theirs["wgradError"].items() if k not in ("lag1Cos", "sketchPrev")}}
             self.assertEqual({**record, "runId": None}, {**theirs, "runId": None}, key)
 
+    def test_out_of_device_memory_measuring_a_call_drops_that_step_alone(self):
+        want, _ = self.run_steps(grouped=True)
+        errors, raised = grouped_observe._wgrad_errors, []
+
+        def failing(*args):
+            if not raised:
+                raised.append(True)
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB")
+            return errors(*args)
+
+        with mock.patch.object(grouped_observe, "_wgrad_errors", failing):
+            got, _ = self.run_steps(grouped=True)
+        self.assertEqual({step for step, _, _ in got}, {2}, "step 0's records dropped")
+        self.assertEqual({key: {**record, "runId": None} for key, record in got.items()},
+                         {key: {**record, "runId": None} for key, record in want.items() if key[0] == 2})
+
     def test_one_call_at_a_time_waits_for_the_backward_worker(self):
         """A grouped call's work holds all its experts' X and ∇Y: the next call's waits until it has run."""
         from mxscope_bridge.backward_worker import BackwardWorker
         waiting, submit, measure = [], BackwardWorker.submit, grouped_observe._measure
 
-        def watched(worker, device, work, *args):
-            if work is slow:
+        def watched(worker, device, work, where, measured, *args):
+            if measured is slow:  # the work is the capture's measure of it
                 waiting.append(worker._queue.unfinished_tasks)
-            return submit(worker, device, work, *args)
+            return submit(worker, device, work, where, measured, *args)
 
         def slow(*args):
             time.sleep(0.2)

@@ -3,6 +3,7 @@ through the torch path, and the same with activation checkpointing (reentrant or
 Skipped where CUDA or Triton is missing (CI)."""
 import math
 import tempfile
+import threading
 import time
 import unittest
 from unittest import mock
@@ -10,7 +11,7 @@ from unittest import mock
 import torch
 import torch.utils.checkpoint
 
-from mxscope_bridge import mxfp4_triton, observe, wgrad_error
+from mxscope_bridge import capture as capture_module, mxfp4_triton, observe, wgrad_error
 
 from tests.helpers import TinyNet, bridge_for, mx_gemms, read_log
 
@@ -90,9 +91,9 @@ class BridgeOnGpu(unittest.TestCase):
             for p in patches:
                 p.stop()
 
-    def assert_same_records(self, got, want, label, rel=1e-9):
+    def assert_same_records(self, got, want, label, rel=1e-9, stats_steps=2):
         self.assertEqual(len(got), len(want), label)
-        self.assertEqual(len(got), 2 * 3 * 5, label)
+        self.assertEqual(len(got), stats_steps * 3 * 5, label)
         for g, w in zip(got, want):
             where = f"{label}: step {g['step']} {g['layer']} {g['gemm']}"
             self.assertEqual((g["step"], g["layer"], g["gemm"]), (w["step"], w["layer"], w["gemm"]))
@@ -134,6 +135,25 @@ class BridgeOnGpu(unittest.TestCase):
             record["wgradError"]["lag1Cos"] = None
         self.assert_same_records(got, want, "within the budget")
         self.assertEqual({r["layer"] for r in got if r["gemm"] == "wgrad" and r["step"] == 3 and r["wgradError"]["lag1Cos"] is not None}, kept)
+
+    def test_the_device_out_of_memory_in_the_bridges_work_drops_that_step_alone(self):
+        # A real allocation the device cannot make (64 TiB) in the first Wgrad product of an up
+        # projection on the backward worker: step 0's stats are dropped, the run goes on.
+        want = self.records()
+        product, failed, lines = capture_module.mm_float32, [], []
+
+        def too_large(a, b, exact_in):
+            if threading.current_thread().name == "mxscope-backward" and a.shape[0] == 96 and not failed:
+                failed.append(a.shape)
+                torch.empty(1 << 46, dtype=torch.uint8, device=a.device)
+            return product(a, b, exact_in)
+
+        with mock.patch.object(capture_module, "mm_float32", too_large):
+            got = self.records(log=lines.append)
+        self.assertEqual(len(failed), 1)
+        self.assertEqual({r["step"] for r in got}, {3}, "step 0's records dropped, step 3's kept")
+        self.assert_same_records(got, [r for r in want if r["step"] == 3], "step 3", stats_steps=1)
+        self.assertTrue(any("step 0's layer stats are dropped: the bridge ran out of device memory" in line for line in lines), lines)
 
     def test_the_worker_reports_what_the_hooks_report_while_the_trainer_reuses_memory(self):
         # The worker launches late while the optimizer updates the weights and the trainer writes NaN
