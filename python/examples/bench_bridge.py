@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -278,9 +279,11 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
     config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms,
                         stats_layer_groups=groups, wgrad_error_row_stride=row_stride)
     # --run-logs keeps each run's log (its step times are what the extension's telemetry cost reads).
+    budget = None if args.lag1_host_gib is None else int(args.lag1_host_gib * GIB)
     bridge = Bridge(trainer.model, config, out_dir=args.run_logs or tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
-                    log=lambda line: None, handle_exit=False, backward_thread=not args.no_backward_thread)
-    bridge.start_run(name=f"bench {trainer.batch}x{trainer.seq} {observe_label(groups, row_stride, args.no_backward_thread)}")
+                    log=lambda line: print(f"  bridge: {line}", flush=True) if "lag-1" in line else None, handle_exit=False,
+                    backward_thread=not args.no_backward_thread, lag1_host_bytes=budget)
+    bridge.start_run(name=f"bench {trainer.batch}x{trainer.seq} {observe_label(groups, row_stride, args.no_backward_thread, args.lag1_host_gib)}")
     k = 0
 
     def bridge_block(timed, steps=stats_every):
@@ -310,13 +313,14 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
     return bridge.dropped_stats
 
 
-def observe_label(groups: int, row_stride: int, no_backward_thread: bool) -> str:
+def observe_label(groups: int, row_stride: int, no_backward_thread: bool, lag1_gib: Optional[float] = None) -> str:
     """A table row's mode: every layer and every row, or the opt-in it measures, named."""
+    lag1 = "" if lag1_gib is None else ", lag-1 off (lag1_host_bytes=0)" if lag1_gib == 0 else f", lag-1 within {lag1_gib:g} GiB"
     if groups > 1:
-        return f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery)"
+        return f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery){lag1}"
     if row_stride > 1:
-        return f"observe (hooks), opt-in Wgrad error from 1 in {row_stride} rows (an estimate)"
-    return "observe (hooks, no worker thread)" if no_backward_thread else "observe (hooks)"
+        return f"observe (hooks), opt-in Wgrad error from 1 in {row_stride} rows (an estimate){lag1}"
+    return ("observe (hooks, no worker thread)" if no_backward_thread else "observe (hooks)") + lag1
 
 
 def measure_emulated(trainer, args, label, samples):
@@ -357,6 +361,8 @@ def main():
     parser.add_argument("--profile-dir", default=None, help="write torch.profiler tables and timelines (trace-*.json, for trace_gaps.py) of the first plain, idle, stats and pre-stats step here (those steps are not timed)")
     parser.add_argument("--no-backward-thread", action="store_true",
                         help="the bridge's backward work in the hooks, on autograd's thread (what torch.distributed runs), not on its worker thread")
+    parser.add_argument("--lag1-host-gib", type=float, default=None,
+                        help="Bridge(lag1_host_bytes) in GiB: host memory for lag-1's E_{t-1} (default: half the host's; 0: lag-1 off, no work on the step before a stats step)")
     parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats and pre-stats steps here")
     args = parser.parse_args()
     global PROFILE_DIR
@@ -385,7 +391,7 @@ def main():
         for groups, row_stride in variants:
             samples = Samples()
             dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups, row_stride)
-            mode = observe_label(groups, row_stride, args.no_backward_thread)
+            mode = observe_label(groups, row_stride, args.no_backward_thread, args.lag1_host_gib)
             plain = samples.mean("plain")
             on = samples.mean("stats", "pre", "off")
             per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}

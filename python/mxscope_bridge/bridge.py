@@ -360,9 +360,13 @@ class Bridge:
         self.step = step
         self._step_started = time.perf_counter()
         is_stats, before_stats = step % every == 0, (step + 1) % every == 0
-        # The pre-stats step keeps E for the layers its stats step will report (lag-1).
+        # The pre-stats step keeps E for the layers its stats step will report (lag-1), but those
+        # whose E the host store would not keep: they do no work then.
         observed = self._layer_group(step if is_stats else step + 1)
-        self.capture = StepCapture(is_stats, self.random, self.misfit, observed, self._errors) if is_stats or before_stats else None
+        if before_stats and not is_stats:
+            observed = self._lag1_keepable(observed)
+        captures = is_stats or (before_stats and bool(observed))
+        self.capture = StepCapture(is_stats, self.random, self.misfit, observed, self._errors) if captures else None
         if self.capture is not None:
             self.capture.tolerates_oom = self.world == 1
         self.observing.release()
@@ -568,6 +572,14 @@ class Bridge:
             self.backward_worker.drain()
         except Exception as error:
             self.log(f"{which}'s telemetry failed: {error}")
+
+    def _lag1_keepable(self, names: Set[str]) -> Set[str]:
+        """Of `names`, the layers whose E_{t−1} the host store may keep for lag-1: none with a budget
+        of 0 (lag-1 off), else those it has not refused (wgrad_error.HostErrorStore)."""
+        if self._lag1_budget == 0:
+            return set()
+        refused = self._errors.store.refused
+        return names - refused if refused else names
 
     def _layer_group(self, stats_step: int) -> Set[str]:
         """The layers stats step `stats_step` reports: all, or with statsLayerGroups = N > 1 (opt-in)

@@ -236,6 +236,31 @@ class HostErrorStoreBudget(unittest.TestCase):
         self.assertIn("lag1_host_bytes", named[0])
         self.assertIn("past its budget of 32.0 KiB", named[0])
 
+    def test_the_step_before_a_stats_step_measures_only_layers_it_can_keep(self):
+        calls = []
+        reduce = wgrad_error.WgradErrors._reduce
+
+        def counted(self, layer, *args):
+            calls.append((self.step, layer))
+            return reduce(self, layer, *args)
+
+        with mock.patch.object(wgrad_error.WgradErrors, "_reduce", counted):
+            bounded = run(steps=7, lag1_host_bytes=4 * (32 * 64 + 64 * 96))
+        layers = lambda step: sorted(layer for at, layer in calls if at == step)
+        self.assertEqual(layers(2), ["blocks.0.down", "blocks.0.up", "blocks.1.down", "blocks.1.up", "lm_head"], "the first tries every layer")
+        self.assertEqual(layers(5), ["blocks.1.down", "lm_head"], "later ones, the layers kept")
+        self.assertEqual({layer for (step, layer), error in bounded.items() if step == 6 and error["lag1Cos"] is not None}, {"blocks.1.down", "lm_head"})
+        calls.clear()
+        with mock.patch.object(wgrad_error.WgradErrors, "_reduce", counted):
+            off = run(steps=7, lag1_host_bytes=0)
+        self.assertEqual(sorted({step for step, _ in calls}), [0, 3, 6], "lag1_host_bytes=0: no step before a stats step measures anything")
+        whole = run(steps=7)
+        self.assertEqual(sorted(off), sorted(whole))
+        for key, error in off.items():
+            self.assertEqual((error["lag1Cos"], error["sketchPrev"]), (None, None), key)
+            self.assertEqual({k: v for k, v in error.items() if k not in ("lag1Cos", "sketchPrev")},
+                             {k: v for k, v in whole[key].items() if k not in ("lag1Cos", "sketchPrev")}, key)
+
     def test_the_budget_must_be_bytes(self):
         for bad in (-1, 1.5, "1G"):
             with self.assertRaisesRegex(ValueError, "lag1_host_bytes"):
