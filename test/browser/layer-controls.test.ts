@@ -6,7 +6,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
-import { EXPERTS_RUN, recordedRuns } from './fixtures.js';
+import { BASE_RUN, EXPERTS_RUN, recordedRuns } from './fixtures.js';
 import { syntheticRun } from '../fixtures/synthetic-run.js';
 import { launchChromium, openDashboard, type FakeHost } from './harness.js';
 import { canvasHash, chartLabel, choose, clickTab, dropdownValue, settle, toggle, uiState, waitCount, waitText } from './page-helpers.js';
@@ -195,6 +195,23 @@ test('Layer overview: a run with more layers than the table draws says which it 
   await clickTab(page, 'Layer overview');
   await waitText(page, '.overview-view .note', /280 layers at stats step 1, the worst 256 shown \(Export CSV has every layer\)/);
   assert.equal((await page.$$('table.overview tr.clickable')).length, 256);
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
+test('Wgrad error correlation: a run whose trainer kept no E_t−1 says why its lag-1 curve is empty', async () => {
+  const withoutLag1 = [...syntheticRun({ ...BASE_RUN, runId: 'nolag', name: 'lag-1 off', rotation: 'hadamard', seed: 4 })].map((record) =>
+    record.type === 'layerStats' && record.wgradError ? { ...record, wgradError: { ...record.wgradError, lag1Cos: null, sketchPrev: null } } : record,
+  );
+  const host = await openDashboard(browser, 'dark', { before: (h) => h.ingest([...recordedRuns(), ...withoutLag1]) });
+  const { page } = host;
+  await page.waitForSelector('.loss-view .loss-chart canvas');
+  await clickTab(page, 'Wgrad error correlation');
+  await choose(page, 'run', 'mxfp4 · H16');
+  await waitText(page, '.correlation-view .panel-title', /^mxfp4 · H16 — /);
+  assert.match((await page.textContent('.correlation-view .legend')) ?? '', /^lag 1 \(full tensor\)lag 4 \(sketch\)/, 'a run with lag-1 draws it, with no note');
+  await choose(page, 'run', 'lag-1 off');
+  await waitText(page, '.correlation-view .legend', 'lag 1 (full tensor): none reported for this layer — its trainer kept no E_t−1 (lag-1 off, or past its memory budget)');
   assert.deepEqual(host.errors, []);
   await page.close();
 });

@@ -21,6 +21,15 @@ interface Panel {
   autocorrLegend: HTMLElement;
 }
 
+/**
+ * The lag-1 curve's legend entry. A layer with Wgrad error records on several stats steps and no
+ * lag-1 on any had no E_{t−1} kept by its trainer: the bridge's lag-1 off, or past its host-memory
+ * budget (docs/bridge.md), which the records only show as nulls.
+ */
+function lag1Label(stats: number, reported: number): string {
+  return stats > 1 && reported === 0 ? 'lag 1 (full tensor): none reported for this layer — its trainer kept no E_t−1 (lag-1 off, or past its memory budget)' : 'lag 1 (full tensor)';
+}
+
 export class CorrelationView implements View {
   readonly root = element('div', 'view correlation-view');
   private readonly panels: Panel[] = [];
@@ -79,7 +88,7 @@ export class CorrelationView implements View {
       ];
       panel.overTime.data.datasets = overTime;
       panel.overTime.update('none');
-      setLegend(panel.overTimeLegend, [{ label: 'lag 1 (full tensor)', color }, { label: `lag ${state.lag} (sketch)`, color, dashed: true }, ...floorLegend]);
+      setLegend(panel.overTimeLegend, [{ label: lag1Label(detail?.steps.length ?? 0, lag1.length), color }, { label: `lag ${state.lag} (sketch)`, color, dashed: true }, ...floorLegend]);
       const auto = detail ? detail.autocorr.map((y, lag) => (y === null ? null : { x: lag, y })).filter((p): p is XY => p !== null) : [];
       panel.autocorr.data.datasets = [{ label: 'autocorrelation', data: auto, borderColor: color, backgroundColor: withAlpha(color, 0.2), pointRadius: 2 }, ...floorLines(0, Math.max(1, auto.length - 1))];
       panel.autocorr.update('none');
