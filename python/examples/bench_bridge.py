@@ -308,6 +308,9 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
         for _ in range(stats_every):
             run_step(trainer, samples, "plain")
         bridge_block(timed=True)
+    store = bridge._errors.store
+    print(f"  lag-1's host buffers at the end: {store.held / GIB:.2f} GiB ({store.spares} spare of them; budget "
+          f"{'none' if store.budget is None else f'{store.budget / GIB:.1f} GiB'}, {len(store.refused)} layers refused)", flush=True)
     bridge.end_run()
     bridge.close()
     return bridge.dropped_stats

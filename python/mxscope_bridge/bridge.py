@@ -658,7 +658,7 @@ class Bridge:
             shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
             self.log(f"{len(refused)} layer{'s' if len(refused) > 1 else ''} will report no lag-1 (lag1Cos null) for the rest of this run: {shown}. "
                      f"The first layer refused was because {store.refusal}; {len(store.refused)} of {len(self._layer_infos)} layers refused so far. "
-                     "Bridge(lag1_host_bytes=...) sets the budget; layer groups (run_config(stats_layer_groups=N)) need about 2/N as much")
+                     "Bridge(lag1_host_bytes=...) sets the budget; layer groups (run_config(stats_layer_groups=N)) need about 1/N as much")
 
     # ------------------------------------------------------------------ reduction and records
 

@@ -246,26 +246,37 @@ def _size(size: int) -> str:
 class HostErrorStore:
     """E_{t−1} per layer in pinned host memory (plain host memory without CUDA), row chunk by row chunk.
 
-    Each chunk has a pinned tensor of its own: a copy through a slice of a larger pinned tensor may
-    be taken for a pageable one, which is synchronous and several times slower.
+    Buffers are flat and reused: a chunk is stored in a view of the first elements of a buffer (a
+    view that starts where its buffer does, which copies take for pinned memory as they take the
+    buffer), and a buffer no readable chunk holds is a spare that the next storing step hands to
+    whichever chunk it fits best, whatever its layer. Pinned memory costs about 0.7 ms per MiB to
+    allocate (H200), so buffers are made once, by the first steps that need them; and held memory
+    follows what one step stores, not every layer ever stored: with layer groups, one group's E and
+    spares about as large (a buffer kept for each layer held all of E whatever the groups).
 
-    The buffers stay within `budget` bytes (None: no bound). A layer whose E would go past it, or
-    whose buffer the host cannot allocate, is `refused`: it is not stored, from then on, and reports
-    no lag-1; its other chunks are let go, so no layer is kept in part. With `tolerate_failures`
-    False (ranks that pool their lag-1 sums, which must all refuse the same layers) a failed
-    allocation raises instead, naming the budget to lower."""
+    The buffers stay within `budget` bytes (None: no bound): spares are let go first, largest
+    first. A layer whose E would still go past it, or whose buffer the host cannot allocate, is
+    `refused`: it is not stored, from then on, and reports no lag-1; its other chunks of this step
+    are let go, so no layer is kept in part. With `tolerate_failures` False (ranks that pool their
+    lag-1 sums, which must all refuse the same layers) a failed allocation raises instead, naming
+    the budget to lower."""
 
     def __init__(self, budget: Optional[int] = None, tolerate_failures: bool = True):
         self.budget = budget
         self.tolerate_failures = tolerate_failures
-        #: bytes of the buffers in `host`
+        #: bytes of every buffer (those behind `host` and the spares)
         self.held = 0
         #: layers whose E is not stored (see the class), and why the first was refused
         self.refused: Set[str] = set()
         self.refusal: Optional[str] = None
         #: layers refused since take_refused last ran
         self._newly_refused: List[str] = []
+        #: each chunk stored by the step before (readable) or by this step, as a view of its buffer
         self.host: Dict[Tuple[str, int, int], torch.Tensor] = {}
+        self._buffer_of: Dict[Tuple[str, int, int], torch.Tensor] = {}
+        #: buffers no chunk holds, by size (elements), smallest first
+        self._spare_sizes: List[int] = []
+        self._spares: List[torch.Tensor] = []
         #: chunks stored by the step before (readable) and by this step, in the order they came
         self.order: List[Tuple[str, int, int]] = []
         #: a readable chunk's position in `order`
@@ -275,18 +286,17 @@ class HostErrorStore:
         self.ready: Dict[Tuple[str, int, int], Tuple[torch.Tensor, object]] = {}
 
     def end_step(self, keep: bool) -> None:
-        """What this step stored becomes readable (keep) or everything is forgotten. Buffers stay
-        for the next step that stores: of a layer this step stored, only its chunks (chunks cut
-        otherwise, by other tokens, do not pile up); of one it did not (an expert no token reached),
-        all, as pinned memory takes milliseconds to allocate (26-172 experts a step on the H200 MoE
-        bench, 2.3 ms each). Only this step's chunks are readable."""
-        if keep:
-            written = set(self.writing)
-            stored = {key[0] for key in written}
-            self.host = {key: tensor for key, tensor in self.host.items() if key in written or key[0] not in stored}
-            self.held = sum(4 * tensor.numel() for tensor in self.host.values())
+        """What this step stored becomes readable (keep) or everything is forgotten; every other
+        buffer becomes a spare. Only this step's chunks are readable."""
+        readable = set(self.writing) if keep else set()
+        for key in [key for key in self.host if key not in readable]:
+            self._release(key)
         self.order, self.writing, self.ready = (self.writing if keep else []), [], {}
         self.position = {key: i for i, key in enumerate(self.order)}
+
+    @property
+    def spares(self) -> int:
+        return len(self._spares)
 
     def take_refused(self) -> List[str]:
         """The layers refused since the last call (for the bridge to say so once)."""
@@ -320,29 +330,64 @@ class HostErrorStore:
         chunks.record_stream(stream)  # their memory is not reused before the copies are done
 
     def _buffer(self, key: Tuple[str, int, int], shape: torch.Size, pinned: bool) -> Optional[torch.Tensor]:
-        """The chunk's host buffer, made where it has none of this shape; None when its layer is refused."""
+        """A view of `shape` for the chunk: its own buffer's (a chunk of the same rows, the step
+        before's: read by now), else the smallest spare it fits in, else a new buffer; None when its
+        layer is refused."""
         layer = key[0]
         if layer in self.refused:
             return None
-        target = self.host.get(key)
-        if target is not None and target.shape == shape:
-            return target
-        size, freed = 4 * math.prod(shape), 4 * target.numel() if target is not None else 0
-        if self.budget is not None and self.held - freed + size > self.budget:
-            self._refuse(layer, f"keeping its E_{{t−1}} would take the host memory held for lag-1 past its budget of {_size(self.budget)}")
+        size = math.prod(shape)
+        buffer = self._buffer_of.get(key)
+        if buffer is None or buffer.numel() < size:
+            if buffer is not None:
+                self._release(key)
+            buffer = self._take_spare(size)
+            if buffer is None:
+                buffer = self._allocate(layer, size, pinned)
+                if buffer is None:
+                    return None
+            self._buffer_of[key] = buffer
+        view = buffer[:size].view(shape)
+        self.host[key] = view
+        return view
+
+    def _take_spare(self, size: int) -> Optional[torch.Tensor]:
+        at = bisect.bisect_left(self._spare_sizes, size)
+        if at == len(self._spares):
             return None
+        del self._spare_sizes[at]
+        return self._spares.pop(at)
+
+    def _release(self, key: Tuple[str, int, int]) -> None:
+        """The chunk's buffer becomes a spare."""
+        del self.host[key]
+        buffer = self._buffer_of.pop(key)
+        at = bisect.bisect_left(self._spare_sizes, buffer.numel())
+        self._spare_sizes.insert(at, buffer.numel())
+        self._spares.insert(at, buffer)
+
+    def _allocate(self, layer: str, size: int, pinned: bool) -> Optional[torch.Tensor]:
+        """A new buffer of `size` elements, spares let go first (largest first) to stay within the
+        budget; None when the layer is refused."""
+        nbytes = 4 * size
+        if self.budget is not None:
+            while self.held + nbytes > self.budget and self._spares:
+                del self._spare_sizes[-1]
+                self.held -= 4 * self._spares.pop().numel()
+            if self.held + nbytes > self.budget:
+                self._refuse(layer, f"keeping its E_{{t−1}} would take the host memory held for lag-1 past its budget of {_size(self.budget)}")
+                return None
         try:
-            target = _host_buffer(shape, pinned)
+            buffer = _host_buffer((size,), pinned)
         except RuntimeError as error:  # the host could not pin (or hold) it
-            what = f"the host could not {'pin' if pinned else 'allocate'} {_size(size)} more for its E_{{t−1}} ({error})"
+            what = f"the host could not {'pin' if pinned else 'allocate'} {_size(nbytes)} more for its E_{{t−1}} ({error})"
             if not self.tolerate_failures:
                 raise RuntimeError(f"{layer}: {what}; every rank must keep the same layers' E_{{t−1}}: give every rank a budget it can hold, "
-                                   f"Bridge(lag1_host_bytes=...) below {_size(self.held + size)}") from error
+                                   f"Bridge(lag1_host_bytes=...) below {_size(self.held + nbytes)}") from error
             self._refuse(layer, what)
             return None
-        self.host[key] = target
-        self.held += size - freed
-        return target
+        self.held += nbytes
+        return buffer
 
     def _refuse(self, layer: str, why: str) -> None:
         self.refused.add(layer)
@@ -350,7 +395,7 @@ class HostErrorStore:
         self.refusal = self.refusal or why
         self.discard(layer)
         for key in [key for key in self.host if key[0] == layer]:
-            self.held -= 4 * self.host.pop(key).numel()
+            self._release(key)
 
     def discard(self, layer: str) -> None:
         """Forget what this step stored of `layer` (it is not the whole E)."""

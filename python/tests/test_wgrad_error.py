@@ -123,27 +123,58 @@ class WgradErrors(unittest.TestCase):
 
 
 class HostErrorStoreBuffers(unittest.TestCase):
-    """E_{t−1}'s host buffers: a layer a step does not store (an expert no token reached) keeps its
-    buffer for a later step (pinned memory is slow to allocate); a layer stored in other chunks keeps
-    only the new ones; a buffer not stored by the step before is never read."""
+    """E_{t−1}'s host buffers are made once and reused: a buffer no readable chunk holds is a spare,
+    handed to the next chunk it fits best whatever its layer (pinned memory is slow to allocate), so
+    held memory follows what one step stores; a chunk not stored by the step before is never read."""
 
-    def store(self, store, step_chunks):
+    CPU = torch.device("cpu")
+
+    def store(self, store, step_chunks, keep=True):
         for layer, row0, row1 in step_chunks:
             store.put(layer, row0, row1, torch.full((row1 - row0, 4), float(row0 + len(layer))))
-        store.end_step(keep=True)
+        store.end_step(keep=keep)
 
-    def test_buffers_of_layers_a_step_did_not_store_stay(self):
+    def test_a_buffer_a_step_did_not_use_is_reused_by_the_next_that_stores(self):
         store = wgrad_error.HostErrorStore()
-        self.store(store, [("a", 0, 8), ("b", 0, 8)])
-        b_buffer = store.host[("b", 0, 8)]
-        self.store(store, [("a", 0, 8)])  # no token reached expert b
-        self.assertIs(store.host.get(("b", 0, 8)), b_buffer, "b's buffer kept")
-        self.assertIsNone(store.get("b", 0, 8, torch.device("cpu")), "but not readable: the step before did not store b")
-        self.assertIsNotNone(store.get("a", 0, 8, torch.device("cpu")))
+        allocated = []
+        with mock.patch.object(wgrad_error, "_host_buffer", lambda shape, pinned: allocated.append(shape) or torch.empty(shape)):
+            self.store(store, [("a", 0, 8), ("b", 0, 8)])
+            self.store(store, [("a", 0, 8)])  # no token reached expert b
+            self.assertIsNone(store.get("b", 0, 8, self.CPU), "not readable: the step before did not store b")
+            self.assertIsNotNone(store.get("a", 0, 8, self.CPU))
+            self.assertEqual(store.spares, 1, "b's buffer kept as a spare")
+            self.store(store, [("a", 0, 4), ("a", 4, 8), ("b", 0, 8)])
+            self.assertTrue(torch.equal(store.get("b", 0, 8, self.CPU), torch.full((8, 4), 1.0)))
+            self.assertTrue(torch.equal(store.get("a", 4, 8, self.CPU), torch.full((4, 4), 5.0)))
+        # a's chunks cut otherwise: the first took b's spare; a's old buffer stays readable until the
+        # step ends (a chunk cut otherwise may still be read from it), so the rest are new.
+        self.assertEqual(allocated, [(32,), (32,), (16,), (32,)])
+        self.assertEqual((store.held, store.spares), (4 * 112, 1), "a's old buffer is the next spare")
         self.store(store, [("a", 0, 4), ("a", 4, 8), ("b", 0, 8)])
-        self.assertIs(store.host[("b", 0, 8)], b_buffer, "reused")
-        self.assertEqual(sorted(store.host), [("a", 0, 4), ("a", 4, 8), ("b", 0, 8)], "a's chunks cut otherwise replace its old one")
-        self.assertTrue(torch.equal(store.get("b", 0, 8, torch.device("cpu")), torch.full((8, 4), 1.0)))
+        self.assertEqual(len(allocated), 4, "the same chunks again: their own buffers")
+
+    def test_layer_groups_hold_one_groups_errors_not_every_layers(self):
+        # Each step before a stats step stores one group's layers (here one layer each, of 8, 4 and
+        # 2 rows): held memory stays at the largest step's, and every group reads back its own E.
+        store = wgrad_error.HostErrorStore()
+        groups = [[("g0", 0, 8)], [("g1", 0, 4)], [("g2", 0, 2)], [("g0", 0, 8)]]
+        for group in groups:
+            self.store(store, group)  # the step before a stats step
+            layer, row0, row1 = group[0]
+            self.assertTrue(torch.equal(store.get(layer, row0, row1, self.CPU), torch.full((row1 - row0, 4), float(row0 + len(layer)))))
+            store.end_step(keep=False)  # the stats step
+            self.assertEqual(store.held, 4 * 8 * 4, f"one buffer of g0's size after {layer}")
+
+
+    def test_a_bridge_with_layer_groups_holds_one_groups_errors(self):
+        torch.manual_seed(0)
+        model = TinyNet()
+        bridge = bridge_for(model, tempfile.mkdtemp(prefix="mxscope-groups-"), stats_every=3, stats_layer_groups=5)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        train(model, bridge, 16)  # every group's pre-stats step and stats step, and the first again
+        self.assertEqual(bridge._errors.store.held, 4 * 64 * 96, "one buffer, the size of the largest layer's E, not all five layers' (4 × 13,312 floats)")
+        bridge.end_run()
 
 
 class HostErrorStoreBudget(unittest.TestCase):
