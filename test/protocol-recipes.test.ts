@@ -26,7 +26,7 @@ const config: RunConfig = {
 };
 
 test('protocol 1.2: run configs carry the new precisions, rotation, scale rule and tiles; 1.0 configs stay valid', () => {
-  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 7 });
+  assert.deepEqual(PROTOCOL_VERSION, { major: 1, minor: 8 });
   check(runConfigSchema, config);
   const recipes: RunConfig = { ...config, gemms: { fprop: { ...gemm, precision: 'nvfp4', nvfp4Weight2d: true }, dgrad: { ...gemm, precision: 'mxfp8', scaleRule: 'rceil' }, wgrad: { ...gemm, rotation: 'fixed-sign-hadamard', scaleRule: 'even' } } };
   check(runConfigSchema, recipes);
@@ -57,6 +57,16 @@ test('protocol 1.5: wgradErrorRowStride is optional, an integer from 1 to 1024',
   for (const bad of [0, 1025, 2.5, '4']) {
     assert.throws(() => check(runConfigSchema, { ...config, wgradErrorRowStride: bad }), /\.wgradErrorRowStride: expected an integer in \[1, 1024\]/, `wgradErrorRowStride ${JSON.stringify(bad)}`);
   }
+});
+
+test('protocol 1.8: wgradErrorLag1 is optional, a boolean; false reads as no lag-1 wherever the Wgrad error notes show', () => {
+  for (const good of [true, false]) assert.equal(check(runConfigSchema, { ...config, wgradErrorLag1: good }).wgradErrorLag1, good);
+  for (const bad of ['false', 0, null]) {
+    assert.throws(() => check(runConfigSchema, { ...config, wgradErrorLag1: bad }), /\.wgradErrorLag1: expected a boolean/, `wgradErrorLag1 ${JSON.stringify(bad)}`);
+  }
+  assert.equal(wgradErrorNote({ wgradErrorLag1: false }), 'Wgrad error: no lag-1 (opt-in)');
+  assert.equal(wgradErrorNote({ wgradErrorLag1: true }), '', 'the default goes unsaid');
+  assert.equal(wgradErrorNote({ wgradErrorScope: 'rank', wgradErrorRowStride: 4, wgradErrorLag1: false }), "Wgrad error: each rank's own, mean over ranks; estimated from 1 in 4 rows; no lag-1 (opt-in)");
 });
 
 test('protocol 1.6: a next-run change sets statsLayerGroups and wgradErrorRowStride; fields it does not name keep their value', () => {

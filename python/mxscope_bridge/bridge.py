@@ -33,7 +33,7 @@ import torch
 from . import __version__, compile_stance, emulate as emulation_module, gc_freeze, link, stats
 from .backward_worker import BackwardWorker
 from .capture import GEMM_OPERANDS, StepCapture
-from .config import GEMM_KINDS, check_gemm, check_layer_groups, check_wgrad_error_row_stride, check_wgrad_error_scope, run_config
+from .config import GEMM_KINDS, check_gemm, check_layer_groups, check_wgrad_error_lag1, check_wgrad_error_row_stride, check_wgrad_error_scope, run_config
 from .kernel import from_mx_tensor, kernel_quantized
 from .layers import LinearLike, layer_info, observed_modules, rotation_fits
 from .lifecycle import end_reason, install_exit_handlers
@@ -320,7 +320,8 @@ class Bridge:
         sketches = {info["name"]: info["sketchIndices"] for info in self._layer_infos}
         self._per_rank = config.get("wgradErrorScope", "batch") == "rank"
         self._errors = WgradErrors(config["sketchSize"], sketches.__getitem__, 1 if self._per_rank else self.world, self.group, self._micro_batches,
-                                   row_stride=row_stride, host_budget=self._lag1_budget, pooled=self.world > 1)
+                                   row_stride=row_stride, host_budget=0 if config.get("wgradErrorLag1", True) is False else self._lag1_budget,
+                                   pooled=self.world > 1)
         started = {"type": "runStarted", "runId": self.run_id, "name": name or _describe(config), "startedAt": _now(),
                    "trainer": dict(TRAINER), "config": config, "layers": self._layer_infos}
         if self.rank == 0:  # the only rank that logs and publishes
@@ -575,8 +576,9 @@ class Bridge:
 
     def _lag1_keepable(self, names: Set[str]) -> Set[str]:
         """Of `names`, the layers whose E_{t−1} the host store may keep for lag-1: none with a budget
-        of 0 (lag-1 off), else those it has not refused (wgrad_error.HostErrorStore)."""
-        if self._lag1_budget == 0:
+        of 0 (lag-1 off: lag1_host_bytes=0, or the run config's wgradErrorLag1 false), else those it
+        has not refused (wgrad_error.HostErrorStore)."""
+        if self._errors.store.budget == 0:
             return set()
         refused = self._errors.store.refused
         return names - refused if refused else names
@@ -615,6 +617,7 @@ class Bridge:
         check_layer_groups(config)
         check_wgrad_error_scope(config)
         check_wgrad_error_row_stride(config)
+        check_wgrad_error_lag1(config)
         infos = [layer_info(n, m, 0, 0, a) for n, m, a in self.layers]
         return rotation_fits(infos, config["gemms"], self.misfit)
 

@@ -25,7 +25,7 @@ def default_gemms(gemm: dict = FP32_GEMM) -> Dict[str, dict]:
 def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, tokens_per_step: int = 0, stats_every: int = 10,
                sketch_size: int = 64, eval_every: int = 0, data: str = "", gemms: Dict[str, dict] = None,
                model: Dict[str, Any] = None, optimizer: Dict[str, Any] = None, stats_layer_groups: int = 1,
-               wgrad_error_scope: str = "batch", wgrad_error_row_stride: int = 1) -> dict:
+               wgrad_error_scope: str = "batch", wgrad_error_row_stride: int = 1, wgrad_error_lag1: bool = True) -> dict:
     """A RunConfig; `model` and `optimizer` are free-form maps of numbers, strings and booleans.
     `stats_layer_groups` = N > 1 (opt-in): each stats step reports one N-th of the layers in turn
     (exact stats, each layer every stats_every * N steps) for an N-th of the cost.
@@ -33,7 +33,9 @@ def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, token
     the ranks at the step's end, instead of the error of the ranks' mean gradient
     (check_wgrad_error_scope); in one process the two are the same.
     `wgrad_error_row_stride` = N > 1 (opt-in, an estimate): the Wgrad error from every N-th row of ∇W
-    (check_wgrad_error_row_stride) for about an N-th of its products."""
+    (check_wgrad_error_row_stride) for about an N-th of its products.
+    `wgrad_error_lag1` = False (opt-in): no lag-1 cosine (lag1Cos and sketchPrev null), so no E_{t−1}
+    is kept and the step before each stats step measures nothing (check_wgrad_error_lag1)."""
     config = {
         "preset": preset, "seed": seed, "steps": steps, "tokensPerStep": tokens_per_step, "statsEvery": stats_every,
         "sketchSize": sketch_size, "evalEvery": eval_every, "data": data, "gemms": copy.deepcopy(gemms or default_gemms()),
@@ -45,10 +47,22 @@ def run_config(preset: str = "external", *, seed: int = 0, steps: int = 0, token
         config["wgradErrorScope"] = wgrad_error_scope
     if wgrad_error_row_stride != 1 or isinstance(wgrad_error_row_stride, bool):  # True == 1, but is no row stride
         config["wgradErrorRowStride"] = wgrad_error_row_stride
+    if wgrad_error_lag1 is not True:
+        config["wgradErrorLag1"] = wgrad_error_lag1
     check_layer_groups(config)
     check_wgrad_error_scope(config)
     check_wgrad_error_row_stride(config)
+    check_wgrad_error_lag1(config)
     return config
+
+
+def check_wgrad_error_lag1(config: dict) -> None:
+    """Refuses a wgradErrorLag1 (protocol 1.8) that is not a boolean. false is an opt-in: the bridge
+    keeps no E_{t−1} (Bridge(lag1_host_bytes=0) for this run), its records' lag1Cos and sketchPrev
+    are null, and the step before each stats step measures nothing."""
+    lag1 = config.get("wgradErrorLag1", True)
+    if not isinstance(lag1, bool):
+        raise ConfigError(f"wgradErrorLag1: expected true or false (false: no lag-1 cosine), got {lag1!r}")
 
 
 def check_wgrad_error_row_stride(config: dict) -> None:

@@ -34,6 +34,7 @@ run_config_schema = obj({
     "statsEvery": int_in(1, 1_000_000), "statsLayerGroups": optional(int_in(1, 1024)),  # protocol 1.3, optional
     "wgradErrorScope": optional(literal(*WGRAD_ERROR_SCOPES)),  # protocol 1.4, optional
     "wgradErrorRowStride": optional(int_in(1, 1024)),  # protocol 1.5, optional
+    "wgradErrorLag1": optional(boolean),  # protocol 1.8, optional
     "sketchSize": int_in(0, 4096), "evalEvery": non_neg_int, "data": string(4096),
     "gemms": obj({kind: gemm_config_schema for kind in GEMM_KINDS}),
     "model": record_of(_scalar, 64), "optimizer": record_of(_scalar, 64),

@@ -50,9 +50,11 @@ def train(model, bridge, steps, batch=(4, 16, 64), seed=0, lr=0.01):
         optimizer.zero_grad()
 
 
-def bridge_for(model, out_dir, gemms=None, stats_every=5, stats_layer_groups=1, wgrad_error_scope="batch", wgrad_error_row_stride=1, **kwargs):
+def bridge_for(model, out_dir, gemms=None, stats_every=5, stats_layer_groups=1, wgrad_error_scope="batch", wgrad_error_row_stride=1,
+               wgrad_error_lag1=True, **kwargs):
     config = run_config(preset="tiny-test", gemms=gemms or mx_gemms(), stats_every=stats_every, sketch_size=16, tokens_per_step=64,
-                        stats_layer_groups=stats_layer_groups, wgrad_error_scope=wgrad_error_scope, wgrad_error_row_stride=wgrad_error_row_stride)
+                        stats_layer_groups=stats_layer_groups, wgrad_error_scope=wgrad_error_scope, wgrad_error_row_stride=wgrad_error_row_stride,
+                        wgrad_error_lag1=wgrad_error_lag1)
     kwargs.setdefault("port", 0)
     kwargs.setdefault("handle_exit", False)
     return Bridge(model, config, out_dir=out_dir, print_listening=False, **kwargs)

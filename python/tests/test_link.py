@@ -33,7 +33,7 @@ class Protocol(unittest.TestCase):
         client = self.connect()
         hello = client.recv()
         self.assertEqual(hello["type"], "hello")
-        self.assertEqual(hello["protocol"], {"major": 1, "minor": 7})
+        self.assertEqual(hello["protocol"], {"major": 1, "minor": 8})
         self.assertEqual(hello["lastSeq"], 3)
         self.assertEqual(hello["sessionId"], self.server.session_id)
         self.assertIn("nextRunConfig", hello["capabilities"])

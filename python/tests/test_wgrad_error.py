@@ -281,16 +281,34 @@ class HostErrorStoreBudget(unittest.TestCase):
         self.assertEqual(layers(2), ["blocks.0.down", "blocks.0.up", "blocks.1.down", "blocks.1.up", "lm_head"], "the first tries every layer")
         self.assertEqual(layers(5), ["blocks.1.down", "lm_head"], "later ones, the layers kept")
         self.assertEqual({layer for (step, layer), error in bounded.items() if step == 6 and error["lag1Cos"] is not None}, {"blocks.1.down", "lm_head"})
-        calls.clear()
-        with mock.patch.object(wgrad_error.WgradErrors, "_reduce", counted):
-            off = run(steps=7, lag1_host_bytes=0)
-        self.assertEqual(sorted({step for step, _ in calls}), [0, 3, 6], "lag1_host_bytes=0: no step before a stats step measures anything")
         whole = run(steps=7)
-        self.assertEqual(sorted(off), sorted(whole))
-        for key, error in off.items():
-            self.assertEqual((error["lag1Cos"], error["sketchPrev"]), (None, None), key)
-            self.assertEqual({k: v for k, v in error.items() if k not in ("lag1Cos", "sketchPrev")},
-                             {k: v for k, v in whole[key].items() if k not in ("lag1Cos", "sketchPrev")}, key)
+        # Lag-1 off: the Bridge's budget of 0, or the run config's opt-in (protocol 1.8).
+        for off_kwargs in ({"lag1_host_bytes": 0}, {"wgrad_error_lag1": False}):
+            calls.clear()
+            with mock.patch.object(wgrad_error.WgradErrors, "_reduce", counted):
+                off = run(steps=7, **off_kwargs)
+            self.assertEqual(sorted({step for step, _ in calls}), [0, 3, 6], f"{off_kwargs}: no step before a stats step measures anything")
+            self.assertEqual(sorted(off), sorted(whole))
+            for key, error in off.items():
+                self.assertEqual((error["lag1Cos"], error["sketchPrev"]), (None, None), key)
+                self.assertEqual({k: v for k, v in error.items() if k not in ("lag1Cos", "sketchPrev")},
+                                 {k: v for k, v in whole[key].items() if k not in ("lag1Cos", "sketchPrev")}, key)
+
+    def test_lag1_off_is_in_the_run_config_and_checked(self):
+        from mxscope_bridge import run_config
+        from mxscope_bridge.config import ConfigError
+        self.assertNotIn("wgradErrorLag1", run_config())
+        self.assertIs(run_config(wgrad_error_lag1=False)["wgradErrorLag1"], False)
+        for bad in ("no", 0, None):
+            with self.assertRaisesRegex(ConfigError, "wgradErrorLag1: expected true or false"):
+                run_config(wgrad_error_lag1=bad)
+        torch.manual_seed(0)
+        bridge = bridge_for(TinyNet(), tempfile.mkdtemp(prefix="mxscope-lag1-"), wgrad_error_lag1=False)
+        self.addCleanup(bridge.close)
+        bridge.start_run()
+        started = read_log(bridge.run_dir)[0]
+        self.assertIs(started["config"]["wgradErrorLag1"], False)
+        bridge.end_run()
 
     def test_the_budget_must_be_bytes(self):
         for bad in (-1, 1.5, "1G"):

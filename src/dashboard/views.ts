@@ -31,6 +31,7 @@ export function runInfo(run: RunView, divergedAt: number | null): RunInfo {
     ...(config?.statsLayerGroups !== undefined ? { statsLayerGroups: config.statsLayerGroups } : {}),
     ...(config?.wgradErrorScope !== undefined ? { wgradErrorScope: config.wgradErrorScope } : {}),
     ...(config?.wgradErrorRowStride !== undefined ? { wgradErrorRowStride: config.wgradErrorRowStride } : {}),
+    ...(config?.wgradErrorLag1 !== undefined ? { wgradErrorLag1: config.wgradErrorLag1 } : {}),
     layers: run.layers.map((layer) => layer.name),
     divergedAt: shownDivergedAt(summary, divergedAt),
     sketchSize: config?.sketchSize ?? 0,

@@ -148,6 +148,13 @@ export interface RunConfig {
    * saturation, flush, SQNR) stay exact whatever N.
    */
   wgradErrorRowStride?: number;
+  /**
+   * Optional (protocol 1.8), absent = true. false is an opt-in that turns the lag-1 cosine off: the
+   * publisher keeps no E_{t−1}, so the step before each stats step measures nothing (for the Python
+   * bridge on a GPU, about 40 % of what observing every layer costs), and every layerStats record's
+   * wgradError.lag1Cos and sketchPrev are null. Every other figure is unchanged.
+   */
+  wgradErrorLag1?: boolean;
   /** Number of fixed indices per layer at which the Wgrad error is sampled (see LayerInfo.sketchIndices). */
   sketchSize: number;
   /** Validation every `evalEvery` steps; 0 = never. */
@@ -202,6 +209,7 @@ export const runConfigSchema: Schema<RunConfig> = object<RunConfig>({
   statsLayerGroups: optional(intIn(1, 1024)),
   wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
   wgradErrorRowStride: optional(intIn(1, 1024)),
+  wgradErrorLag1: optional(bool),
   sketchSize: intIn(0, 4096),
   evalEvery: nonNegInt,
   data: str(4096),
@@ -291,14 +299,18 @@ function wgradErrorRowsLabel(rowStride: number | undefined): string {
   return rowStride !== undefined && rowStride > 1 ? `estimated from 1 in ${rowStride} rows` : '';
 }
 
+/** The run config's opt-ins that change what its Wgrad error figures describe or include. */
+export type WgradErrorOptIns = Pick<RunConfig, 'wgradErrorScope' | 'wgradErrorRowStride' | 'wgradErrorLag1'>;
+
 /**
  * What a run's Wgrad error describes: "whole batch", or what the opt-ins changed ("each rank's own,
  * mean over ranks", "…; estimated from 1 in 4 rows"). Without `sayDefault` the default scope goes
  * unsaid ('' for a run with no opt-in).
  */
-export function wgradErrorDescription(run: Pick<RunConfig, 'wgradErrorScope' | 'wgradErrorRowStride'>, sayDefault = true): string {
+export function wgradErrorDescription(run: WgradErrorOptIns, sayDefault = true): string {
   const scope = sayDefault || run.wgradErrorScope === 'rank' ? wgradErrorScopeLabel(run.wgradErrorScope) : '';
-  return [scope, wgradErrorRowsLabel(run.wgradErrorRowStride)].filter((part) => part !== '').join('; ');
+  const lag1 = run.wgradErrorLag1 === false ? 'no lag-1 (opt-in)' : '';
+  return [scope, wgradErrorRowsLabel(run.wgradErrorRowStride), lag1].filter((part) => part !== '').join('; ');
 }
 
 /**
@@ -307,7 +319,7 @@ export function wgradErrorDescription(run: Pick<RunConfig, 'wgradErrorScope' | '
  * gradient) and/or sampled rows (estimates of the full tensor's); '' for the default (whole batch,
  * every row). One note, so every view and alert says the same.
  */
-export function wgradErrorNote(run: Pick<RunConfig, 'wgradErrorScope' | 'wgradErrorRowStride'>): string {
+export function wgradErrorNote(run: WgradErrorOptIns): string {
   const description = wgradErrorDescription(run, false);
   return description === '' ? '' : `Wgrad error: ${description}`;
 }

@@ -4,7 +4,7 @@
 import { GEMM_KINDS, WGRAD_ERROR_SCOPES, type GemmKind, type WgradErrorScope } from './config.js';
 import { OPERANDS, RUN_STATUSES, SCALE_KINDS, type Operand, type RunStatus, type ScaleKind } from './telemetry.js';
 import { GRID_METRICS, LAYER_METRICS, type GridMetric } from './layer-metrics.js';
-import { arrayOf, float64Array, int, intIn, literal, nonNegInt, nullable, num, object, optional, refined, str, uint32Array, union, ValidationError, type Schema } from './validate.js';
+import { arrayOf, bool, float64Array, int, intIn, literal, nonNegInt, nullable, num, object, optional, refined, str, uint32Array, union, ValidationError, type Schema } from './validate.js';
 
 /** What the dashboard needs to know about a run besides its series. */
 export interface RunInfo {
@@ -22,6 +22,8 @@ export interface RunInfo {
   wgradErrorScope?: WgradErrorScope;
   /** The run config's opt-in wgradErrorRowStride (absent: 1, the Wgrad error from every row, exact). */
   wgradErrorRowStride?: number;
+  /** The run config's opt-in wgradErrorLag1 (absent: true; false: its publisher kept no E_{t−1}, no lag-1 cosine). */
+  wgradErrorLag1?: boolean;
   /** Layer names in model order. */
   layers: string[];
   /** The step whose loss diverged (non-finite or run ended `diverged`), if any. */
@@ -271,6 +273,7 @@ const runInfoSchema = object<RunInfoUpdate>({
   statsLayerGroups: optional(intIn(1, 1024)),
   wgradErrorScope: optional(literal(...WGRAD_ERROR_SCOPES)),
   wgradErrorRowStride: optional(intIn(1, 1024)),
+  wgradErrorLag1: optional(bool),
   layers: optional(arrayOf(layerName, MAX_LAYERS)),
   divergedAt: nullable(nonNegInt),
   sketchSize: optional(nonNegInt),

@@ -4,7 +4,7 @@ import { nextRunConfigSchema, runConfigSchema, type NextRunConfig, type RunConfi
 import { telemetryRecordSchema, TELEMETRY_TYPES, type TelemetryRecord } from './telemetry.js';
 import { arrayOf, intIn, literal, nonNegInt, object, optional, str, union, type Schema } from './validate.js';
 
-export const PROTOCOL_VERSION = { major: 1, minor: 7 } as const;
+export const PROTOCOL_VERSION = { major: 1, minor: 8 } as const;
 /** Frames above this size are answered with an `error` (code `frame-too-large`) and dropped. */
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 

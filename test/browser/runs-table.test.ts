@@ -150,6 +150,10 @@ test('A run whose Wgrad error is estimated from 1 in 4 rows says so: Runs table,
   await optInIsSaid('dark', { wgradErrorRowStride: 4 }, 'whole batch; estimated from 1 in 4 rows', 'estimated from 1 in 4 rows');
 });
 
+test('A run with lag-1 turned off says so: Runs table, Wgrad error correlation, layer heatmap, layer overview', async () => {
+  await optInIsSaid('dark', { wgradErrorLag1: false }, 'whole batch; no lag-1 (opt-in)', 'no lag-1 (opt-in)');
+});
+
 test('Compared runs with different Wgrad error opt-ins each get their own note; both opt-ins read as one', async () => {
   const { host, byName } = await runsColumn('light', { wgradErrorScope: 'rank', wgradErrorRowStride: 4 }, 7, { h16: { wgradErrorRowStride: 8 } });
   const { page } = host;

@@ -103,6 +103,18 @@ test('runs view names a run whose Wgrad error is estimated from 1 in N rows, and
   assert.equal(rows('sampled'), '1 in 4 (estimate)');
 });
 
+test('the Runs view names lag-1 turned off (wgradErrorLag1 false) and says nothing of the default', () => {
+  const store = new RunStore();
+  for (const [runId, lag1] of [['default', undefined], ['on', true], ['off', false]] as const) {
+    const config = lag1 === undefined ? baseConfig : { ...baseConfig, wgradErrorLag1: lag1 };
+    store.ingest({ type: 'runStarted', runId, name: runId, startedAt: 't', trainer: { name: 'x', version: '1' }, config, layers: [] });
+  }
+  const row = (runId: string) => configRows(store.get(runId)!.summary).find((r) => r.label === 'Wgrad error lag-1')?.value;
+  assert.equal(row('default'), undefined);
+  assert.equal(row('on'), undefined);
+  assert.equal(row('off'), 'off (opt-in: no step before a stats step measured)');
+});
+
 test('runs view says what telemetry costs the run\'s steps once it has steps with and without stats', () => {
   const store = new RunStore();
   const layer: LayerInfo = { name: 'mix', kind: 'mix', block: 0, outFeatures: 64, inFeatures: 64, sketchIndices: [] };

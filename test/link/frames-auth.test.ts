@@ -187,7 +187,7 @@ test('the client ignores unknown server message types and drops malformed frames
     socket.send(JSON.stringify({ type: 'telepathy', seq: 0 }));
     socket.send('{"type":"hello",');
     socket.send(JSON.stringify({ type: 'step', seq: 1, runId: 'r', step: 'three' }));
-    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 7 }, trainer: { name: 'newer', version: '9' }, sessionId: 's', capabilities: ['mindReading'], lastSeq: 0 }));
+    socket.send(JSON.stringify({ type: 'hello', seq: 0, protocol: { major: 1, minor: 9 }, trainer: { name: 'newer', version: '9' }, sessionId: 's', capabilities: ['mindReading'], lastSeq: 0 }));
   });
   await new Promise((resolve) => wss.once('listening', resolve));
   const logs: string[] = [];

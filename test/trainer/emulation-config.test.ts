@@ -7,6 +7,7 @@ import { parseCliArgs } from '../../src/cli/train-args.js';
 import { mergeRunConfig } from '../../src/protocol/index.js';
 import { applyEmulationChange, emulationConfig, emulationServeArgs, emulationSettingsChange, type EmulationSettings } from '../../src/trainer/emulation-config.js';
 import { presetConfig, PRESET_NAMES } from '../../src/trainer/index.js';
+import { checkEmbeddedOptIns } from '../../src/trainer/stats-opt-ins.js';
 
 const choices: EmulationSettings[] = PRESET_NAMES.flatMap((preset) => [1, 10, 37].map((statsEvery) => ({ preset, statsEvery })));
 
@@ -49,6 +50,8 @@ test('the stats opt-ins of protocol 1.6 are refused when a next-run change asks 
   const tiny = presetConfig('tiny');
   assert.throws(() => applyEmulationChange(tiny, { statsLayerGroups: 4 }), /statsLayerGroups: the embedded trainer reports every layer at every stats step \(layer groups are for the Python bridge on large models\); set statsLayerGroups to 1 or leave it out \(got 4\)/);
   assert.throws(() => applyEmulationChange(tiny, { statsEvery: 20, wgradErrorRowStride: 8 }), /wgradErrorRowStride: .*sampled rows are for the Python bridge.*\(got 8\)/);
+  assert.throws(() => checkEmbeddedOptIns({ wgradErrorLag1: false }), /wgradErrorLag1: the embedded trainer always measures lag-1 .*\(got false\)/);
+  checkEmbeddedOptIns({ wgradErrorLag1: true });
   const exact = applyEmulationChange(tiny, { statsEvery: 20, statsLayerGroups: 1, wgradErrorRowStride: 1 });
   assert.equal(exact.statsEvery, 20);
   assert.equal(exact.statsLayerGroups, 1);

@@ -102,6 +102,8 @@ export function configRows(summary: RunSummary, run?: RunView): ConfigRow[] {
     ...(config.wgradErrorScope === 'rank' ? [{ label: t('Wgrad error'), value: t("each rank's own, mean over ranks") }] : []),
     // Likewise only the opt-in sampling of ∇W's rows: by default the error is exact, from every row.
     ...(config.wgradErrorRowStride !== undefined && config.wgradErrorRowStride > 1 ? [{ label: t('Wgrad error rows'), value: t('1 in {0} (estimate)', config.wgradErrorRowStride) }] : []),
+    // And lag-1 turned off: by default it is measured.
+    ...(config.wgradErrorLag1 === false ? [{ label: t('Wgrad error lag-1'), value: t('off (opt-in: no step before a stats step measured)') }] : []),
     { label: t('seed'), value: String(config.seed) },
     { label: t('data'), value: config.data },
     ...telemetryCostRows(run?.telemetryCost()),
