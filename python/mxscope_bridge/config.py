@@ -186,7 +186,7 @@ def merge_run_config(base: dict, change: dict) -> dict:
     merged = copy.deepcopy(base)
     for kind, patch in (change.get("gemms") or {}).items():
         merged["gemms"][kind].update(patch)
-    for key in ("seed", "steps", "statsEvery", "statsLayerGroups", "wgradErrorRowStride", "preset"):
+    for key in ("seed", "steps", "statsEvery", "statsLayerGroups", "wgradErrorRowStride", "wgradErrorLag1", "preset"):
         if key in change:
             merged[key] = change[key]
     return merged

@@ -44,6 +44,7 @@ next_run_config_schema = partial_of({
     "gemms": partial_of({kind: _partial_gemm for kind in GEMM_KINDS}, "a map of fprop/dgrad/wgrad"),
     "seed": non_neg_int, "steps": int_in(1, 100_000_000), "statsEvery": int_in(1, 1_000_000),
     "statsLayerGroups": int_in(1, 1024), "wgradErrorRowStride": int_in(1, 1024),  # protocol 1.6
+    "wgradErrorLag1": boolean,  # protocol 1.8
     "preset": string(128),
 }, "a next-run config")
 

@@ -76,6 +76,32 @@ class RunLoop(unittest.TestCase):
         with self.assertRaisesRegex(EOFError, "closed with 1001"):
             client.recv_until(lambda m: False)
 
+    def test_lag1_switches_off_and_on_between_runs_from_the_editor(self):
+        """Protocol 1.8: setNextRunConfig sets wgradErrorLag1 for the next run (the picker's "Every
+        layer, no lag-1"): that run keeps no E_{t−1} and reports lag1Cos null; true turns it on again."""
+        torch.manual_seed(0)
+        model = TinyNet()
+        config = run_config(steps=4, stats_every=2, tokens_per_step=64, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32)))
+        bridge = Bridge(model, config, out_dir=tempfile.mkdtemp(), port=0, print_listening=False, handle_exit=False)
+        thread = serve_runs(bridge, model, 2)
+        client = Client(bridge.server.connect_url)
+        self.addCleanup(client.close)
+        client.recv()
+        client.send({"type": "subscribe", "id": "s"})
+        client.send({"type": "setNextRunConfig", "id": "bad", "change": {"wgradErrorLag1": "off"}})
+        self.assertIn("change.wgradErrorLag1", client.recv_until(lambda m: m.get("id") == "bad")[-1]["message"])
+        for i, lag1 in enumerate([False, True]):
+            client.send({"type": "setNextRunConfig", "id": f"c{i}", "change": {"wgradErrorLag1": lag1}})
+            client.send({"type": "startRun", "id": f"r{i}"})
+            messages = client.recv_until(lambda m: m.get("type") == "runEnded")
+            started = next(m for m in messages if m.get("type") == "runStarted")
+            self.assertIs(started["config"]["wgradErrorLag1"], lag1)
+            at_2 = [m["wgradError"]["lag1Cos"] for m in messages if m.get("type") == "layerStats" and m["gemm"] == "wgrad" and m["step"] == 2]
+            self.assertEqual(len(at_2), 5)
+            self.assertEqual(all(value is None for value in at_2), not lag1, f"wgradErrorLag1 {lag1}: {at_2}")
+        thread.join(30)
+        self.assertFalse(thread.is_alive())
+
     def test_stats_opt_ins_switch_between_runs_from_the_editor(self):
         """Protocol 1.6: setNextRunConfig sets statsLayerGroups and wgradErrorRowStride for the next run
         (what the extension's "Set Stats Cadence and Coverage" sends); the run honours them, and a

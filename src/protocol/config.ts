@@ -176,6 +176,8 @@ export interface NextRunConfig {
   statsLayerGroups?: number;
   /** Optional (protocol 1.6): RunConfig.wgradErrorRowStride of the next run (1 = every row, exact). */
   wgradErrorRowStride?: number;
+  /** Optional (protocol 1.8): RunConfig.wgradErrorLag1 of the next run (true = lag-1 measured). */
+  wgradErrorLag1?: boolean;
   preset?: string;
 }
 
@@ -245,6 +247,7 @@ export const nextRunConfigSchema: Schema<NextRunConfig> = partialOf<NextRunConfi
     statsEvery: intIn(1, 1_000_000),
     statsLayerGroups: intIn(1, 1024),
     wgradErrorRowStride: intIn(1, 1024),
+    wgradErrorLag1: bool,
     preset: str(128),
   },
   'a next-run config',
@@ -266,6 +269,7 @@ export function mergeRunConfig(base: RunConfig, change: NextRunConfig): RunConfi
     // The opt-ins stay absent (base's own, spread above) unless the change names them.
     ...(change.statsLayerGroups !== undefined ? { statsLayerGroups: change.statsLayerGroups } : {}),
     ...(change.wgradErrorRowStride !== undefined ? { wgradErrorRowStride: change.wgradErrorRowStride } : {}),
+    ...(change.wgradErrorLag1 !== undefined ? { wgradErrorLag1: change.wgradErrorLag1 } : {}),
     preset: change.preset ?? base.preset,
   };
 }

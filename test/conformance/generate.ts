@@ -74,7 +74,7 @@ function clientCases(): MessageCase[] {
   const startRun = example(clientExamples, 'startRun');
   cases.push(
     valid('subscribe without from', { type: 'subscribe', id: 's1' }),
-    valid('setNextRunConfig with every field', { type: 'setNextRunConfig', id: 'r1', change: { gemms: { fprop: { precision: 'bf16' }, dgrad: {}, wgrad: { rotation: 'hadamard', hadamardBlock: 32 } }, seed: 0, steps: 1, statsEvery: 1_000_000, statsLayerGroups: 1024, wgradErrorRowStride: 4, preset: 'small' } }),
+    valid('setNextRunConfig with every field', { type: 'setNextRunConfig', id: 'r1', change: { gemms: { fprop: { precision: 'bf16' }, dgrad: {}, wgrad: { rotation: 'hadamard', hadamardBlock: 32 } }, seed: 0, steps: 1, statsEvery: 1_000_000, statsLayerGroups: 1024, wgradErrorRowStride: 4, wgradErrorLag1: false, preset: 'small' } }),
     valid('an id of 128 characters', { type: 'stopRun', id: 'i'.repeat(128) }),
     valid('unknown extra fields in a known message are kept', { type: 'saveCheckpoint', id: 'c1', note: { any: [1, 2] } }),
     { name: 'an unknown type is ignored, not refused', message: { type: 'teleport', id: 't1' }, expect: 'ignored' },
@@ -98,6 +98,7 @@ function clientCases(): MessageCase[] {
     invalid('change.statsLayerGroups 0', withField(change, '.change', { statsLayerGroups: 0 }), 'field.range', '.change.statsLayerGroups'),
     invalid('change.wgradErrorRowStride over 1,024', withField(change, '.change', { wgradErrorRowStride: 1025 }), 'field.range', '.change.wgradErrorRowStride'),
     invalid('change.wgradErrorRowStride a fraction', withField(change, '.change', { wgradErrorRowStride: 2.5 }), 'field.range', '.change.wgradErrorRowStride'),
+    invalid('change.wgradErrorLag1 a number', withField(change, '.change', { wgradErrorLag1: 0 }), 'field.type', '.change.wgradErrorLag1'),
     invalid('change.gemms.wgrad.precision unknown', withField(change, '.change', { gemms: { wgrad: { precision: 'fp2' } } }), 'field.enum', '.change.gemms.wgrad.precision'),
     invalid('change.gemms.wgrad.rotaton (a typo)', withField(change, '.change', { gemms: { wgrad: { rotaton: 'hadamard' } } }), 'change.unknown-field', '.change.gemms.wgrad.rotaton'),
     invalid('change.gemms.mlp (not a GEMM)', withField(change, '.change', { gemms: { mlp: {} } }), 'change.unknown-field', '.change.gemms.mlp'),

@@ -28,8 +28,13 @@ test('the intervals offered are 10, 20, 50 and 100 steps, and the current one wh
   assert.deepEqual(intervalChoices(500), [10, 20, 50, 100, 500]);
 });
 
-test('the coverages offered: every layer exactly first, then layer groups and sampled Wgrad rows, each saying what it gives up', () => {
-  assert.deepEqual(COVERAGE_CHOICES.map((c) => [c.statsLayerGroups, c.wgradErrorRowStride]), [[1, 1], [2, 1], [4, 1], [8, 1], [1, 4], [1, 8]]);
+test('the coverages offered: every layer exactly first, then layer groups, sampled Wgrad rows and no lag-1, each saying what it gives up', () => {
+  assert.deepEqual(
+    COVERAGE_CHOICES.map((c) => [c.statsLayerGroups, c.wgradErrorRowStride, c.wgradErrorLag1]),
+    [[1, 1, true], [2, 1, true], [4, 1, true], [8, 1, true], [1, 4, true], [1, 8, true], [1, 1, false]],
+  );
+  assert.equal(COVERAGE_CHOICES[6]!.label, 'Every layer, no lag-1 (opt-in)');
+  assert.match(COVERAGE_CHOICES[6]!.detail, /no lag-1 cosine; the step before a stats step is free$/);
   assert.match(COVERAGE_CHOICES[0]!.label, /default/);
   assert.equal(new Set(COVERAGE_CHOICES.map((c) => c.label)).size, COVERAGE_CHOICES.length, 'no two read alike');
   for (const choice of COVERAGE_CHOICES.slice(1)) assert.match(choice.detail, /^Python bridge: /, `${choice.label} says where it applies`);
@@ -57,9 +62,24 @@ test('a choice sends the interval and the opt-ins it changes, so going back to e
 
   assert.deepEqual(coverageChange(10, COVERAGE_CHOICES[4]!, coverageOf(next)), { statsEvery: 10, statsLayerGroups: 1, wgradErrorRowStride: 4 });
   const back = mergeRunConfig(sampled, coverageChange(10, COVERAGE_CHOICES[0]!, coverageOf(sampled)));
-  assert.deepEqual(coverageOf(back), { statsLayerGroups: 1, wgradErrorRowStride: 1 });
+  assert.deepEqual(coverageOf(back), { statsLayerGroups: 1, wgradErrorRowStride: 1, wgradErrorLag1: true });
   store.ingest({ type: 'runStarted', runId: 'e', name: 'exact', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: back, layers: [] });
   assert.ok(!configRows(store.list()[2]!).some((r) => r.label === 'Wgrad error rows'), 'exact again: no estimate row');
+});
+
+test('no lag-1 sends wgradErrorLag1 false, and every layer exactly turns it on again; the next run shows it in the Runs view', () => {
+  const off = coverageChange(10, COVERAGE_CHOICES[6]!, coverageOf(baseConfig));
+  assert.deepEqual(check(nextRunConfigSchema, off), { statsEvery: 10, wgradErrorLag1: false });
+  const next = mergeRunConfig(baseConfig, off);
+  assert.equal(check(runConfigSchema, next).wgradErrorLag1, false);
+  const store = new RunStore();
+  store.ingest({ type: 'runStarted', runId: 'n', name: 'no lag-1', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: next, layers: [] });
+  assert.equal(configRows(store.list()[0]!).find((r) => r.label === 'Wgrad error lag-1')?.value, 'off (opt-in: no step before a stats step measured)');
+  assert.match(statusText({ state: 'connected', url: 'ws://x', run: undefined, nextRunConfig: next }).tooltip, /^next run: all mxfp4 · stats every 10 steps · Every layer, no lag-1 \(opt-in\)$/m);
+  const on = coverageChange(10, COVERAGE_CHOICES[0]!, coverageOf(next));
+  assert.deepEqual(on, { statsEvery: 10, wgradErrorLag1: true });
+  assert.equal(mergeRunConfig(next, on).wgradErrorLag1, true);
+  assert.equal(coverageSummary(10, { statsLayerGroups: 4, wgradErrorRowStride: 1, wgradErrorLag1: false }), 'every 10 steps · 4 layer groups, Wgrad error from 1 in 1 rows, no lag-1');
 });
 
 test('each choice quotes the newest run that measured it at that interval; absent opt-ins count as 1', () => {
@@ -69,6 +89,7 @@ test('each choice quotes the newest run that measured it at that interval; absen
     { name: 'new exact', config: config(10, { statsLayerGroups: 1, wgradErrorRowStride: 1 }), cost: cost(0.082) },
     { name: 'exact at 100', config: config(100), cost: cost(0.008) },
     { name: 'not measured yet', config: config(10, { wgradErrorRowStride: 4 }), cost: undefined },
+    { name: 'no lag-1', config: config(10, { wgradErrorLag1: false }), cost: cost(0.052) },
     { name: 'no config yet', config: undefined, cost: cost(0.5) },
   ];
   assert.equal(measuredCost(runs, 10, COVERAGE_CHOICES[0]!), 'measured +8.2 % in new exact');
@@ -76,12 +97,14 @@ test('each choice quotes the newest run that measured it at that interval; absen
   assert.equal(measuredCost(runs, 100, COVERAGE_CHOICES[0]!), 'measured +0.8 % in exact at 100');
   assert.equal(measuredCost(runs, 20, COVERAGE_CHOICES[0]!), undefined, 'no run at that interval');
   assert.equal(measuredCost(runs, 10, COVERAGE_CHOICES[4]!), undefined, 'a run without a cost yet is not quoted');
+  assert.equal(measuredCost(runs, 10, COVERAGE_CHOICES[6]!), 'measured +5.2 % in no lag-1');
 });
 
 test('the confirmation says the interval and the coverage in the words of the picker', () => {
   assert.equal(coverageSummary(20, COVERAGE_CHOICES[0]!), 'every 20 steps · Every layer, exact (default)');
   assert.equal(coverageSummary(10, COVERAGE_CHOICES[5]!), 'every 10 steps · Wgrad error from 1 in 8 rows (estimate)');
-  assert.equal(coverageSummary(10, { statsLayerGroups: 3, wgradErrorRowStride: 2 }), 'every 10 steps · 3 layer groups, Wgrad error from 1 in 2 rows');
+  assert.equal(coverageSummary(10, { statsLayerGroups: 3, wgradErrorRowStride: 2, wgradErrorLag1: true }), 'every 10 steps · 3 layer groups, Wgrad error from 1 in 2 rows');
+  assert.equal(coverageSummary(10, COVERAGE_CHOICES[6]!), 'every 10 steps · Every layer, no lag-1 (opt-in)');
 });
 
 test('the quick actions offer it after the scale rule, in every connection state', () => {

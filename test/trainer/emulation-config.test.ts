@@ -50,6 +50,7 @@ test('the stats opt-ins of protocol 1.6 are refused when a next-run change asks 
   const tiny = presetConfig('tiny');
   assert.throws(() => applyEmulationChange(tiny, { statsLayerGroups: 4 }), /statsLayerGroups: the embedded trainer reports every layer at every stats step \(layer groups are for the Python bridge on large models\); set statsLayerGroups to 1 or leave it out \(got 4\)/);
   assert.throws(() => applyEmulationChange(tiny, { statsEvery: 20, wgradErrorRowStride: 8 }), /wgradErrorRowStride: .*sampled rows are for the Python bridge.*\(got 8\)/);
+  assert.throws(() => applyEmulationChange(tiny, { wgradErrorLag1: false }), /wgradErrorLag1: the embedded trainer always measures lag-1 .*\(got false\)/);
   assert.throws(() => checkEmbeddedOptIns({ wgradErrorLag1: false }), /wgradErrorLag1: the embedded trainer always measures lag-1 .*\(got false\)/);
   checkEmbeddedOptIns({ wgradErrorLag1: true });
   const exact = applyEmulationChange(tiny, { statsEvery: 20, statsLayerGroups: 1, wgradErrorRowStride: 1 });

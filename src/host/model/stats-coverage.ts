@@ -14,10 +14,11 @@ export function intervalChoices(current: number | undefined): number[] {
   return current === undefined || STATS_INTERVALS.includes(current) ? [...STATS_INTERVALS] : [...STATS_INTERVALS, current].sort((a, b) => a - b);
 }
 
-/** What each stats step measures: RunConfig.statsLayerGroups and wgradErrorRowStride (1 and 1: every layer, exact). */
+/** What each stats step measures: RunConfig.statsLayerGroups, wgradErrorRowStride and wgradErrorLag1 (1, 1 and true: every layer, exact, with lag-1). */
 export interface Coverage {
   statsLayerGroups: number;
   wgradErrorRowStride: number;
+  wgradErrorLag1: boolean;
 }
 
 export interface CoverageChoice extends Coverage {
@@ -25,9 +26,10 @@ export interface CoverageChoice extends Coverage {
   detail: string;
 }
 
-const EXACT: Coverage = { statsLayerGroups: 1, wgradErrorRowStride: 1 };
-const groups = (n: number): Coverage => ({ statsLayerGroups: n, wgradErrorRowStride: 1 });
-const rows = (n: number): Coverage => ({ statsLayerGroups: 1, wgradErrorRowStride: n });
+const EXACT: Coverage = { statsLayerGroups: 1, wgradErrorRowStride: 1, wgradErrorLag1: true };
+const groups = (n: number): Coverage => ({ ...EXACT, statsLayerGroups: n });
+const rows = (n: number): Coverage => ({ ...EXACT, wgradErrorRowStride: n });
+const NO_LAG1: Coverage = { ...EXACT, wgradErrorLag1: false };
 
 // Labels and details are getters: they are read after activate() has installed the translator.
 function choice(coverage: Coverage, text: () => { label: string; detail: string }): CoverageChoice {
@@ -44,6 +46,10 @@ export const COVERAGE_CHOICES: readonly CoverageChoice[] = [
     label: rowsLabel(n),
     detail: t('Python bridge: every layer, exact operand stats; Wgrad error from every {0}th row of ∇W', n),
   }))),
+  choice(NO_LAG1, () => ({
+    label: noLag1Label(),
+    detail: t('Python bridge: every layer exact, no lag-1 cosine; the step before a stats step is free'),
+  })),
 ];
 
 /** "10 steps", or with the opt-in layer groups which share of the layers each stats step reports. */
@@ -52,23 +58,27 @@ export function statsCadence(every: number, groups: number): string {
 }
 
 /** What a run measures and how often, for the status bar's tooltip: "stats every 10 steps", "… · Wgrad error from 1 in 4 rows (estimate)". */
-export function statsPlan(config: Pick<RunConfig, 'statsEvery' | 'statsLayerGroups' | 'wgradErrorRowStride'>): string {
-  const { statsLayerGroups, wgradErrorRowStride } = coverageOf(config);
+export function statsPlan(config: Pick<RunConfig, 'statsEvery' | 'statsLayerGroups' | 'wgradErrorRowStride' | 'wgradErrorLag1'>): string {
+  const { statsLayerGroups, wgradErrorRowStride, wgradErrorLag1 } = coverageOf(config);
   const every = t('stats every {0}', statsCadence(config.statsEvery, statsLayerGroups));
-  return wgradErrorRowStride === 1 ? every : `${every} · ${rowsLabel(wgradErrorRowStride)}`;
+  return [every, wgradErrorRowStride === 1 ? '' : rowsLabel(wgradErrorRowStride), wgradErrorLag1 ? '' : noLag1Label()].filter((part) => part !== '').join(' · ');
 }
 
 function rowsLabel(stride: number): string {
   return t('Wgrad error from 1 in {0} rows (estimate)', stride);
 }
 
-/** The coverage a config runs with (absent opt-ins are 1). */
-export function coverageOf(config: Pick<RunConfig, 'statsLayerGroups' | 'wgradErrorRowStride'>): Coverage {
-  return { statsLayerGroups: config.statsLayerGroups ?? 1, wgradErrorRowStride: config.wgradErrorRowStride ?? 1 };
+function noLag1Label(): string {
+  return t('Every layer, no lag-1 (opt-in)');
+}
+
+/** The coverage a config runs with (absent opt-ins: 1, 1 and lag-1 on). */
+export function coverageOf(config: Pick<RunConfig, 'statsLayerGroups' | 'wgradErrorRowStride' | 'wgradErrorLag1'>): Coverage {
+  return { statsLayerGroups: config.statsLayerGroups ?? 1, wgradErrorRowStride: config.wgradErrorRowStride ?? 1, wgradErrorLag1: config.wgradErrorLag1 ?? true };
 }
 
 export function sameCoverage(a: Coverage, b: Coverage): boolean {
-  return a.statsLayerGroups === b.statsLayerGroups && a.wgradErrorRowStride === b.wgradErrorRowStride;
+  return a.statsLayerGroups === b.statsLayerGroups && a.wgradErrorRowStride === b.wgradErrorRowStride && a.wgradErrorLag1 === b.wgradErrorLag1;
 }
 
 /**
@@ -81,6 +91,7 @@ export function coverageChange(statsEvery: number, coverage: Coverage, current: 
     statsEvery,
     ...(coverage.statsLayerGroups !== current.statsLayerGroups ? { statsLayerGroups: coverage.statsLayerGroups } : {}),
     ...(coverage.wgradErrorRowStride !== current.wgradErrorRowStride ? { wgradErrorRowStride: coverage.wgradErrorRowStride } : {}),
+    ...(coverage.wgradErrorLag1 !== current.wgradErrorLag1 ? { wgradErrorLag1: coverage.wgradErrorLag1 } : {}),
   };
 }
 
@@ -108,6 +119,10 @@ export function measuredCost(runs: readonly MeasuredRun[], statsEvery: number, c
 /** "every 20 steps · Every layer, exact (default)", as the confirmation says it. */
 export function coverageSummary(statsEvery: number, coverage: Coverage): string {
   const chosen = COVERAGE_CHOICES.find((c) => sameCoverage(c, coverage));
-  const what = chosen?.label ?? t('{0} layer groups, Wgrad error from 1 in {1} rows', coverage.statsLayerGroups, coverage.wgradErrorRowStride);
+  const what =
+    chosen?.label ??
+    (coverage.wgradErrorLag1
+      ? t('{0} layer groups, Wgrad error from 1 in {1} rows', coverage.statsLayerGroups, coverage.wgradErrorRowStride)
+      : t('{0} layer groups, Wgrad error from 1 in {1} rows, no lag-1', coverage.statsLayerGroups, coverage.wgradErrorRowStride));
   return t('every {0} steps · {1}', statsEvery, what);
 }
