@@ -76,9 +76,8 @@ class RunLoop(unittest.TestCase):
         with self.assertRaisesRegex(EOFError, "closed with 1001"):
             client.recv_until(lambda m: False)
 
-    def test_lag1_switches_off_and_on_between_runs_from_the_editor(self):
-        """Protocol 1.8: setNextRunConfig sets wgradErrorLag1 for the next run (the picker's "Every
-        layer, no lag-1"): that run keeps no E_{t−1} and reports lag1Cos null; true turns it on again."""
+    def two_runs_served(self):
+        """A bridge serving two runs of 4 steps at statsEvery 2 (TinyNet, MXFP4 H32) and a subscribed client."""
         torch.manual_seed(0)
         model = TinyNet()
         config = run_config(steps=4, stats_every=2, tokens_per_step=64, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32)))
@@ -88,6 +87,12 @@ class RunLoop(unittest.TestCase):
         self.addCleanup(client.close)
         client.recv()
         client.send({"type": "subscribe", "id": "s"})
+        return thread, client
+
+    def test_lag1_switches_off_and_on_between_runs_from_the_editor(self):
+        """Protocol 1.8: setNextRunConfig sets wgradErrorLag1 for the next run (the picker's "Every
+        layer, no lag-1"): that run keeps no E_{t−1} and reports lag1Cos null; true turns it on again."""
+        thread, client = self.two_runs_served()
         client.send({"type": "setNextRunConfig", "id": "bad", "change": {"wgradErrorLag1": "off"}})
         self.assertIn("change.wgradErrorLag1", client.recv_until(lambda m: m.get("id") == "bad")[-1]["message"])
         for i, lag1 in enumerate([False, True]):
@@ -107,15 +112,7 @@ class RunLoop(unittest.TestCase):
         (what the extension's "Set Stats Cadence and Coverage" sends); the run honours them, and a
         change back to 1 gives every layer and the exact error again. A grouping the stats interval
         cannot honour is refused when asked for, naming what to change."""
-        torch.manual_seed(0)
-        model = TinyNet()
-        config = run_config(steps=4, stats_every=2, tokens_per_step=64, gemms=default_gemms(gemm_config("mxfp4", "hadamard", 32)))
-        bridge = Bridge(model, config, out_dir=tempfile.mkdtemp(), port=0, print_listening=False, handle_exit=False)
-        thread = serve_runs(bridge, model, 2)
-        client = Client(bridge.server.connect_url)
-        self.addCleanup(client.close)
-        client.recv()
-        client.send({"type": "subscribe", "id": "s"})
+        thread, client = self.two_runs_served()
         client.send({"type": "setNextRunConfig", "id": "bad", "change": {"statsEvery": 1, "statsLayerGroups": 2}})
         refused = client.recv_until(lambda m: m.get("id") == "bad")[-1]
         self.assertEqual((refused["type"], refused["code"]), ("error", "invalid-message"))
