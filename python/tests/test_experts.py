@@ -1017,6 +1017,7 @@ class Experts(unittest.TestCase):
                 if told:
                     self.assertIn(f"{2 * EXPERTS} of the {2 * EXPERTS} layers are experts", hints[0])
                     self.assertIn("stats_layer_groups", hints[0])
+                    self.assertIn("wgrad_error_lag1=False", hints[0])
 
     def test_a_run_start_too_large_for_clients_is_told(self):
         from mxscope_bridge import link
