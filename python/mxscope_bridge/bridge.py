@@ -431,10 +431,11 @@ class Bridge:
         self.observing = ObserveState()
         step_stats = None
         if capture is not None and capture.dropped is not None:
+            kept_for_lag1 = self._errors.keep  # this step's E was to be the next stats step's E_{t−1}
             self._errors.drop_step()
             self._errors.finish()
             self.log(f"step {step}'s layer stats are dropped: {capture.dropped}. Training goes on; "
-                     f"{'the next stats step reports no lag-1. ' if capture.with_stats is False else ''}"
+                     f"{'the next stats step reports no lag-1. ' if kept_for_lag1 else ''}"
                      "Layer groups (run_config(stats_layer_groups=N)) or a smaller batch leave the bridge more room")
         elif capture is not None:
             self._errors.finish_micro_batches()
