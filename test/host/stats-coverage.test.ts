@@ -75,7 +75,7 @@ test('no lag-1 sends wgradErrorLag1 false, and every layer exactly turns it on a
   const store = new RunStore();
   store.ingest({ type: 'runStarted', runId: 'n', name: 'no lag-1', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: next, layers: [] });
   assert.equal(configRows(store.list()[0]!).find((r) => r.label === 'Wgrad error lag-1')?.value, 'off (opt-in: no step before a stats step measured)');
-  assert.match(statusText({ state: 'connected', url: 'ws://x', run: undefined, nextRunConfig: next }).tooltip, /^next run: all mxfp4 · stats every 10 steps · Every layer, no lag-1 \(opt-in\)$/m);
+  assert.match(statusText({ state: 'connected', url: 'ws://x', run: undefined, nextRunConfig: next }).tooltip, /^next run: all mxfp4 · stats every 10 steps · no lag-1 \(opt-in\)$/m);
   const on = coverageChange(10, COVERAGE_CHOICES[0]!, coverageOf(next));
   assert.deepEqual(on, { statsEvery: 10, wgradErrorLag1: true });
   assert.equal(mergeRunConfig(next, on).wgradErrorLag1, true);
@@ -121,6 +121,10 @@ test("the status bar's tooltip says how often and what the next run measures, an
   assert.match(idle.tooltip, /^next run: all mxfp4 · stats every 20 steps, 1 of 4 layer groups each \(a layer every 80 steps\)$/m);
   const sampled = mergeRunConfig(baseConfig, coverageChange(10, COVERAGE_CHOICES[5]!));
   assert.match(statusText({ state: 'connected', url: 'ws://x', run: undefined, nextRunConfig: sampled }).tooltip, /^next run: all mxfp4 · stats every 10 steps · Wgrad error from 1 in 8 rows \(estimate\)$/m);
+  // Layer groups and lag-1 off together (the bridge's run_config allows it; the picker does not offer it): no "every layer" beside the groups.
+  const groupsNoLag1 = mergeRunConfig(baseConfig, coverageChange(10, { statsLayerGroups: 4, wgradErrorRowStride: 1, wgradErrorLag1: false }));
+  assert.match(statusText({ state: 'connected', url: 'ws://x', run: undefined, nextRunConfig: groupsNoLag1 }).tooltip,
+    /^next run: all mxfp4 · stats every 10 steps, 1 of 4 layer groups each \(a layer every 40 steps\) · no lag-1 \(opt-in\)$/m);
   const store = new RunStore();
   store.ingest({ type: 'runStarted', runId: 'r', name: 'running', startedAt: 't', trainer: { name: 'bridge', version: '1' }, config: baseConfig, layers: [] });
   const running = statusText({ state: 'connected', url: 'ws://x', run: store.list()[0], nextRunConfig: next });

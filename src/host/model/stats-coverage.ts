@@ -47,7 +47,7 @@ export const COVERAGE_CHOICES: readonly CoverageChoice[] = [
     detail: t('Python bridge: every layer, exact operand stats; Wgrad error from every {0}th row of ∇W', n),
   }))),
   choice(NO_LAG1, () => ({
-    label: noLag1Label(),
+    label: t('Every layer, no lag-1 (opt-in)'),
     detail: t('Python bridge: every layer exact, no lag-1 cosine; the step before a stats step is free'),
   })),
 ];
@@ -61,15 +61,12 @@ export function statsCadence(every: number, groups: number): string {
 export function statsPlan(config: Pick<RunConfig, 'statsEvery' | 'statsLayerGroups' | 'wgradErrorRowStride' | 'wgradErrorLag1'>): string {
   const { statsLayerGroups, wgradErrorRowStride, wgradErrorLag1 } = coverageOf(config);
   const every = t('stats every {0}', statsCadence(config.statsEvery, statsLayerGroups));
-  return [every, wgradErrorRowStride === 1 ? '' : rowsLabel(wgradErrorRowStride), wgradErrorLag1 ? '' : noLag1Label()].filter((part) => part !== '').join(' · ');
+  // "no lag-1", not the picker's "Every layer, no lag-1": beside layer groups "every layer" would contradict them.
+  return [every, wgradErrorRowStride === 1 ? '' : rowsLabel(wgradErrorRowStride), wgradErrorLag1 ? '' : t('no lag-1 (opt-in)')].filter((part) => part !== '').join(' · ');
 }
 
 function rowsLabel(stride: number): string {
   return t('Wgrad error from 1 in {0} rows (estimate)', stride);
-}
-
-function noLag1Label(): string {
-  return t('Every layer, no lag-1 (opt-in)');
 }
 
 /** The coverage a config runs with (absent opt-ins: 1, 1 and lag-1 on). */
