@@ -164,5 +164,61 @@ class BackwardWorkerTest(unittest.TestCase):
         self.assertEqual(saved, seen, "an unsharded layer's saved W (autocast's own copy) is handed over as it is")
 
 
+#: GPU time long enough that, were an ordering missing, the other stream would overtake the worker's.
+SLEEP_CYCLES = 200_000_000
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "the worker's own stream needs CUDA")
+class WorkerStreamTest(unittest.TestCase):
+    """The worker's kernels run on a stream of their own (beside the trainer's backward); each test
+    fails when one of the three orderings that keep its results those of the hook is left out."""
+
+    def setUp(self):
+        self.worker = BackwardWorker()
+        self.device = torch.device("cuda", torch.cuda.current_device())
+
+    def test_the_work_runs_on_its_own_stream(self):
+        seen = []
+        self.worker.submit(self.device, lambda: seen.append(torch.cuda.current_stream(self.device)))
+        self.worker.drain()
+        self.assertEqual(seen, [self.worker.stream(self.device)])
+        self.assertNotEqual(seen[0], torch.cuda.current_stream(self.device))
+
+    def test_an_item_waits_for_what_the_trainers_stream_was_given_before_it(self):
+        x = torch.zeros(1 << 20, device=self.device)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        x.fill_(3.0)  # queued behind the sleep on the trainer's stream
+        out = {}
+        self.worker.submit(self.device, lambda t: out.setdefault("sum", t.sum()), x)
+        self.worker.drain()
+        self.assertEqual(out["sum"].item(), 3.0 * (1 << 20))
+
+    def test_memory_handed_to_an_item_goes_to_nothing_else_until_its_kernels_are_done(self):
+        x = torch.ones(1 << 20, device=self.device)
+        out, launched = {}, threading.Event()
+
+        def work(t):
+            torch.cuda._sleep(SLEEP_CYCLES)  # on the worker's stream, before it reads t
+            out["sum"] = t.sum()
+        self.worker.submit(self.device, work, x)
+        self.worker.submit(self.device, launched.set)  # runs once the first item has let go of x
+        launched.wait(10)
+        del x  # autograd drops its own references as soon as the hook returns
+        reused = torch.full((1 << 20,), 7.0, device=self.device)  # the freed block, were it not marked
+        self.worker.drain()
+        self.assertEqual(out["sum"].item(), float(1 << 20))
+        self.assertEqual(reused[0].item(), 7.0)
+
+    def test_after_drain_the_trainers_stream_reads_what_the_work_wrote(self):
+        out = torch.zeros(1 << 20, device=self.device)
+
+        def work(t):
+            torch.cuda._sleep(SLEEP_CYCLES)
+            t.fill_(5.0)
+        self.worker.submit(self.device, work, out)
+        self.worker.drain()
+        self.assertEqual(out.sum().item(), 5.0 * (1 << 20))  # on the trainer's stream
+
+
 if __name__ == "__main__":
     unittest.main()
