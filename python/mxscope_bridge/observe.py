@@ -4,15 +4,11 @@ the run config's block format (MXFP4 where it names none) with its rotation and 
 to those operands (`simulated`), and the records carry the precision the GEMM really ran at. The
 hooks return at once except on the steps that capture.
 
-A layer's telemetry is computed in its backward, when ∇Y arrives: fprop (X, W), dgrad (∇Y, Wᵀ) and
-the Wgrad error. For an nn.Linear, X and W are the tensors its GEMM saved for backward (under
-autocast: the bf16 copies the GEMM consumed), read from its autograd node, so observing keeps no
-activation alive that autograd does not keep anyway. Other modules keep X from the forward hook.
+All of a layer's telemetry is computed in its backward, when ∇Y arrives: fprop (X, W), dgrad (∇Y,
+Wᵀ) and the Wgrad error. For an nn.Linear, X and W are the tensors its GEMM saved for backward
+(under autocast: the bf16 copies the GEMM consumed), read from its autograd node, so observing keeps
+no activation alive that autograd does not keep anyway. Other modules keep X from the forward hook.
 A layer with no Wgrad (a frozen weight) has its Fprop measured in the forward instead, and keeps no X.
-So does an nn.Linear whose saved X and W the forward hook can read, where the backward worker runs
-the work and Fprop's MXFP4 is deterministic: the worker is idle in the forward and busy in the
-backward, where its host time (a stats step's ~200 ms against the trainer's ~90 on an H200) paced
-the step; the saved tensors are the ones backward would read, so the stats are the same.
 
 Activation checkpointing saves nothing in the first forward and runs the forward again inside
 backward. There, the forward pre-hook hands the recomputed input to the layer (and a ∇Y that came
@@ -222,11 +218,6 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
         found = matmul_node(y, 0) if plain and not checkpointed else None
         if found is not None and getattr(found[0], found[1][0]) is None:  # X is saved only when W needs a gradient
             found = None
-        if found is not None and "fprop" in gemms and _fprop_in_forward(bridge, capture, found, adapter.weight(module)):
-            node, (x_name, w_name) = found
-            _dispatch(bridge, name, module, adapter, getattr(node, x_name), getattr(node, w_name).t(), None, None, ran,
-                      x_source(node), node, gemms=("fprop",))
-            gemms = tuple(gemm for gemm in gemms if gemm != "fprop")
         kept = None
         if found is None and not (plain and checkpointed):
             x = x_in.detach()
@@ -258,16 +249,6 @@ def observer_hook(bridge: "Bridge", name: str, adapter: LinearLike):
     # Whose hook this is: experts hooked by nothing else can be measured as a group (grouped_observe.py).
     hook.mxscope_bridge, hook.mxscope_layer = bridge, name
     return hook
-
-
-def _fprop_in_forward(bridge: "Bridge", capture: StepCapture, found, module_weight: torch.Tensor) -> bool:
-    """Whether a layer's Fprop stats are measured in its forward (module docstring): a stats step, the
-    backward worker there to take them, X and W saved by its GEMM, a deterministic Fprop (random
-    signs and uniforms are drawn with its backward's), a weight that is no DTensor (gathered in
-    backward, where every rank reaches its hooks in the same order)."""
-    node, (_, w_name) = found
-    return (capture.with_stats and bridge.backward_worker is not None and getattr(node, w_name) is not None
-            and not hasattr(module_weight, "placements") and deterministic(measured_gemms(bridge.config)["fprop"]))
 
 
 def _dispatch(bridge: "Bridge", name: str, module, adapter: LinearLike, x: Optional[torch.Tensor], weight: Optional[torch.Tensor],
@@ -339,17 +320,17 @@ def _observe(config: dict, capture: StepCapture, state: ObserveState, name: str,
         x = x.to(dtype)
     weight = weight.to(x.dtype)
     x2 = x.reshape(-1, x.shape[-1])
-    dy2 = dy.reshape(-1, dy.shape[-1]) if dy is not None else None
-    shared = state.shared_for(source + (tuple(x2.shape), x2.dtype, dy2.dtype if dy2 is not None else None), held)
-    if "fprop" in gemms_run:
-        sx = None
-        if capture.with_stats and shared is not None and deterministic(gemms["fprop"]):
-            sx = shared.get("fprop x")
-            if sx is None:
-                sx = shared["fprop x"] = operand_sums(capture, name, "fprop", gemms["fprop"], "x", x2)
-        capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, (sx, None), precision=ran["fprop"])
     if dy is None:  # Fprop alone, measured in the forward
+        capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, precision=ran["fprop"])
         return
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    shared = state.shared_for(source + (tuple(x2.shape), x2.dtype, dy2.dtype), held)
+    sx = None
+    if capture.with_stats and shared is not None and deterministic(gemms["fprop"]):
+        sx = shared.get("fprop x")
+        if sx is None:
+            sx = shared["fprop x"] = operand_sums(capture, name, "fprop", gemms["fprop"], "x", x2)
+    capture.observe_operands(name, "fprop", gemms["fprop"], x2, weight, (sx, None), precision=ran["fprop"])
     if "dgrad" in gemms_run:
         capture.observe_operands(name, "dgrad", gemms["dgrad"], dy2, weight.t(), precision=ran["dgrad"])
     observed_wgrad(name, gemms["wgrad"], dy2, x2.to(dy2.dtype), capture, ran["wgrad"], shared)

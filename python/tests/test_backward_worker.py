@@ -74,27 +74,6 @@ class BackwardWorkerTest(unittest.TestCase):
         self.assertEqual(set(on_worker), {"mxscope-backward"})
         self.assertNotIn("mxscope-backward", in_hooks)
 
-    def test_a_linears_fprop_goes_to_the_worker_from_its_forward_on_stats_steps(self):
-        # The worker is idle in the forward and sets the pace of the backward: Fprop's stats (of the
-        # X and W the GEMM saved) are queued by the forward hook; backward's work leaves them out.
-        def calls(inline: bool):
-            seen = []
-
-            def noted(inner, *args):
-                name, dy, gemms = args[3], args[6], args[11]
-                seen.append((name, "forward" if dy is None else "backward", gemms))
-                return inner(*args)
-            run_log(inline, 3, noted, lambda model, bridge: train(model, bridge, 4))
-            return seen
-        on_worker = calls(False)
-        forward = [(name, gemms) for name, when, gemms in on_worker if when == "forward"]
-        self.assertEqual(len(forward), 2 * 5, "stats steps 0 and 3, 5 layers")
-        self.assertEqual({gemms for _, gemms in forward}, {("fprop",)})
-        backward = [gemms for _, when, gemms in on_worker if when == "backward"]
-        self.assertEqual(sum("fprop" not in gemms for gemms in backward), 2 * 5, "the stats steps' backward work leaves Fprop out")
-        self.assertEqual(len(backward), 3 * 5, "stats steps 0 and 3 and the step before 3 (its Wgrad error for lag-1)")
-        self.assertNotIn("forward", {when for _, when, _ in calls(True)}, "in the hooks Fprop waits for the backward, as it did")
-
     def test_an_error_reaches_the_next_submit_or_drain_and_later_items_are_dropped(self):
         worker = BackwardWorker(depth=1)
         ran = []
