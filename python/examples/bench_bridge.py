@@ -28,6 +28,7 @@ names the baseline of every row; --results writes all figures as JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -41,6 +42,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config  # noqa: E402
+from mxscope_bridge.backward_worker import BackwardWorker  # noqa: E402
 from llama_mxfp4 import SHAPES, bridge_step_ms, build_model, logits_of, step_kind  # noqa: E402
 
 EMULATED = {
@@ -215,7 +217,6 @@ def _time_hooks():
     observe._observe = timing(observe._observe)
     grouped_observe._measure = timing(grouped_observe._measure)
 
-    from mxscope_bridge.backward_worker import BackwardWorker
     submit = BackwardWorker.submit
 
     def waited(worker, device, work, *args):
@@ -261,6 +262,21 @@ def _profile_hooks(path):
                 stats.print_callers(8)  # who pays for the costliest calls
                 stats.sort_stats("cumulative").print_stats(40)
     return write
+
+
+@contextlib.contextmanager
+def worker_on(stream: str):
+    """The backward worker's kernels on its own stream ("own", the bridge's way) or on the stream
+    its hook saw ("trainer"): the event, record_stream and drain's wait then order nothing."""
+    if stream not in ("own", "trainer"):
+        raise SystemExit(f"--worker-streams: {stream!r} is neither own nor trainer")
+    own = BackwardWorker.stream
+    if stream == "trainer":
+        BackwardWorker.stream = lambda self, device: torch.cuda.current_stream(device)
+    try:
+        yield
+    finally:
+        BackwardWorker.stream = own
 
 
 def after_stats_excess(samples, stats_every: int) -> list:
@@ -366,6 +382,9 @@ def main():
                         help="the bridge's backward work in the hooks, on autograd's thread (what torch.distributed runs), not on its worker thread")
     parser.add_argument("--lag1-host-gib", type=float, default=None,
                         help="Bridge(lag1_host_bytes) in GiB: host memory for lag-1's E_{t-1} (default: half the host's; 0: lag-1 off, no work on the step before a stats step)")
+    parser.add_argument("--worker-streams", default="own",
+                        help="comma-separated, each measured in turn for every mode: own (the backward worker's kernels on a stream of its own, "
+                             "the default) or trainer (on the trainer's stream, as before 29 Nov 2026): an A/B in one process")
     parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats and pre-stats steps here")
     args = parser.parse_args()
     global PROFILE_DIR
@@ -391,10 +410,11 @@ def main():
         print(f"== {batch}x{seq} = {tokens} tokens/step{note}, {trainer.kind}", flush=True)
         dropped = 0
         variants = [] if args.skip_observe else [(int(v), 1) for v in args.layer_groups.split(",") if v] + [(1, int(v)) for v in args.row_strides.split(",") if v and int(v) > 1]
-        for groups, row_stride in variants:
+        for (groups, row_stride), worker_stream in [(v, w) for v in variants for w in args.worker_streams.split(",")]:
             samples = Samples()
-            dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups, row_stride)
-            mode = observe_label(groups, row_stride, args.no_backward_thread, args.lag1_host_gib)
+            with worker_on(worker_stream):
+                dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups, row_stride)
+            mode = observe_label(groups, row_stride, args.no_backward_thread, args.lag1_host_gib) + ("" if worker_stream == "own" else ", worker on the trainer's stream")
             plain = samples.mean("plain")
             on = samples.mean("stats", "pre", "off")
             per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}
