@@ -33,8 +33,6 @@ from typing import Callable, Dict, Iterator, Optional
 
 import torch
 
-from .streams import on_stream
-
 #: Layers whose work may wait in the queue (each holds its X, W and ∇Y).
 DEPTH = 2
 
@@ -100,7 +98,7 @@ class BackwardWorker:
                 if self._error is None:  # after an error the step's remaining items are dropped
                     with torch.no_grad():
                         if stream is not None:
-                            with torch.cuda.device(device), on_stream(stream):
+                            with torch.cuda.device(device), torch.cuda.stream(stream):
                                 stream.wait_event(ready)
                                 work(*args)
                         else:

@@ -30,7 +30,6 @@ import torch
 from . import stats
 from .host_to_device import to_device
 from .layers import sampled_rows
-from .streams import on_stream
 from .triton_launch import Relauncher
 
 try:
@@ -325,7 +324,7 @@ class HostErrorStore:
             return
         stream = self._stream(chunks.device)
         stream.wait_stream(torch.cuda.current_stream(chunks.device))
-        with on_stream(stream):
+        with torch.cuda.stream(stream):
             for _, target, chunk in stored:
                 target.copy_(chunk, non_blocking=True)
         chunks.record_stream(stream)  # their memory is not reused before the copies are done
@@ -435,7 +434,7 @@ class HostErrorStore:
             return out, present, None
         stream = self._stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
-        with on_stream(stream):
+        with torch.cuda.stream(stream):
             for target, key, there in zip(out, keys, present):
                 if there:
                     target.copy_(self.host[key], non_blocking=True)
@@ -478,7 +477,7 @@ class HostErrorStore:
         tensor = torch.empty(source.shape, dtype=torch.float32, device=device)
         stream = self._stream(device)
         stream.wait_stream(current)
-        with on_stream(stream):
+        with torch.cuda.stream(stream):
             tensor.copy_(source, non_blocking=True)
             event = torch.cuda.Event()
             event.record(stream)
