@@ -346,7 +346,7 @@ class Bridge:
         if self.rank != 0 or experts < MANY_EXPERT_LAYERS or config.get("statsLayerGroups", 1) > 1:
             return
         self.log(f"{experts} of the {len(self.layers)} layers are experts, each measured on every stats step: about 0.3-0.4 ms of host "
-                 f"time per expert layer and stats step on a GPU (+38-55 % step time at statsEvery 10 on 1,024 of them, +4-5 % at N = 8, "
+                 f"time per expert layer and stats step on a GPU (+25-55 % step time at statsEvery 10 on 1,024 of them, +4-5 % at N = 8, "
                  "+30 % without lag-1). run_config(stats_layer_groups=N), or Set Stats Cadence and Coverage… in the editor, measures every "
                  "N-th layer per stats step; run_config(wgrad_error_lag1=False) spares the step before each stats step "
                  "(docs/bridge.md, \"A mixture-of-experts model\")")

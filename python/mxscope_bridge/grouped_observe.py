@@ -2,7 +2,7 @@
 
 Expert by expert (experts.py splitting the grouped GEMM, each expert's GEMM its own product through
 its hooks), a capture step cost about a millisecond of host time per expert layer: +146 % step time
-at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers (+38-55 % measured as a group; docs/
+at statsEvery 10 on a Qwen3-MoE-shaped model of 1,024 expert layers (+25-55 % measured as a group; docs/
 bridge.md, "Larger batches of experts"). Here the trainer's grouped GEMM runs as it is,
 and one gradient hook on its output measures the experts this step observes (all, or its layer
 group's):
