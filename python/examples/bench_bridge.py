@@ -289,7 +289,7 @@ def after_stats_excess(samples, stats_every: int) -> list:
     return [ms - base for ms in idle[::per_block]]
 
 
-def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_stride=1):
+def measure_observe(trainer, args, stats_every, tokens, samples, mode, groups=1, row_stride=1):
     # What MXFP4 with a 32-block Hadamard would do on every GEMM: the stats and the Wgrad error are measured for that.
     gemms = default_gemms(gemm_config("mxfp4", "hadamard", 32))
     config = run_config(preset="bench", seed=1, tokens_per_step=tokens, stats_every=stats_every, sketch_size=64, gemms=gemms,
@@ -299,7 +299,7 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
     bridge = Bridge(trainer.model, config, out_dir=args.run_logs or tempfile.mkdtemp(prefix="mxscope-bench-"), port=0, print_listening=False,
                     log=lambda line: print(f"  bridge: {line}", flush=True) if "lag-1" in line else None, handle_exit=False,
                     backward_thread=not args.no_backward_thread, lag1_host_bytes=budget)
-    bridge.start_run(name=f"bench {trainer.batch}x{trainer.seq} {observe_label(groups, row_stride, args.no_backward_thread, args.lag1_host_gib)}")
+    bridge.start_run(name=f"bench {trainer.batch}x{trainer.seq} {mode}")
     k = 0
 
     def bridge_block(timed, steps=stats_every):
@@ -332,14 +332,15 @@ def measure_observe(trainer, args, stats_every, tokens, samples, groups=1, row_s
     return bridge.dropped_stats
 
 
-def observe_label(groups: int, row_stride: int, no_backward_thread: bool, lag1_gib: Optional[float] = None) -> str:
-    """A table row's mode: every layer and every row, or the opt-in it measures, named."""
-    lag1 = "" if lag1_gib is None else ", lag-1 off (lag1_host_bytes=0)" if lag1_gib == 0 else f", lag-1 within {lag1_gib:g} GiB"
+def observe_label(groups: int, row_stride: int, no_backward_thread: bool, lag1_gib: Optional[float] = None, worker_stream: str = "own") -> str:
+    """A table row's mode (and its run's name): every layer and every row, or the opt-in it measures, named."""
+    suffix = "" if lag1_gib is None else ", lag-1 off (lag1_host_bytes=0)" if lag1_gib == 0 else f", lag-1 within {lag1_gib:g} GiB"
+    suffix += "" if worker_stream == "own" else ", worker on the trainer's stream"
     if groups > 1:
-        return f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery){lag1}"
+        return f"observe (hooks), opt-in layer groups {groups} (a layer every {groups}·statsEvery){suffix}"
     if row_stride > 1:
-        return f"observe (hooks), opt-in Wgrad error from 1 in {row_stride} rows (an estimate){lag1}"
-    return ("observe (hooks, no worker thread)" if no_backward_thread else "observe (hooks)") + lag1
+        return f"observe (hooks), opt-in Wgrad error from 1 in {row_stride} rows (an estimate){suffix}"
+    return ("observe (hooks, no worker thread)" if no_backward_thread else "observe (hooks)") + suffix
 
 
 def measure_emulated(trainer, args, label, samples):
@@ -412,9 +413,9 @@ def main():
         variants = [] if args.skip_observe else [(int(v), 1) for v in args.layer_groups.split(",") if v] + [(1, int(v)) for v in args.row_strides.split(",") if v and int(v) > 1]
         for (groups, row_stride), worker_stream in [(v, w) for v in variants for w in args.worker_streams.split(",")]:
             samples = Samples()
+            mode = observe_label(groups, row_stride, args.no_backward_thread, args.lag1_host_gib, worker_stream)
             with worker_on(worker_stream):
-                dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, groups, row_stride)
-            mode = observe_label(groups, row_stride, args.no_backward_thread, args.lag1_host_gib) + ("" if worker_stream == "own" else ", worker on the trainer's stream")
+                dropped = measure_observe(trainer, args, args.stats_every, tokens, samples, mode, groups, row_stride)
             plain = samples.mean("plain")
             on = samples.mean("stats", "pre", "off")
             per_kind = {k: samples.mean(k) for k in ("plain", "off", "pre", "stats")}
