@@ -231,7 +231,7 @@ def _time_hooks():
     BackwardWorker.submit = waited
 
 
-def _profile_hooks(path):
+def _profile_hooks(path, no_backward_thread: bool):
     """cProfile of the bridge's backward-time work (the thread that runs it) on timed stats steps and,
     apart, on timed pre-stats steps, written to `path`."""
     import cProfile
@@ -255,6 +255,10 @@ def _profile_hooks(path):
 
     def write():
         with open(path, "w") as f:
+            if sys.version_info >= (3, 12) and not no_backward_thread:
+                # cProfile reports through sys.monitoring since 3.12, which hands it every thread's calls.
+                f.write("NOTE: Python 3.12+ cProfile also counts the other threads' calls made while the worker's were profiled "
+                        "(autograd's, the publisher's): run with --no-backward-thread for one thread's profile.\n")
             for kind, profiler in profilers.items():
                 f.write(f"==== {kind} steps\n")
                 stats = pstats.Stats(profiler, stream=f)
@@ -386,14 +390,14 @@ def main():
     parser.add_argument("--worker-streams", default="own",
                         help="comma-separated, each measured in turn for every mode: own (the backward worker's kernels on a stream of its own, "
                              "the default) or trainer (on the trainer's stream, as before 29 Nov 2026): an A/B in one process")
-    parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats and pre-stats steps here")
+    parser.add_argument("--host-profile", default=None, help="write a cProfile of the bridge's backward-time host work on stats and pre-stats steps here (under Python 3.12+ it counts every thread: with --no-backward-thread, one)")
     args = parser.parse_args()
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir
     if PROFILE_DIR:
         os.makedirs(PROFILE_DIR, exist_ok=True)
     _time_hooks()
-    write_host_profile = _profile_hooks(args.host_profile) if args.host_profile else None
+    write_host_profile = _profile_hooks(args.host_profile, args.no_backward_thread) if args.host_profile else None
     import gc
     gc.callbacks.append(_on_gc)
 
