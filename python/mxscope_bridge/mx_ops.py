@@ -33,6 +33,10 @@ def _padded(x: torch.Tensor, r: Optional[Rotation]) -> torch.Tensor:
 
 #: Rows of one zeroed slab: a stats step takes ~5 rows per layer, each of which was a zeroing launch.
 SLAB_ROWS = 64
+#: float64 slots a slab gives each row: STATS_LEN rounded up to 16 bytes. Triton specializes a kernel
+#: on whether a pointer is 16-byte aligned, so rows of STATS_LEN (an odd count) alternated between two
+#: compiled variants of every stats launch.
+ROW_SLOTS = -(-mxfp4_triton.STATS_LEN // 2) * 2
 
 
 class _Slabs(threading.local):
@@ -52,7 +56,7 @@ def stats_row(device) -> torch.Tensor:
     key = device if isinstance(device, torch.device) else torch.device(device)
     rows, used = _slabs.by_device.get(key, (None, SLAB_ROWS))
     if used == SLAB_ROWS:
-        rows, used = torch.zeros(SLAB_ROWS, mxfp4_triton.STATS_LEN, dtype=torch.float64, device=key).unbind(0), 0
+        rows, used = torch.zeros(SLAB_ROWS, ROW_SLOTS, dtype=torch.float64, device=key)[:, :mxfp4_triton.STATS_LEN].unbind(0), 0
     _slabs.by_device[key] = (rows, used + 1)
     return rows[used]
 

@@ -18,6 +18,11 @@ class StatsRows(unittest.TestCase):
             row += i + 1  # a kernel adding into it
         self.assertEqual([float(row[0]) for row in rows], [i + 1.0 for i in range(len(rows))], "rows do not overlap")
 
+    def test_every_row_is_16_byte_aligned_as_the_kernels_are_compiled_for(self):
+        # Triton compiles a launch once per pointer alignment: rows at odd offsets would compile twice.
+        rows = [mx_ops.stats_row("cpu") for _ in range(mx_ops.SLAB_ROWS + 2)]
+        self.assertEqual([row.data_ptr() % 16 for row in rows], [0] * len(rows))
+
     def test_each_thread_takes_rows_from_slabs_of_its_own(self):
         main_row = mx_ops.stats_row("cpu")
         other = []
