@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config  # noqa: E402
 from mxscope_bridge.backward_worker import BackwardWorker  # noqa: E402
 from llama_mxfp4 import SHAPES, bridge_step_ms, build_model, logits_of, step_kind  # noqa: E402
+import trace_gaps  # noqa: E402
 
 EMULATED = {
     "mxfp4 H32 nearest-even": dict(rotation="hadamard", rounding="nearest-even"),
@@ -124,6 +125,8 @@ def _is_oom(error: BaseException) -> bool:
 class Samples:
     def __init__(self):
         self.ms, self.peak, self.oom, self.backward_ms = {}, {}, set(), {}
+        #: GPU-busy ms of the profiled step of each kind (--profile-dir, CUDA)
+        self.busy_ms = {}
 
     def add(self, kind, ms, peak, backward_ms=None):
         if backward_ms is not None:
@@ -167,7 +170,10 @@ def run_step(trainer, samples, kind, **bridge):
                 f.write(profiler.key_averages().table(sort_by="self_cuda_time_total", row_limit=30, max_name_column_width=50))
                 f.write(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
             # The timeline too: trace_gaps.py tells from it how long the GPU sat idle, and who launched late.
-            profiler.export_chrome_trace(os.path.join(PROFILE_DIR, f"trace-{trainer.batch}x{trainer.seq}-{kind}.json"))
+            trace = os.path.join(PROFILE_DIR, f"trace-{trainer.batch}x{trainer.seq}-{kind}.json")
+            profiler.export_chrome_trace(trace)
+            if trainer.cuda:
+                samples.busy_ms[kind] = trace_gaps.busy_ms(trace)
             samples.ms.setdefault(kind, [])  # a profiled step is not timed
             return
         else:
@@ -441,7 +447,7 @@ def main():
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "backwardWorkHostMsPerStep": host_ms, "queueWaitMsPerStep": wait_ms,
                             "backwardHostMsMedian": backward_ms,
-                            "droppedStats": dropped, "oom": sorted(samples.oom)})
+                            "droppedStats": dropped, "oom": sorted(samples.oom), "gpuBusyMs": samples.busy_ms})
             print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
             # Where a bridge's memory goes: its capture steps' peaks against the plain and idle steps'.
@@ -455,6 +461,10 @@ def main():
             if wait_ms:
                 print("  ms per step autograd's thread waited for room in the worker's queue " + json.dumps(wait_ms), flush=True)
             print("  loss.backward's host ms per kind (medians) " + json.dumps(backward_ms), flush=True)
+            if {"plain", "pre", "stats"} <= set(samples.busy_ms):  # the floor no host-side change can go below
+                print("  GPU-busy ms of the profiled steps " + json.dumps({k: round(v, 1) for k, v in samples.busy_ms.items()})
+                      + f"; the busy time alone at statsEvery {args.stats_every}: "
+                      + f"{trace_gaps.busy_floor(samples.busy_ms, median['plain'], args.stats_every) * 100:+.1f} % of the plain median", flush=True)
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)

@@ -6,7 +6,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 
-from trace_gaps import summarize  # noqa: E402
+from trace_gaps import busy_floor, summarize  # noqa: E402
 
 
 def kernel(ts, dur, name, correlation, stream=7):
@@ -35,6 +35,12 @@ class TraceGaps(unittest.TestCase):
         self.assertEqual(s["copies_us"], 400)
         self.assertEqual(s["by_stream_us"], {7: 65, 9: 80})
         self.assertEqual(s["gaps"], [(100, 100, "c after 100 µs", "mxscope-backward"), (5, 210, "d after 5 µs", "python3")])
+
+    def test_the_busy_floor_adds_a_stats_a_pre_stats_and_the_idle_steps_excess_over_a_plain_step(self):
+        busy = {"plain": 100.0, "pre": 150.0, "stats": 200.0, "off": 100.0}
+        self.assertAlmostEqual(busy_floor(busy, 110.0, 10), (100 + 50) / 10 / 110)
+        self.assertAlmostEqual(busy_floor({**busy, "off": 101.0}, 110.0, 10), (100 + 50 + 8 * 1) / 10 / 110)
+        self.assertAlmostEqual(busy_floor(busy, 110.0, 100), (100 + 50) / 100 / 110)
 
     def test_a_trace_without_kernels_is_refused_with_the_reason(self):
         with self.assertRaisesRegex(ValueError, "no kernel events"):
