@@ -132,8 +132,13 @@ export async function startCodeServer(tools, isolation, { workspace, port, extra
       if ((await Promise.race([exited, timeout])) === 'timeout') signalGroup(pid, 'SIGKILL');
       await exited;
       // The extension host and what it spawned may outlive the server by a moment.
-      for (let i = 0; i < 50 && groupAlive(pid); i++) await new Promise((r) => setTimeout(r, 100));
-      if (groupAlive(pid)) signalGroup(pid, 'SIGKILL');
+      await groupGone(pid, 5000);
+      if (groupAlive(pid)) {
+        signalGroup(pid, 'SIGKILL');
+        // A killed process lingers until it is reaped: resolve only once the group is gone (a
+        // caller that looked at once, as `npm start`'s smoke test does, saw it still there).
+        await groupGone(pid, 5000);
+      }
     },
   };
 }
@@ -145,6 +150,11 @@ function signalGroup(pgid, signal) {
   } catch {
     // group already gone
   }
+}
+
+/** Waits up to `ms` for process group `pgid` to have no process left. @param {number} pgid @param {number} ms */
+async function groupGone(pgid, ms) {
+  for (let waited = 0; waited < ms && groupAlive(pgid); waited += 100) await new Promise((r) => setTimeout(r, 100));
 }
 
 /** @param {number} pgid */
