@@ -311,6 +311,13 @@ def bridge_step_ms(per_kind: dict, stats_every: int) -> float:
     return (per_kind["stats"] + per_kind["pre"] + (stats_every - 2) * per_kind["off"]) / stats_every
 
 
+def busy_floor(busy: dict, plain_ms: float, stats_every: int) -> float:
+    """What a bridge's GPU work alone adds to a step at `stats_every`, as a fraction of `plain_ms`:
+    bridge_step_ms of the profiled steps' GPU-busy ms over the plain one's. Host time cannot take a
+    step below it."""
+    return (bridge_step_ms(busy, stats_every) - busy["plain"]) / plain_ms
+
+
 def _with_bridge(step: int, block: int) -> bool:
     """Blocks with the bridge start one step early: with `block` a multiple of statsEvery, each then
     holds the step before each of its stats steps, which computes E for lag-1 and costs too."""

@@ -59,15 +59,6 @@ def busy_ms(path: str) -> float:
         return summarize(json.load(f)["traceEvents"])["busy_us"] / 1000
 
 
-def busy_floor(busy: dict, plain_ms: float, stats_every: int) -> float:
-    """What a bridge's GPU work alone adds to a step at `stats_every`, as a fraction of `plain_ms`: the
-    busy ms of a profiled stats, pre-stats and idle ("off") step over a plain one's, one of each of the
-    first two and the rest idle every `stats_every` steps. Host time cannot take a step below it."""
-    excess = {kind: busy[kind] - busy["plain"] for kind in ("stats", "pre", "off") if kind in busy}
-    extra = excess["stats"] + (excess.get("pre", 0.0) if stats_every > 1 else 0.0) + max(stats_every - 2, 0) * excess.get("off", 0.0)
-    return extra / stats_every / plain_ms
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace")

@@ -6,7 +6,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 
-from trace_gaps import busy_floor, summarize  # noqa: E402
+from llama_mxfp4 import busy_floor  # noqa: E402
+from trace_gaps import summarize  # noqa: E402
 
 
 def kernel(ts, dur, name, correlation, stream=7):
