@@ -14,8 +14,34 @@ def checkpoint_path(run_dir: str, step: int) -> str:
     return os.path.join(run_dir, CHECKPOINTS_DIR, f"step-{step:08d}.safetensors")
 
 
+class EncodedList(list):
+    """A list of numbers with its compact JSON text, made where the list was: `compact` writes the text
+    instead of encoding the numbers again (a Wgrad error record's two sketches, 128 float32 entries,
+    took ~70 µs a record to encode, half of what a publisher thread spent on a stats step)."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, values, text: str):
+        super().__init__(values)
+        self.json = text
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def compact(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """The record as one line of JSON. A layerStats record's wgradError (its last field, as records
+    are built) whose sketches are EncodedLists has their text written in, not encoded again."""
+    error = record.get("wgradError")
+    if type(error) is not dict or not isinstance(error.get("sketch"), EncodedList) or next(reversed(record)) != "wgradError":
+        return _dumps(record)
+    head = _dumps({key: value for key, value in record.items() if key != "wgradError"})
+    keys = list(error)
+    first = keys.index("sketch")  # the fields before the sketch in one call, the sketches (and any after) one by one
+    parts = [_dumps({key: error[key] for key in keys[:first]})[1:-1]] if first else []
+    parts += [f'"{key}":{error[key].json}' if isinstance(error[key], EncodedList) else f"{_dumps(key)}:{_dumps(error[key])}" for key in keys[first:]]
+    return f'{head[:-1]},"wgradError":{{{",".join(parts)}}}}}'
 
 
 class RunLogWriter:
