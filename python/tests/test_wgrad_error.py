@@ -372,6 +372,22 @@ class Benchmark(unittest.TestCase):
             self.assertEqual(set(run["backwardHostMsMedian"]), {"plain", "off", "pre", "stats"}, run["mode"])
         self.assertEqual(sum("waited for room in the worker's queue" in line for line in done.stdout.splitlines()), 3, done.stdout)
 
+    def test_profiled_steps_leave_a_timed_step_of_every_kind(self):
+        # --profile-dir profiles (and so does not time) the first step of each kind: with one round that
+        # was every capture step, and the table read nan.
+        profiles = tempfile.mkdtemp(prefix="mxscope-bench-profile-")
+        done = subprocess.run([sys.executable, BENCH, "--tiny", "--no-transformers", "--device", "cpu", "--shapes", "2x32", "--stats-every", "3",
+                               "--rounds", "1", "--layer-groups", "1", "--row-strides=", "--emulated=", "--profile-dir", profiles],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        rows = [line for line in done.stdout.splitlines() if line.startswith("| 64 |")]
+        self.assertEqual(len(rows), 4, done.stdout)
+        self.assertFalse(any("nan" in row.lower() for row in rows), rows)
+        medians = [line for line in done.stdout.splitlines() if "per-kind median ms" in line]
+        self.assertEqual(set(json.loads(medians[0].split("per-kind median ms ")[1])), {"plain", "off", "pre", "stats"}, medians)
+        self.assertEqual(sorted(f for f in os.listdir(profiles) if f.startswith("trace-")),
+                         [f"trace-2x32-{kind}.json" for kind in ("off", "plain", "pre", "stats")])
+
 
 if __name__ == "__main__":
     unittest.main()
