@@ -17,7 +17,7 @@ def checkpoint_path(run_dir: str, step: int) -> str:
 class EncodedList(list):
     """A list of numbers with its compact JSON text, made where the list was: `compact` writes the text
     instead of encoding the numbers again (a Wgrad error record's two sketches, 128 float32 entries,
-    took ~70 µs a record to encode, half of what a publisher thread spent on a stats step)."""
+    took ~70 µs a record to encode under Python 3.11: a third of the publisher's work for a stats step)."""
 
     __slots__ = ("json",)
 
