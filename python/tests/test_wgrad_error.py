@@ -343,12 +343,16 @@ class RotationArithmetic(unittest.TestCase):
 
 
 class Benchmark(unittest.TestCase):
+    def run_tiny_bench(self, *args: str) -> subprocess.CompletedProcess:
+        """bench_bridge.py on the toy model on the CPU, one round at statsEvery 3, with `args`."""
+        done = subprocess.run([sys.executable, BENCH, "--tiny", "--no-transformers", "--device", "cpu", "--shapes", "2x32", "--stats-every", "3",
+                               "--rounds", "1", *args], capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        return done
+
     def test_bench_bridge_prints_the_table_with_its_baseline(self):
         out = os.path.join(tempfile.mkdtemp(prefix="mxscope-bench-"), "results.json")
-        done = subprocess.run([sys.executable, BENCH, "--tiny", "--no-transformers", "--device", "cpu", "--shapes", "2x32", "--stats-every", "3",
-                               "--rounds", "1", "--emulated-block", "1", "--emulated", "mxfp4 H32 nearest-even", "--results", out],
-                              capture_output=True, text=True, timeout=300)
-        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        done = self.run_tiny_bench("--emulated-block", "1", "--emulated", "mxfp4 H32 nearest-even", "--results", out)
         rows = [line for line in done.stdout.splitlines() if line.startswith("| 64 |")]
         # every layer, the opt-in layer groups 4 and the opt-in row stride 4 (measured, derived, two by
         # per-kind medians each), emulated
@@ -376,10 +380,7 @@ class Benchmark(unittest.TestCase):
         # --profile-dir profiles (and so does not time) the first step of each kind: with one round that
         # was every capture step, and the table read nan.
         profiles = tempfile.mkdtemp(prefix="mxscope-bench-profile-")
-        done = subprocess.run([sys.executable, BENCH, "--tiny", "--no-transformers", "--device", "cpu", "--shapes", "2x32", "--stats-every", "3",
-                               "--rounds", "1", "--layer-groups", "1", "--row-strides=", "--emulated=", "--profile-dir", profiles],
-                              capture_output=True, text=True, timeout=300)
-        self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+        done = self.run_tiny_bench("--layer-groups", "1", "--row-strides=", "--emulated=", "--profile-dir", profiles)
         rows = [line for line in done.stdout.splitlines() if line.startswith("| 64 |")]
         self.assertEqual(len(rows), 4, done.stdout)
         self.assertFalse(any("nan" in row.lower() for row in rows), rows)
