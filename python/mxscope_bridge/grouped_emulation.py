@@ -33,7 +33,6 @@ from .draws import SALT_A, SALT_B, Draws
 from .host_to_device import to_device
 from .precision import uses_formats
 from .rotation import Rotation, make_rotation, padded_length
-from .spread_rows import spread_rows_by_index
 
 #: Rotations whose transform is the same for every expert of a grouped call.
 _GROUPED_ROTATIONS = ("none", "hadamard", "random-hadamard")
@@ -119,7 +118,15 @@ def spread_experts(tensors: Sequence[torch.Tensor], counts: List[int], block: in
     ends = to_device(torch.tensor(padded, dtype=torch.int32).cumsum(0, dtype=torch.int32), device)
     if padded == counts:
         return list(tensors), ends
-    return spread_rows_by_index(tensors, counts, list(itertools.accumulate(padded, initial=0))[:-1], sum(padded)), ends
+    rows, spread_rows = sum(counts), sum(padded)
+    # Each expert's new start less its old one, per row, made on the rows' device from E numbers (an
+    # index of every row built on the host came over from pageable memory, a copy that waits for the GPU).
+    shifts = list(itertools.accumulate((p - c for p, c in zip(padded, counts)), initial=0))[:-1]
+    per_row = torch.repeat_interleave(to_device(torch.tensor(shifts, dtype=torch.int64), device),
+                                      to_device(torch.tensor(counts, dtype=torch.int64), device), output_size=rows)
+    where = torch.arange(rows, device=device) + per_row
+    spread = [t.new_zeros(spread_rows, t.shape[1]).index_copy_(0, where, t) for t in tensors]
+    return spread, ends
 
 
 class GroupedEmulatedExperts(torch.autograd.Function):

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from .capture import StepCapture, fixed_mxfp4, in_backward, mm_float32
 from .config import GEMM_KINDS
@@ -40,7 +41,6 @@ from .grouped_emulation import float32_sums, unsplit_stretch
 from .mx_ops import quantize_operand_and_copy
 from .observe import measured_gemms, ran_at, saved_tensor_hooks_active
 from .rotation import make_rotation, padded_length
-from .spread_rows import spread_rows
 from .wgrad_error import CHUNK_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -203,7 +203,7 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
     slot = max(padded_length(count, block) for count in counts)
     # E_{t−1} comes to the GPU while the operands are quantized and multiplied.
     capture.errors.prefetch(names, dy.shape[1], dy.device)
-    dy_spread, x_spread = spread_rows((rows(dy), rows(x)), counts, [e * slot for e in range(len(counts))], len(counts) * slot)
+    dy_spread, x_spread = _slots(rows(dy), counts, slot), _slots(rows(x), counts, slot)
     offs = torch.arange(1, len(counts) + 1, device=dy.device, dtype=torch.int32) * slot
     what = f"{names[0]} wgrad"
     r = make_rotation(gemm["rotation"], gemm["hadamardBlock"], dy_spread.shape[0], dy.device, None, capture.misfit)
@@ -222,6 +222,16 @@ def _wgrad_errors(capture: StepCapture, gemm: dict, batch: List[Tuple[str, int, 
         hadamard = gemm["hadamardBlock"] if r is not None else 1
         stretches = [slice(e * slot, e * slot + padded_length(count, hadamard)) for e, count in enumerate(counts)]
         capture.observe_each(names, "wgrad", gemm, [dy_t[:, s] for s in stretches], [x_t[:, s] for s in stretches], precision=precision)
+
+
+def _slots(rows: torch.Tensor, counts: List[int], slot: int) -> torch.Tensor:
+    """rows [Σcounts, n] (one row per routed token) with expert e's rows starting at e·slot, zeros
+    between: [len(counts)·slot, n]. Made on rows' device: an index built on the host would come to
+    the GPU from pageable memory, a copy that waits for the GPU to finish what it was given."""
+    # A zero stretch of the slot's length after the experts' rows: pad_sequence then pads every expert
+    # to the slot itself, where padding to the longest expert and then to the slot copied it all twice.
+    filler = rows.new_zeros(1, rows.shape[1]).expand(slot, -1)
+    return pad_sequence([*rows.split(counts), filler], batch_first=True)[:-1].reshape(-1, rows.shape[1])
 
 
 def _products(call: Callable, a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, slot: int) -> torch.Tensor:

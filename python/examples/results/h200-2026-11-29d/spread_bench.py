@@ -1,5 +1,6 @@
 """spread_rows against pad_sequence (grouped_observe's slots) and index_copy_ (grouped_emulation's spread):
-host µs a call with the GPU kept busy (launches queue without waiting), GPU ms by events, and equality."""
+host µs a call with the GPU kept busy (launches queue without waiting), GPU ms by events, and equality.
+Ran at ad779a7, whose mxscope_bridge/spread_rows.py was reverted after it: check that commit out to run it again."""
 import os, random, sys, time
 import torch
 from torch.nn.utils.rnn import pad_sequence
