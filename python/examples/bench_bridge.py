@@ -330,11 +330,9 @@ def measure_observe(trainer, args, stats_every, tokens, samples, mode, groups=1,
     QUEUE_WAIT_SECONDS.clear()
     STEPS_RUN.clear()
     TIMED["now"] = True
-    if PROFILE_DIR:  # a block for the profiled steps (the first of each kind), which are not timed: --rounds 1 timed none
-        for _ in range(stats_every):
-            run_step(trainer, samples, "plain")
-        bridge_block(timed=True)
-    for _ in range(-(-args.rounds // groups) * groups):  # each layer group's stats step timed equally often
+    # Each layer group's stats step timed equally often; with --profile-dir one round more, whose first
+    # step of each kind is profiled and so not timed (with --rounds 1 those were every capture step).
+    for _ in range(-(-args.rounds // groups) * groups + (1 if PROFILE_DIR else 0)):
         for _ in range(stats_every):
             run_step(trainer, samples, "plain")
         bridge_block(timed=True)
