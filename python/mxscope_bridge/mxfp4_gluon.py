@@ -82,7 +82,14 @@ if gluon is not None:
         y = gl.permute(gl.join(a + b, a - b), [0, 1, 3, 2])
         return gl.reshape(y, [TB, 32])
 
-    @gluon.jit(do_not_specialize=["salt", "row0"])  # they vary per operand and chunk (mxfp4_triton._mx_kernel)
+    # Not specialized on: what varies from launch to launch without changing the code worth compiling.
+    # The salt word and a chunk's first row vary per operand and chunk; the row and block counts, and a
+    # segmented launch's programs per operand, with an expert's tokens each step. Triton compiles a
+    # kernel per divisibility by 16 and equality to 1 of every integer it specializes on: a MoE run met
+    # a new combination in its timed steps and stalled a stats step ~0.65 s compiling it
+    # (docs/bridge.md, "compiles in the middle of a run"). K and the strides stay specialized: they
+    # decide the loads' vector width and whether a row is contiguous.
+    @gluon.jit(do_not_specialize=["R", "K_PAD", "NBK", "n_blocks", "salt", "row0", "per_segment", "stats_len"])
     def _mx_stats_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
                          R, K, K_PAD, NBK, n_blocks, norm, salt, row0, segments_ptr, per_segment, stats_len,
                          HB: gl.constexpr, HAS_SIGNS: gl.constexpr, STOCHASTIC: gl.constexpr, PRESCALE: gl.constexpr,

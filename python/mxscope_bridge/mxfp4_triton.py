@@ -117,8 +117,10 @@ if triton is not None:
 
     _launch_key = Relauncher(_key_kernel)
 
-    # A salt word and a chunk's first row vary per operand and chunk: not specialized on (no compile per chunk offset).
-    @triton.jit(do_not_specialize=["salt", "row0"])
+    # Not specialized on (mxfp4_gluon._mx_stats_kernel says why): a salt word and a chunk's first row,
+    # which vary per operand and chunk, and the tile counts and K_PAD, which vary with the operand's
+    # shape. R and K stay: their divisibility decides how wide the masked loads can be.
+    @triton.jit(do_not_specialize=["K_PAD", "n_tiles", "n_ktiles", "salt", "row0"])
     def _mx_kernel(x_ptr, stride_r, stride_k, out_ptr, ostride_r, ostride_k, copy_ptr, signs_ptr, key_ptr, stats_ptr,
                    R, K, K_PAD, n_tiles, n_ktiles, norm, salt, row0,
                    HB: tl.constexpr, HAS_SIGNS: tl.constexpr, STOCHASTIC: tl.constexpr, PRESCALE: tl.constexpr,

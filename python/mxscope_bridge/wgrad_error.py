@@ -46,7 +46,9 @@ LOOKAHEAD = 3
 
 if triton is not None:
 
-    @triton.jit
+    # Not specialized on (mxfp4_gluon._mx_stats_kernel says why): the group and sketch counts and
+    # offsets, which vary with a batch of experts. n stays: its divisibility decides the loads' width.
+    @triton.jit(do_not_specialize=["group_programs", "vec_len", "sketch_count", "sketch_at", "prev_sketch_at"])
     def _error_sums_kernel(dwq_ptr, dw_ptr, prev_ptr, has_prev_ptr, vec_ptr, e_out_ptr, n, group_programs, vec_len, sketch_ptr, sketch_count,
                            sketch_at, prev_sketch_at, HAS_PREV: tl.constexpr, WRITE_E: tl.constexpr, BLOCK: tl.constexpr):
         # Group g (programs g·group_programs …) adds float64 sums of the float32 products gg, ee, eg (and,

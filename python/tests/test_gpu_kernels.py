@@ -362,3 +362,68 @@ class DirectRelaunches(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(CUDA, "needs CUDA and Triton")
+class CompilesPerShape(unittest.TestCase):
+    """A trainer's operands change their row counts from step to step (an expert's tokens, a batch of
+    experts' count): once a kernel is compiled for a layer's K, strides and dtypes, other row counts
+    compile nothing new. Each compile costs 0.5-1.3 s on the H200 machines, in the middle of a step."""
+
+    def compiles(self, launch_all, counts):
+        import triton.runtime.jit as jit
+        original = jit.JITFunction._do_compile
+        compiled, now = [], [None]
+
+        def counting(kernel, key, *args, **kwargs):  # what compiled, at which count, for which specialization
+            compiled.append(f"{getattr(kernel, '__name__', kernel)} at {now[0]}: {key}")
+            return original(kernel, key, *args, **kwargs)
+        launch_all(counts[0])  # whatever the first needs may compile
+        with mock.patch.object(jit.JITFunction, "_do_compile", counting):
+            for now[0] in counts[1:]:
+                launch_all(now[0])
+        return compiled
+
+    def test_other_row_counts_of_an_operand_compile_nothing_new(self):
+        x = hostile((320, 256), 21).to("cuda", torch.bfloat16)
+        g = gemm("hadamard", 32)
+        along_k, transposed = make_rotation("hadamard", 32, 256, x.device, None), make_rotation("hadamard", 32, 320, x.device, None)
+
+        def launch_all(rows):
+            # Stats (Gluon's kernel where Triton has Gluon) at any row count; values alone (the Triton
+            # kernel, which keeps R specialized: along rows it decides the masked loads' width) at
+            # multiples of 16, so only its tile counts vary.
+            # A transposed operand as a Wgrad GEMM's is quantized: row-major values and the exact copy
+            # in one pass (a values' stride that followed the row count would be a new specialization).
+            for with_stats in (True, False) if rows % 16 == 0 else (True,):
+                mx_ops.quantize_operand(x[:rows], g, along_k, None, "t", torch.bfloat16, with_stats=with_stats)
+                mx_ops.quantize_operand_and_copy(x[:, :rows].t(), g, transposed, None, "t", torch.bfloat16, with_stats=with_stats)
+        self.assertEqual(self.compiles(launch_all, [64, 1, 17, 33, 100, 129, 16, 48, 80, 144, 240]), [])
+
+    def test_other_row_counts_on_the_triton_stats_kernel_compile_nothing_new(self):
+        x = hostile((320, 256), 22).to("cuda", torch.bfloat16)
+        r = make_rotation("hadamard", 32, 256, x.device, None)
+        with mock.patch.object(mxfp4_gluon, "UNUSABLE", "the test compiles the Triton kernel"):
+            compiled = self.compiles(lambda rows: mx_ops.quantize_operand(x[:rows], gemm("hadamard"), r, None, "t", torch.bfloat16, with_stats=True),
+                                     [64, 16, 48, 80, 144, 272])
+        self.assertEqual(compiled, [])
+
+    @unittest.skipUnless(mxfp4_gluon.gluon is not None, "needs Triton with Gluon")
+    def test_batches_of_other_sizes_compile_nothing_new(self):
+        """A grouped call's experts in one stats launch, and a batch's error sums, for batches of other
+        sizes: the programs each expert gets (1, 5, 16, 17) and each group gets (1024, 512, 341, 204) vary."""
+        x = hostile((2000, 96), 23).cuda()
+        r = make_rotation("hadamard", 32, 96, x.device, None)
+        generator = torch.Generator(device="cuda").manual_seed(24)
+        dwq, dw, prev = (torch.randn(5, 512, 4096, device="cuda", generator=generator) for _ in range(3))
+        sketch = torch.stack([torch.randperm(512 * 4096, device="cuda", generator=generator)[:6] for _ in range(5)])
+        # Experts' rows: the largest one sets the programs per expert (its blocks / 64).
+        batches = {1: [10], 2: [342, 5], 3: [341, 40, 7], 5: [100, 1, 64, 33, 99]}
+
+        def launch_all(experts):
+            starts = [sum(batches[experts][:e]) for e in range(experts)]
+            views = [x[start:start + rows] for start, rows in zip(starts, batches[experts])]
+            self.assertIsNotNone(mx_ops.segment_stats(views, gemm("hadamard"), r))
+            vectors = torch.zeros(experts, 5 + 12, dtype=torch.float64, device="cuda")
+            wgrad_error.add_group_error_sums(vectors, dwq[:experts], dw[:experts], prev[:experts], [True] * experts, sketch[:experts], 5, 11, write_e=True)
+        self.assertEqual(self.compiles(launch_all, [2, 1, 3, 5]), [])
