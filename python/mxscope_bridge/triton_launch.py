@@ -7,9 +7,11 @@ equality to 1), formats a cache key string from it and looks the kernel up. An e
 host-bound. Relaunching saved 8-12 µs of host time per MXFP4 launch on the H100 machine (a
 `quantize` call of values along the last axis 45.7 → 34.0 µs; docs/bridge.md).
 
-`Relauncher` keeps the CompiledKernel that Triton's own launch returned, under a key made of the same
+`Relauncher` keeps the CompiledKernel that Triton's own launch returned, under a key made of the
 facts Triton specializes on (so two calls with one key get one kernel from Triton too), and calls its
-launcher directly the next time. A first launch, Triton's launch hooks (a profiler such as proton
+launcher directly the next time. The key also holds those facts of the integers a kernel marks
+`do_not_specialize`: finer than Triton's, so a new combination of them takes Triton's own launch once
+(no compile: Triton finds its kernel) before it is relaunched directly. A first launch, Triton's launch hooks (a profiler such as proton
 sets them) and an older Triton without `triton.knobs` all take Triton's own path.
 
 A first launch whose compile fails in Triton's MLIR pass pipeline is compiled once more: on the H100
