@@ -45,6 +45,7 @@ from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_conf
 from mxscope_bridge.backward_worker import BackwardWorker  # noqa: E402
 from llama_mxfp4 import SHAPES, bridge_step_ms, build_model, busy_floor, logits_of, step_kind  # noqa: E402
 import trace_gaps  # noqa: E402
+from compile_watch import CompileWatch, describe  # noqa: E402
 
 EMULATED = {
     "mxfp4 H32 nearest-even": dict(rotation="hadamard", rounding="nearest-even"),
@@ -358,7 +359,9 @@ def observe_label(groups: int, row_stride: int, no_backward_thread: bool, lag1_g
 def measure_emulated(trainer, args, label, samples):
     gemm = gemm_config("mxfp4", EMULATED[label]["rotation"], 32, EMULATED[label]["rounding"], False)
     emulation = emulate(trainer.model, default_gemms(gemm), seed=1)
+    TIMED["now"] = False
     trainer.step()  # warm-up
+    TIMED["now"] = True
     for _ in range(args.rounds):
         emulation.enabled = False
         for _ in range(args.emulated_block):
@@ -408,6 +411,8 @@ def main():
     write_host_profile = _profile_hooks(args.host_profile, args.no_backward_thread) if args.host_profile else None
     import gc
     gc.callbacks.append(_on_gc)
+    watching = contextlib.ExitStack()
+    compiles = watching.enter_context(CompileWatch(lambda: TIMED["now"]))
 
     device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"device {device_name}, torch {torch.__version__}", flush=True)
@@ -449,7 +454,8 @@ def main():
                             "perKindMs": per_kind, "samples": samples.ms, "peakGiB": {k: v / GIB for k, v in samples.peak.items()},
                             "backwardWorkHostMsPerStep": host_ms, "queueWaitMsPerStep": wait_ms,
                             "backwardHostMsMedian": backward_ms,
-                            "droppedStats": dropped, "oom": sorted(samples.oom), "gpuBusyMs": samples.busy_ms})
+                            "droppedStats": dropped, "oom": sorted(samples.oom), "gpuBusyMs": samples.busy_ms, "compiles": compiles.take()})
+            print(f"  {describe(results[-1]['compiles'])}", flush=True)
             print(f"  {mode}: per-kind ms " + json.dumps({k: round(v, 1) for k, v in per_kind.items()}), flush=True)
             print("  per-kind median ms " + json.dumps({k: round(statistics.median(samples.ms[k]), 1) for k in per_kind if samples.ms.get(k)}), flush=True)
             # Where a bridge's memory goes: its capture steps' peaks against the plain and idle steps'.
@@ -470,10 +476,11 @@ def main():
         for label in [m for m in args.emulated.split(",") if m]:
             emulated = Samples()
             measure_emulated(trainer, args, label, emulated)
+            compiled = compiles.take()
             rows.append((tokens, "-", label + ", no bridge", "plain bf16", emulated.mean("plain"), emulated.mean(label), emulated.peak_gib("plain"), emulated.peak_gib(label), emulated.oom))
             results.append({"tokens": tokens, "shape": shape, "checkpointing": checkpointing, "mode": label, "samples": emulated.ms,
-                            "peakGiB": {k: v / GIB for k, v in emulated.peak.items()}, "oom": sorted(emulated.oom)})
-            print(f"  {label}: {emulated.mean(label):.1f} ms vs plain {emulated.mean('plain'):.1f} ms", flush=True)
+                            "peakGiB": {k: v / GIB for k, v in emulated.peak.items()}, "oom": sorted(emulated.oom), "compiles": compiled})
+            print(f"  {label}: {emulated.mean(label):.1f} ms vs plain {emulated.mean('plain'):.1f} ms; {describe(compiled)}", flush=True)
         del trainer
         if args.device == "cuda":
             torch.cuda.empty_cache()
@@ -493,6 +500,7 @@ def main():
         print(f"bf16 GEMMs with float32 output fell back to float32 operands {len(capture.FALLBACKS)} times, e.g. {sorted(set(capture.FALLBACKS))[:3]}")
     if write_host_profile:
         write_host_profile()
+    watching.close()
     if args.results:
         with open(args.results, "w") as f:
             json.dump({"device": device_name, "torch": torch.__version__, "runs": results}, f, indent=1)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from mxscope_bridge import Bridge, default_gemms, emulate, gemm_config, run_config  # noqa: E402
+from compile_watch import CompileWatch, describe  # noqa: E402
 
 SHAPES = {
     # TinyLlama-1.1B's shape: 1.10e9 parameters.
@@ -191,10 +192,14 @@ def main():
     by_kind = {}
     loop_started = time.perf_counter()
     steps_run = 0
+    timing = {"now": False}
+    watching = contextlib.ExitStack()
+    compiles = watching.enter_context(CompileWatch(lambda: timing["now"]))
     for step in range(args.steps):
         if args.time_budget and step > 0 and _bridge_block_starts(step, args.block) and _agree_to_stop(time.perf_counter() - loop_started > args.time_budget, distributed):
             break
         with_bridge = _with_bridge(step, args.block)
+        timing["now"] = step >= args.warmup and str(step) not in profile_steps
         tokens = torch.randint(0, shape["vocab"], (args.batch, args.seq + 1), generator=generator).to(device)
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -231,6 +236,7 @@ def main():
         if rank == 0 and step % 10 == 0:
             print(f"step {step} loss {loss_value:.4f} {elapsed * 1000:.0f} ms {'bridge' if with_bridge else 'plain'}", flush=True)
     bridge.end_run()
+    watching.close()
     run_dir = bridge.run_dir
     bridge.close()
 
@@ -255,7 +261,7 @@ def main():
         "stepMsWithBridge": mean[True] * 1000, "stepMsWithout": mean[False] * 1000, "overhead": mean[True] / mean[False] - 1,
         "telemetryBytes": log_bytes, "telemetryBytesPerStep": log_bytes / bridge_steps, "droppedStats": bridge.dropped_stats,
         "timedSteps": {"with": len(times[True]), "without": len(times[False])}, "runDir": run_dir,
-        "peakGiBWithBridge": peak[True], "peakGiBWithout": peak[False],
+        "peakGiBWithBridge": peak[True], "peakGiBWithout": peak[False], "compiles": compiles.take(),
     }
     median = {kind: statistics.median(values) * 1000 for kind, values in by_kind.items()}
     results["perKindMedianMs"] = median
@@ -267,6 +273,7 @@ def main():
     # A few steps of each kind: the median alone hides how far apart they lie.
     print("STEP KINDS " + "; ".join(f"{kind} n={len(values)} median {median[kind]:.1f} ms ({min(values) * 1000:.1f}-{max(values) * 1000:.1f})"
                                      for kind, values in sorted(by_kind.items())), flush=True)
+    print(f"COMPILES rank 0: {describe(results['compiles'])}", flush=True)
     if args.results:
         with open(args.results, "w") as f:
             json.dump(results, f, indent=2)

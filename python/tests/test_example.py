@@ -37,6 +37,9 @@ class Example(unittest.TestCase):
         self.assertEqual(results["steps"], 8)
         self.assertEqual(results["timedSteps"], {"with": 4, "without": 4})
         self.assertGreater(results["telemetryBytesPerStep"], 1000)
+        # No Triton on the CPU: nothing compiled, and the figures say so (compile_watch.py)
+        self.assertEqual((results["compiles"]["compiles"], results["compiles"]["timedCompiles"]), (0, 0))
+        self.assertIn("COMPILES rank 0: Triton compiles: 0 (0 ms), none in timed steps", done.stdout)
         with open(os.path.join(results["runDir"], "telemetry.ndjson")) as f:
             records = [json.loads(line) for line in f]
         stats_steps = sorted({r["step"] for r in records if r["type"] == "layerStats"})

@@ -369,6 +369,9 @@ class Benchmark(unittest.TestCase):
         modes = [(r["mode"], r.get("statsLayerGroups"), r.get("wgradErrorRowStride")) for r in results["runs"]]
         self.assertEqual(modes, [("observe", 1, 1), ("observe", 4, 1), ("observe", 1, 4), ("mxfp4 H32 nearest-even", None, None)])
         self.assertEqual(set(results["runs"][0]["perKindMs"]), {"plain", "off", "pre", "stats"})
+        # Each mode's compiles (compile_watch.py; none without Triton), in its results and its output
+        self.assertEqual([run["compiles"]["compiles"] for run in results["runs"]], [0, 0, 0, 0])
+        self.assertEqual(done.stdout.count("Triton compiles: 0 (0 ms), none in timed steps"), 4, done.stdout)
         for run in results["runs"][:3]:  # the worker's host time and the hooks' wait for it, per capture step
             for field in ("backwardWorkHostMsPerStep", "queueWaitMsPerStep"):
                 self.assertEqual(set(run[field]), {"pre", "stats"}, (run["mode"], field))
