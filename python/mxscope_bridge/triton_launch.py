@@ -11,8 +11,9 @@ host-bound. Relaunching saved 8-12 µs of host time per MXFP4 launch on the H100
 facts Triton specializes on (so two calls with one key get one kernel from Triton too), and calls its
 launcher directly the next time. The key also holds those facts of the integers a kernel marks
 `do_not_specialize`: finer than Triton's, so a new combination of them takes Triton's own launch once
-(no compile: Triton finds its kernel) before it is relaunched directly. A first launch, Triton's launch hooks (a profiler such as proton
-sets them) and an older Triton without `triton.knobs` all take Triton's own path.
+(no compile: Triton finds its kernel) before it is relaunched directly. A first launch, Triton's
+launch hooks (a profiler such as proton sets them) and an older Triton without `triton.knobs` all
+take Triton's own path.
 
 A first launch whose compile fails in Triton's MLIR pass pipeline is compiled once more: on the H100
 machines (Triton 3.6, 27 Nov 2026) the pipeline crashed once on a kernel and specialization that it
