@@ -195,6 +195,7 @@ def main():
     timing = {"now": False}
     watching = contextlib.ExitStack()
     compiles = watching.enter_context(CompileWatch(lambda: timing["now"]))
+    profiled = []
     for step in range(args.steps):
         if args.time_budget and step > 0 and _bridge_block_starts(step, args.block) and _agree_to_stop(time.perf_counter() - loop_started > args.time_budget, distributed):
             break
@@ -221,11 +222,9 @@ def main():
         loss_value = loss.item()
         elapsed = time.perf_counter() - started
         if profiling.close() is None and str(step) in profile_steps:
-            sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-            print(f"PROFILE rank {rank} step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n" + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
-            if args.trace_dir:
-                os.makedirs(args.trace_dir, exist_ok=True)
-                profiler.export_chrome_trace(os.path.join(args.trace_dir, f"trace-rank{rank}-step{step}.json"))
+            # Tables and timelines are written after the loop: writing them here, on one rank, made the
+            # next step's first collective wait seconds for it on the other (results/h200x2-2026-11-29).
+            profiled.append((step, with_bridge, elapsed, profiler))
         steps_run = step + 1
         if device.type == "cuda":
             peak[with_bridge] = max(peak[with_bridge], torch.cuda.max_memory_allocated(device) / 2**30)
@@ -237,6 +236,7 @@ def main():
             print(f"step {step} loss {loss_value:.4f} {elapsed * 1000:.0f} ms {'bridge' if with_bridge else 'plain'}", flush=True)
     bridge.end_run()
     watching.close()
+    write_profiles(profiled, rank, device, args.trace_dir)
     run_dir = bridge.run_dir
     bridge.close()
 
@@ -305,6 +305,17 @@ class _no_context:
 
     def __exit__(self, *exc):
         return False
+
+
+def write_profiles(profiled, rank: int, device: torch.device, trace_dir) -> None:
+    """Each profiled step's top ops, and with `trace_dir` its timeline (trace-rank{R}-step{N}.json, for trace_gaps.py)."""
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    for step, with_bridge, elapsed, profiler in profiled:
+        print(f"PROFILE rank {rank} step {step} ({'bridge' if with_bridge else 'plain'}) {elapsed * 1000:.0f} ms\n"
+              + profiler.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=40), flush=True)
+        if trace_dir:
+            os.makedirs(trace_dir, exist_ok=True)
+            profiler.export_chrome_trace(os.path.join(trace_dir, f"trace-rank{rank}-step{step}.json"))
 
 
 def step_kind(step: int, stats_every: int) -> str:

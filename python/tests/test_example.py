@@ -46,6 +46,16 @@ class Example(unittest.TestCase):
         self.assertEqual(stats_steps, [0, 4])  # steps 0, 3-4 and 7 ran with the bridge
         self.assertEqual(records[-1]["type"], "runEnded")
 
+    def test_profiled_steps_write_their_tables_and_timelines_and_are_not_timed(self):
+        traces = tempfile.mkdtemp(prefix="mxscope-traces-")
+        out, done = self.run_example("--profile-steps", "3,4", "--trace-dir", traces)
+        profiled = [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("PROFILE ")]
+        self.assertEqual(profiled, ["PROFILE rank 0 step 3", "PROFILE rank 0 step 4"], done.stdout[-3000:])
+        self.assertEqual(sorted(os.listdir(traces)), ["trace-rank0-step3.json", "trace-rank0-step4.json"])
+        with open(os.path.join(out, "results.json")) as f:
+            results = json.load(f)
+        self.assertEqual(results["timedSteps"], {"with": 2, "without": 4}, "steps 3 and 4 (with the bridge) profiled, so not timed")
+
 
 if __name__ == "__main__":
     unittest.main()
