@@ -360,10 +360,6 @@ class DirectRelaunches(unittest.TestCase):
             self.assertGreater(after[1], before[1], "stats launches were relaunched")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 @unittest.skipUnless(CUDA, "needs CUDA and Triton")
 class CompilesPerShape(unittest.TestCase):
     """A trainer's operands change their row counts from step to step (an expert's tokens, a batch of
@@ -392,9 +388,9 @@ class CompilesPerShape(unittest.TestCase):
         def launch_all(rows):
             # Stats (Gluon's kernel where Triton has Gluon) at any row count; values alone (the Triton
             # kernel, which keeps R specialized: along rows it decides the masked loads' width) at
-            # multiples of 16, so only its tile counts vary.
-            # A transposed operand as a Wgrad GEMM's is quantized: row-major values and the exact copy
-            # in one pass (a values' stride that followed the row count would be a new specialization).
+            # multiples of 16, so only its tile counts vary. A transposed operand is quantized as a
+            # Wgrad GEMM's is, row-major values and the exact copy in one pass (values laid out like
+            # the transposed view would have a stride that follows the row count: rightly another kernel).
             for with_stats in (True, False) if rows % 16 == 0 else (True,):
                 mx_ops.quantize_operand(x[:rows], g, along_k, None, "t", torch.bfloat16, with_stats=with_stats)
                 mx_ops.quantize_operand_and_copy(x[:, :rows].t(), g, transposed, None, "t", torch.bfloat16, with_stats=with_stats)
@@ -427,3 +423,7 @@ class CompilesPerShape(unittest.TestCase):
             vectors = torch.zeros(experts, 5 + 12, dtype=torch.float64, device="cuda")
             wgrad_error.add_group_error_sums(vectors, dwq[:experts], dw[:experts], prev[:experts], [True] * experts, sketch[:experts], 5, 11, write_e=True)
         self.assertEqual(self.compiles(launch_all, [2, 1, 3, 5]), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
