@@ -9,16 +9,24 @@ many their timed steps held. Without Triton nothing is watched and every count i
 from __future__ import annotations
 
 import time
-from typing import Callable, List, Tuple
+from typing import Any, Callable, List, NamedTuple
+
+
+class Compile(NamedTuple):
+    kernel: str
+    ms: float
+    #: Whether `timed()` said a timed step was running.
+    timed: bool
+    #: The specialization it compiled for (what a test names when a compile should not have happened).
+    key: Any
 
 
 class CompileWatch:
-    """While entered, records each Triton compile (the JIT's cache misses): the kernel's name, its ms,
-    and whether `timed()` said a timed step was running."""
+    """While entered, records each Triton compile (the JIT's cache misses) in `events`."""
 
     def __init__(self, timed: Callable[[], bool]):
         self.timed = timed
-        self.events: List[Tuple[str, float, bool]] = []
+        self.events: List[Compile] = []
         self._restore = None
 
     def __enter__(self) -> "CompileWatch":
@@ -29,12 +37,12 @@ class CompileWatch:
         original = jit.JITFunction._do_compile
         events, timed = self.events, self.timed
 
-        def _do_compile(kernel, *args, **kwargs):
+        def _do_compile(kernel, key, *args, **kwargs):
             started = time.perf_counter()
             try:
-                return original(kernel, *args, **kwargs)
+                return original(kernel, key, *args, **kwargs)
             finally:
-                events.append((getattr(kernel, "__name__", type(kernel).__name__), (time.perf_counter() - started) * 1000, bool(timed())))
+                events.append(Compile(getattr(kernel, "__name__", type(kernel).__name__), (time.perf_counter() - started) * 1000, bool(timed()), key))
         jit.JITFunction._do_compile = _do_compile
         self._restore = lambda: setattr(jit.JITFunction, "_do_compile", original)
         return self
@@ -49,10 +57,10 @@ class CompileWatch:
         kernels compiled in timed steps."""
         taken = self.events[:]
         del self.events[:]
-        in_timed = [event for event in taken if event[2]]
-        return {"compiles": len(taken), "compileMs": round(sum(ms for _, ms, _ in taken), 1),
-                "timedCompiles": len(in_timed), "timedCompileMs": round(sum(ms for _, ms, _ in in_timed), 1),
-                "timedKernels": sorted({name for name, _, _ in in_timed})}
+        in_timed = [event for event in taken if event.timed]
+        return {"compiles": len(taken), "compileMs": round(sum(event.ms for event in taken), 1),
+                "timedCompiles": len(in_timed), "timedCompileMs": round(sum(event.ms for event in in_timed), 1),
+                "timedKernels": sorted({event.kernel for event in in_timed})}
 
 
 def describe(summary: dict) -> str:

@@ -54,6 +54,7 @@ class CompileWatchTest(unittest.TestCase):
         self.assertEqual({k: first[k] for k in ("compiles", "timedCompiles", "timedKernels")},
                          {"compiles": 4, "timedCompiles": 3, "timedKernels": ["_error_sums_kernel", "_mx_kernel", "_mx_stats_kernel"]})
         self.assertGreaterEqual(first["compileMs"], first["timedCompileMs"])
+        self.assertEqual([event.key for event in watch.events], ["k5"], "each compile keeps the specialization it compiled for")
         second = watch.take()
         self.assertEqual((second["compiles"], second["timedCompiles"], second["timedKernels"]), (1, 0, []), "a take counts what came after the last")
         self.assertEqual(describe(second), f"Triton compiles: 1 ({second['compileMs']:.0f} ms), none in timed steps")

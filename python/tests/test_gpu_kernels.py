@@ -3,7 +3,9 @@ GPU paths (observe hooks, checkpointing, emulation) report what the torch path r
 stats run on mxfp4_gluon's kernel where it fits; `TritonStatsKernel` runs every check again on mxfp4_triton's own.
 Skipped where CUDA or Triton is missing (CI); run on a GPU machine: `python3 -m pytest tests/test_gpu_kernels.py`."""
 import json
+import os
 import struct
+import sys
 import unittest
 from unittest import mock
 
@@ -14,6 +16,9 @@ from mxscope_bridge.draws import SALT_B, Draws, key_and_signs, operand_key
 from mxscope_bridge.rotation import make_rotation
 
 from tests.helpers import golden_dir
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from compile_watch import CompileWatch  # noqa: E402
 
 CUDA = torch.cuda.is_available() and mxfp4_triton.triton is not None
 # Layer shapes of the 1.1B Llama (tokens × in, out × in) at a few tokens, and odd ones (partial blocks).
@@ -367,17 +372,14 @@ class CompilesPerShape(unittest.TestCase):
     compile nothing new. Each compile costs 0.5-1.3 s on the H200 machines, in the middle of a step."""
 
     def compiles(self, launch_all, counts):
-        import triton.runtime.jit as jit
-        original = jit.JITFunction._do_compile
-        compiled, now = [], [None]
-
-        def counting(kernel, key, *args, **kwargs):  # what compiled, at which count, for which specialization
-            compiled.append(f"{getattr(kernel, '__name__', kernel)} at {now[0]}: {key}")
-            return original(kernel, key, *args, **kwargs)
+        """What compiled after the first launch: each kernel, the count that caused it, its specialization."""
         launch_all(counts[0])  # whatever the first needs may compile
-        with mock.patch.object(jit.JITFunction, "_do_compile", counting):
-            for now[0] in counts[1:]:
-                launch_all(now[0])
+        compiled = []
+        with CompileWatch(lambda: True) as watch:
+            for count in counts[1:]:
+                launch_all(count)
+                compiled += [f"{event.kernel} at {count}: {event.key}" for event in watch.events]
+                watch.events.clear()
         return compiled
 
     def test_other_row_counts_of_an_operand_compile_nothing_new(self):
