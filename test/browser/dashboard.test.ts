@@ -141,6 +141,33 @@ test('the sidebar view draws a compact loss chart and opens the dashboard', asyn
   assert.deepEqual(host.errors, []);
 });
 
+test("an A/B of the trainer's long recipe names: each chip shows what tells its run apart; the tooltip the whole name", async () => {
+  const names = ['tiny · fprop mxfp4 · dgrad mxfp4 · wgrad mxfp4', 'tiny · fprop mxfp4 · rceil · dgrad mxfp4 · rceil · wgrad mxfp4 · H16 · rceil'];
+  const host = await openDashboard(browser, 'dark', {
+    before: (h) => h.ingest([
+      ...syntheticRun({ ...BASE_RUN, steps: 40, runId: 'a', name: names[0], rotation: 'none', seed: 1 }),
+      ...syntheticRun({ ...BASE_RUN, steps: 40, runId: 'b', name: names[1], rotation: 'hadamard', seed: 2 }),
+    ]),
+  });
+  const { page } = host;
+  await page.waitForSelector('.run-chip .chip-name');
+  await page.screenshot({ path: `${SHOTS}/chips-ab.png`, clip: { x: 0, y: 0, width: 1200, height: 60 } });
+  const chips = await page.$$eval('.run-chip', (elements) => elements.map((chip) => ({ text: chip.querySelector('.chip-name')!.textContent, title: chip.getAttribute('title') ?? '' })));
+  const differing = ['… fprop mxfp4 · dgrad', '… fprop mxfp4 · rceil'];
+  assert.deepEqual(chips.map((chip) => chip.text), [`${differing[0]} mxfp4 · wgrad mxfp4`, `${differing[1]} · dgrad mxfp4 · rceil · wgrad mxfp4 · H16 · rceil`]);
+  // A label may be cut at its end; the part where the two differ ("dgrad" against "rceil") shows.
+  const shown = await page.evaluate(`[...document.querySelectorAll('.run-chip .chip-name')].map((name, i) => {
+    const range = document.createRange();
+    range.setStart(name.firstChild, 0);
+    range.setEnd(name.firstChild, ${JSON.stringify(differing)}[i].length);
+    return range.getBoundingClientRect().right <= name.getBoundingClientRect().right;
+  })`);
+  assert.deepEqual(shown, [true, true], 'the parts that differ are inside the chips');
+  chips.forEach((chip, i) => assert.ok(chip.title.startsWith(`${names[i]}\n`), `tooltip: ${chip.title}`));
+  assert.deepEqual(host.errors, []);
+  await page.close();
+});
+
 test('with three runs the sidebar fits a short side bar and the chips stay on one line', async () => {
   const host = await openDashboard(browser, 'light', { layout: 'sidebar', width: 300, height: 420, before: (h) => h.ingest(recordedRuns()) });
   const { page } = host;

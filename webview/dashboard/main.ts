@@ -3,6 +3,7 @@
 // The same bundle serves the editor panel (full dashboard, single or compare layout) and the
 // compact sidebar view (body data-layout="sidebar").
 import './dashboard.css';
+import { chipLabels } from './model/chip-labels.js';
 import { toCsv } from './model/csv.js';
 import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from './model/ui-state.js';
 import type { GemmKind } from '../../src/protocol/config.js';
@@ -200,7 +201,8 @@ class Dashboard implements Context {
     const chips = this.chips;
     chips.replaceChildren();
     const shown = new Set(this.shownRuns().map((run) => run.runId));
-    for (const run of this.data.runs) {
+    const labels = chipLabels(this.data.runs);
+    for (const [i, run] of this.data.runs.entries()) {
       const on = shown.has(run.runId);
       // A real button: reachable with Tab, toggled with Enter or Space, its state announced.
       const chip = element('button', on ? 'run-chip on' : 'run-chip');
@@ -208,7 +210,7 @@ class Dashboard implements Context {
       chip.setAttribute('aria-pressed', String(on));
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.color(run.runId);
-      chip.append(swatch, element('span', 'chip-name', run.name), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
+      chip.append(swatch, element('span', 'chip-name', labels[i]), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
       chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to ${on ? 'hide' : 'show'}`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);
