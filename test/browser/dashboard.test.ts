@@ -155,14 +155,16 @@ test("an A/B of the trainer's long recipe names: each chip shows what tells its 
   const chips = await page.$$eval('.run-chip', (elements) => elements.map((chip) => ({ text: chip.querySelector('.chip-name')!.textContent, title: chip.getAttribute('title') ?? '' })));
   const differing = ['… fprop mxfp4 · dgrad', '… fprop mxfp4 · rceil'];
   assert.deepEqual(chips.map((chip) => chip.text), [`${differing[0]} mxfp4 · wgrad mxfp4`, `${differing[1]} · dgrad mxfp4 · rceil · wgrad mxfp4 · H16 · rceil`]);
-  // A label may be cut at its end; the part where the two differ ("dgrad" against "rceil") shows.
+  // A long label is cut in its middle: where the two differ ("dgrad" against "rceil") and the last
+  // part still show.
   const shown = await page.evaluate(`[...document.querySelectorAll('.run-chip .chip-name')].map((name, i) => {
+    const [head, last] = name.children;
     const range = document.createRange();
-    range.setStart(name.firstChild, 0);
-    range.setEnd(name.firstChild, ${JSON.stringify(differing)}[i].length);
-    return range.getBoundingClientRect().right <= name.getBoundingClientRect().right;
+    range.setStart(head.firstChild, 0);
+    range.setEnd(head.firstChild, ${JSON.stringify(differing)}[i].length);
+    return [range.getBoundingClientRect().right <= head.getBoundingClientRect().right, last.textContent, last.scrollWidth <= last.clientWidth];
   })`);
-  assert.deepEqual(shown, [true, true], 'the parts that differ are inside the chips');
+  assert.deepEqual(shown, [[true, ' · wgrad mxfp4', true], [true, ' · rceil', true]], 'the parts that differ are inside the chips');
   chips.forEach((chip, i) => assert.ok(chip.title.startsWith(`${names[i]}\n`), `tooltip: ${chip.title}`));
   assert.deepEqual(host.errors, []);
   await page.close();

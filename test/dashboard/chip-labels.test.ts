@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chipLabels } from '../../webview/dashboard/model/chip-labels.js';
+import { chipLabelEnds, chipLabels } from '../../webview/dashboard/model/chip-labels.js';
 
 const at = '2026-11-29T10:46:02.000Z';
 const run = (name: string, seed?: number, startedAt = at) => ({ name, seed, startedAt });
@@ -45,4 +45,9 @@ test('runs of one name are told apart by their seeds, else their start times, in
     'the same seed: the start time',
   );
   assert.deepEqual(chipLabels([run('same', undefined, 'not a time'), run('same', undefined, 'not a time')]), ['same', 'same'], 'nothing to tell them apart by: the names');
+});
+
+test("a label's last part is what a narrow chip keeps beside its cut head", () => {
+  assert.deepEqual(chipLabelEnds('… fprop mxfp4 · rceil · wgrad mxfp4 · H16 · rceil'), { head: '… fprop mxfp4 · rceil · wgrad mxfp4 · H16', last: ' · rceil' });
+  assert.deepEqual(chipLabelEnds('bf16 baseline'), { head: 'bf16 baseline', last: '' });
 });

@@ -3,7 +3,7 @@
 // The same bundle serves the editor panel (full dashboard, single or compare layout) and the
 // compact sidebar view (body data-layout="sidebar").
 import './dashboard.css';
-import { chipLabels } from './model/chip-labels.js';
+import { chipLabelEnds, chipLabels } from './model/chip-labels.js';
 import { toCsv } from './model/csv.js';
 import { assignColorSlots, restoreUiState, TABS, type Tab, type UiState } from './model/ui-state.js';
 import type { GemmKind } from '../../src/protocol/config.js';
@@ -210,7 +210,10 @@ class Dashboard implements Context {
       chip.setAttribute('aria-pressed', String(on));
       const swatch = element('span', 'swatch');
       swatch.style.borderColor = this.color(run.runId);
-      chip.append(swatch, element('span', 'chip-name', labels[i]), element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
+      const name = element('span', 'chip-name');
+      const { head, last } = chipLabelEnds(labels[i]!);
+      name.append(element('span', 'head', head), element('span', 'last', last));
+      chip.append(swatch, name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
       chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to ${on ? 'hide' : 'show'}`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);

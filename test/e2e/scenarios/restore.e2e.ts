@@ -24,12 +24,12 @@ export const restore: Scenario = {
       },
       20_000,
     );
-    // A chip is a swatch, the run's name (a text node) and its status, which the reload changes
-    // (the live run ends as stopped with the old trainer): compare the names.
+    // A chip is a swatch, the run's name and its status, which the reload changes (the live run
+    // ends as stopped with the old trainer): compare the names.
     const runChips = async () =>
-      (await wb.webviewFrame().locator('.run-chips .run-chip').evaluateAll((chips) => chips.map((chip) => [...chip.childNodes].filter((node) => node.nodeType === 3 /* a text node */).map((node) => node.textContent).join('').trim())).catch(() => [] as string[])).sort();
+      (await wb.webviewFrame().locator('.run-chips .run-chip .chip-name').allTextContents().catch(() => [] as string[])).sort();
     const runsBefore = await runChips();
-    assert.ok(runsBefore.length >= 1, "the earlier scenarios left no run in the dashboard to restore");
+    assert.ok(runsBefore.length >= 1 && runsBefore.every((name) => name.length > 0), `the earlier scenarios left no named run in the dashboard to restore: ${JSON.stringify(runsBefore)}`);
     const before = trainerPids(extensionsDir);
     await wb.reload();
     const selected = await poll(

@@ -52,3 +52,12 @@ function tellSameLabelsApart(runs: readonly ChipRun[], labels: string[]): string
     return time ? `${time}${SEPARATOR}${label}` : label;
   });
 }
+
+/**
+ * A label as the part a narrow chip may cut (with an ellipsis) and its last " · " part, which stays:
+ * runs that differ only at their ends (`… wgrad mxfp4` against `… wgrad mxfp4 · H16`) still read apart.
+ */
+export function chipLabelEnds(label: string): { head: string; last: string } {
+  const cut = label.lastIndexOf(SEPARATOR);
+  return cut < 0 ? { head: label, last: '' } : { head: label.slice(0, cut), last: label.slice(cut) };
+}
