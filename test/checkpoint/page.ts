@@ -83,6 +83,9 @@ export async function nextMessage(host: CheckpointPageHost, seen: number): Promi
  * step" of the same run: the same weights, grown and nudged, outliers larger, lm_head replaced by a
  * final norm (so each side has a tensor the other lacks).
  */
+/** The sample embedding's last rows, all zero. */
+export const PADDING_ROWS = 24;
+
 export async function writeSampleCheckpoint(path: string, drift = 0): Promise<void> {
   const weights = new Rng(1);
   const noise = new Rng(2);
@@ -99,7 +102,9 @@ export async function writeSampleCheckpoint(path: string, drift = 0): Promise<vo
     return { name, dtype: 'F32', shape: [rows, cols], data };
   };
   const hidden = 256;
-  const tensors: Float32Tensor[] = [matrix('model.embed_tokens.weight', 1024, hidden, 0.02)];
+  const embedding = matrix('model.embed_tokens.weight', 1024, hidden, 0.02);
+  embedding.data.fill(0, (1024 - PADDING_ROWS) * hidden); // a vocabulary padded past its tokens: rows never trained, blocks of zeros
+  const tensors: Float32Tensor[] = [embedding];
   for (let layer = 0; layer < 2; layer++) {
     const p = `model.layers.${layer}`;
     tensors.push(

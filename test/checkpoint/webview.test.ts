@@ -16,7 +16,7 @@ import type { CheckpointComparison, CheckpointReport } from '../../src/protocol/
 import type { CheckpointHostMessage } from '../../src/protocol/checkpoint-webview.js';
 import { canvasColours, CHROMIUM } from '../browser/harness.js';
 import { choose } from '../browser/page-helpers.js';
-import { nextMessage, openCheckpointPage, writeSampleCheckpoint } from './page.js';
+import { nextMessage, openCheckpointPage, PADDING_ROWS, writeSampleCheckpoint } from './page.js';
 
 let browser: Browser;
 let report: CheckpointReport;
@@ -50,6 +50,17 @@ test('shows every tensor, draws the scale sparklines, and details the clicked te
   const sparklines = await canvasColours(host.page, 'canvas.sparkline');
   assert.equal(sparklines.length, report.tensors.filter((t) => t.analysis).length);
   assert.ok(sparklines.every((colours) => colours > 1), 'every sparkline has bars drawn');
+  // The embedding's zero rows put blocks at 2^-127; the shared axis leaves them off (else every
+  // sparkline would be a sliver at its right end) and the cell says so.
+  const exponents = report.tensors.flatMap((t) => (t.analysis ? t.analysis.histogram.counts.flatMap((n, i) => (n > 0 ? [t.analysis!.histogram.minExp + i] : [])) : []));
+  const aboveFloor = exponents.filter((e) => e > -127);
+  assert.ok(exponents.includes(-127), 'the sample has blocks of zeros');
+  assert.equal(await host.page.textContent('th:has-text("Scale exponents")'), `Scale exponents ${Math.min(...aboveFloor)} … ${Math.max(...aboveFloor)}`);
+  assert.equal(await host.page.getAttribute('tr:has-text("model.embed_tokens.weight") td:nth-child(5)', 'title'),
+    `${(PADDING_ROWS * 256) / 32} of ${(1024 * 256) / 32} blocks at 2^-127 (zeros, or values under 2^-125): not drawn here`);
+  // Long names wrap after their dots and underscores, not inside a word; the text is the name.
+  const names = await host.page.$$eval('table.tensors tbody tr td:first-child', (tds) => tds.map((td) => [td.textContent, td.querySelectorAll('wbr').length]));
+  assert.deepEqual(names, report.tensors.map((t) => [t.name, (t.name.match(/[._]/g) ?? []).length]));
 
   await host.page.click('tr:has-text("model.layers.0.self_attn.o_proj.weight")');
   const [histogram] = await canvasColours(host.page, 'canvas.histogram');

@@ -5,7 +5,7 @@ import type { CheckpointComparison, TensorDiff, TensorSummary } from '../../src/
 import { element } from '../dashboard/context.js';
 import type { Theme } from '../dashboard/theme.js';
 import { drawHistogram } from './histogram.js';
-import { renderTable, type Column, type TableState } from './table.js';
+import { breakableName, renderTable, type Column, type TableState } from './table.js';
 
 const shape = (dims: readonly number[]) => `[${dims.join(', ')}]`;
 /** 0.799 rather than 7.99e-1; exponents only for very small or large values. */
@@ -14,7 +14,7 @@ const signed = (value: number | null | undefined, digits: number) => (value === 
 
 function columns(largestChange: number, theme: Theme): Column<TensorDiff>[] {
   return [
-    { title: 'Tensor', text: (d) => d.name, sortKey: (d) => d.name },
+    { title: 'Tensor', text: (d) => d.name, sortKey: (d) => d.name, cell: (d, td) => breakableName(td, d.name) },
     { title: 'Shape', text: (d) => shape(d.a.shape), sortKey: (d) => d.a.shape.reduce((p, n) => p * n, 1), numeric: true },
     { title: 'Size', text: (d) => formatBytes(Math.max(d.a.bytes, d.b.bytes)), sortKey: (d) => Math.max(d.a.bytes, d.b.bytes), numeric: true },
     {

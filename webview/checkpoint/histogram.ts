@@ -1,6 +1,6 @@
 // Scale-exponent histograms on a canvas: one or more series (A and B when comparing) over a shared
 // exponent axis, bars side by side as fractions of each series' blocks so different sizes compare fairly.
-import type { ScaleHistogram } from '../../src/protocol/telemetry.js';
+import { MAX_SCALE_EXP, type ScaleHistogram } from '../../src/protocol/telemetry.js';
 import type { Theme } from '../dashboard/theme.js';
 
 export interface Series {
@@ -24,6 +24,30 @@ export function exponentRange(series: readonly Series[]): [number, number] | nul
   const filled = series.filter((s) => s.histogram.counts.length > 0);
   if (filled.length === 0) return null;
   return [Math.min(...filled.map((s) => s.histogram.minExp)), Math.max(...filled.map((s) => s.histogram.minExp + s.histogram.counts.length - 1))];
+}
+
+/**
+ * The lowest E8M0 exponent, where a block of zeros lands (and one whose values are all under 2^-125).
+ * A model's unused embedding rows, and their optimizer states, put many blocks there.
+ */
+export const FLOOR_EXP = -MAX_SCALE_EXP;
+
+/**
+ * The exponents a column of sparklines shares: every non-empty bin but the floor's, which would
+ * stretch a table's axis from about -30 to -127 and squeeze every other histogram to a sliver.
+ */
+export function sparklineRange(series: readonly Series[]): [number, number] | null {
+  let low = Infinity;
+  let high = -Infinity;
+  for (const { histogram } of series) {
+    histogram.counts.forEach((count, i) => {
+      const exp = histogram.minExp + i;
+      if (count === 0 || exp === FLOOR_EXP) return;
+      low = Math.min(low, exp);
+      high = Math.max(high, exp);
+    });
+  }
+  return low <= high ? [low, high] : null;
 }
 
 /** Sizes the canvas backing store to its CSS box at the device pixel ratio and returns a 2-D context in CSS pixels. */

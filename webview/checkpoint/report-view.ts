@@ -4,8 +4,8 @@ import { formatBytes, formatDb, formatPercent } from '../../src/shared/checkpoin
 import type { CheckpointReport, TensorReport } from '../../src/protocol/checkpoint-report.js';
 import { element } from '../dashboard/context.js';
 import type { Theme } from '../dashboard/theme.js';
-import { drawHistogram, exponentRange, type Series } from './histogram.js';
-import { renderTable, type Column, type TableState } from './table.js';
+import { drawHistogram, FLOOR_EXP, sparklineRange, type Series } from './histogram.js';
+import { breakableName, renderTable, type Column, type TableState } from './table.js';
 
 const shape = (dims: readonly number[]) => `[${dims.join(', ')}]`;
 
@@ -13,15 +13,15 @@ function columns(report: CheckpointReport, theme: Theme, sparklines: (() => void
   const block = report.options.hadamardBlock;
   // One exponent axis for every sparkline, so a tensor whose scales sit higher looks higher.
   const all: Series[] = report.tensors.flatMap((t) => (t.analysis ? [{ histogram: t.analysis.histogram, color: theme.palette[0] }] : []));
-  const range = exponentRange(all) ?? undefined;
+  const range = sparklineRange(all) ?? undefined;
   return [
-    { title: 'Tensor', text: (t) => t.name, sortKey: (t) => t.name },
+    { title: 'Tensor', text: (t) => t.name, sortKey: (t) => t.name, cell: (t, td) => breakableName(td, t.name) },
     { title: 'dtype', text: (t) => t.dtype, sortKey: (t) => t.dtype },
     { title: 'Shape', text: (t) => shape(t.shape), sortKey: (t) => t.elements, numeric: true },
     { title: 'Size', text: (t) => formatBytes(t.bytes), sortKey: (t) => t.bytes, numeric: true },
     {
       title: range ? `Scale exponents ${range[0]} … ${range[1]}` : 'Scale exponents',
-      tooltip: 'E8M0 block-scale histogram (exponent of 2) over every block of the tensor, all rows on one axis',
+      tooltip: `E8M0 block-scale histogram (exponent of 2) over every block of the tensor, all rows on one axis; blocks at 2^${FLOOR_EXP} (zeros) are left off it, the tensor's detail shows them`,
       text: () => '',
       sortKey: (t) => t.analysis?.medianScaleExp ?? null,
       cell: (t, td) => {
@@ -29,6 +29,8 @@ function columns(report: CheckpointReport, theme: Theme, sparklines: (() => void
         const canvas = element('canvas', 'sparkline');
         td.append(canvas);
         const histogram = t.analysis.histogram;
+        const atFloor = histogram.counts[FLOOR_EXP - histogram.minExp] ?? 0;
+        if (atFloor > 0) td.title = `${atFloor} of ${t.analysis.blocks} blocks at 2^${FLOOR_EXP} (zeros, or values under 2^-125): not drawn here`;
         sparklines.push(() => drawHistogram(canvas, [{ histogram, color: theme.palette[0] }], theme, { axis: false, ...(range ? { range } : {}) }));
       },
     },

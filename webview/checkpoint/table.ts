@@ -17,6 +17,15 @@ export interface TableState {
   selected: string | null;
 }
 
+/**
+ * A tensor's name as the cell's text, free to wrap after each dot or underscore
+ * (`model.layers.0.mlp.<wbr>down_<wbr>proj.<wbr>weight`) rather than anywhere in a word; copied, it
+ * is the name.
+ */
+export function breakableName(td: HTMLTableCellElement, name: string): void {
+  td.replaceChildren(...name.split(/(?<=[._])/).flatMap((part, i) => (i === 0 ? [part] : [document.createElement('wbr'), part])));
+}
+
 /** Nulls sort last whatever the direction. */
 function compare(a: number | string | null, b: number | string | null, descending: boolean): number {
   if (a === null || b === null) return a === b ? 0 : a === null ? 1 : -1;
