@@ -166,6 +166,7 @@ test("an A/B of the trainer's long recipe names: each chip shows what tells its 
   })`);
   assert.deepEqual(shown, [[true, ' · wgrad mxfp4', true], [true, ' · rceil', true]], 'the parts that differ are inside the chips');
   chips.forEach((chip, i) => assert.ok(chip.title.startsWith(`${names[i]}\n`), `tooltip: ${chip.title}`));
+  assert.deepEqual(await page.$$eval('.run-chip', (elements) => elements.map((chip) => chip.getAttribute('aria-label'))), names.map((name) => `${name} · completed`), 'a screen reader hears the whole names');
   assert.deepEqual(host.errors, []);
   await page.close();
 });

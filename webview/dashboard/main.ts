@@ -213,7 +213,10 @@ class Dashboard implements Context {
       const name = element('span', 'chip-name');
       const { head, last } = chipLabelEnds(labels[i]!);
       name.append(element('span', 'head', head), element('span', 'last', last));
-      chip.append(swatch, name, element('span', `status ${run.status}`, run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`));
+      const status = run.status === 'running' ? ' ● live' : run.status === 'interrupted' ? ' · ended without runEnded' : ` · ${run.status}`;
+      chip.append(swatch, name, element('span', `status ${run.status}`, status));
+      // A screen reader hears the whole name, not the label cut to fit.
+      chip.setAttribute('aria-label', `${run.name}${status}`);
       chip.title = `${run.name}\nfprop ${run.gemms.fprop} · dgrad ${run.gemms.dgrad} · wgrad ${run.gemms.wgrad}\nClick to ${on ? 'hide' : 'show'}`;
       chip.addEventListener('click', () => this.toggleRun(run.runId));
       chips.append(chip);
