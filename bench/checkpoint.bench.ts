@@ -23,7 +23,7 @@ import type { AnalysisOptions } from '../src/protocol/checkpoint-report.js';
 import { openCheckpoint, type CheckpointTensor } from '../src/checkpoint/checkpoint.js';
 import { sampleWorkerCount, setSampleWorkers, startSampleWorkers } from '../src/checkpoint/sqnr-workers.js';
 import { COLS, ROWS, TENSOR_BYTES, writeBf16Checkpoint } from './bf16-checkpoint.js';
-import { fmt } from './timing.js';
+import { cpuDescription, fmt } from './timing.js';
 
 /** Each measurement times whole passes over its file until this much data, or this long, has gone by. */
 const TIMED_BYTES = 2 ** 30;
@@ -134,7 +134,7 @@ async function main(): Promise<void> {
     ];
     for (const file of files) await writeBf16Checkpoint(file.path, file.tensors);
     const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
-    console.log(`load average (1, 5, 15 min) at the start: ${load()}`);
+    console.log(`load average (1, 5, 15 min) at the start: ${load()}; ${cpuDescription()}`);
     console.log(`BF16 checkpoints of ${ROWS}×${COLS} tensors (${TENSOR_BYTES >> 20} MiB each), just written (page cache hot); one child process per line, each timing passes over 1 GiB (or 1 s) after an untimed one`);
     console.log('file       pass                    GB/s  seconds  GB/CPU-s  peak RSS MiB   × raw read (wall, CPU)');
     const idle = inChild('idle', files[0].path);

@@ -19,7 +19,7 @@ import { check, serverMessageSchema, type LayerInfo, type LayerStatsRecord, type
 import { RunStore } from '../src/store/run-store.js';
 import { AlertTracker } from '../src/dashboard/alerts.js';
 import { forEachStatsRecord, syntheticLayers, syntheticRunStarted, syntheticStep } from '../test/fixtures/synthetic-llama8b.js';
-import { median } from './timing.js';
+import { cpuDescription, median } from './timing.js';
 
 const RECORDS_PER_STATS_STEP = 672;
 
@@ -258,7 +258,7 @@ async function main(): Promise<void> {
   const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
   const frames = benchFrames();
   const base = baselines(frames);
-  console.log('(CPU figures are CPU time of this process per layer-stat record; they hold under contention, wall-clock rates do not)');
+  console.log(`(CPU figures are CPU time of this process per layer-stat record; they hold under contention, wall-clock rates do not; ${cpuDescription()})`);
   console.log(`baseline JSON.parse alone:               ${spread(base.parse)} → ${fmt(1e6 / median(base.parse))} records per CPU-second`);
   console.log(`baseline JSON.parse + validation:        ${spread(base.parseAndCheck)} → ${fmt(1e6 / median(base.parseAndCheck))} records per CPU-second`);
   console.log(`parse + validation + store + alerts, no ws: ${spread(base.noWs)} → ${fmt(1e6 / median(base.noWs))} records per CPU-second`);

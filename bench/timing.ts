@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+
 /**
  * Best-of-N timing shared by the mx benchmarks. It measures the process's CPU time (user + system),
  * not wall-clock time: on a shared machine a descheduled process loses wall time but not CPU time,
@@ -30,4 +33,20 @@ export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/**
+ * "AMD EPYC, 2 cores, SIMD avx2 fma": the CPU a figure was measured on. A comparison with native
+ * code depends on it (OpenBLAS uses the widest vectors there are; WebAssembly has 128-bit ones).
+ */
+export function cpuDescription(): string {
+  const all = cpus();
+  let flags: string[] = [];
+  try {
+    const line = readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((l) => l.startsWith('flags'));
+    flags = (line?.split(':')[1] ?? '').trim().split(/\s+/).filter((flag) => ['avx', 'avx2', 'fma', 'avx512f'].includes(flag));
+  } catch {
+    // not Linux: the model alone
+  }
+  return `${all[0]?.model.trim() ?? 'unknown CPU'}, ${all.length} cores${flags.length ? `, SIMD ${flags.join(' ')}` : ''}`;
 }

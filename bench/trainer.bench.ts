@@ -9,7 +9,7 @@ import type { Precision, RunConfig } from '../src/protocol/config.js';
 import { modelShape } from '../src/trainer/model.js';
 import { presetConfig, type PresetName } from '../src/trainer/presets.js';
 import { Trainer } from '../src/trainer/trainer.js';
-import { bestSeconds, fmt } from './timing.js';
+import { bestSeconds, cpuDescription, fmt } from './timing.js';
 import { mxEdgeCaseValues, startTorch, torchFakeQuantDiffers, type TorchBaseline } from './torch-baseline.js';
 
 const NEVER = 1_000_000;
@@ -98,7 +98,7 @@ function spread(values: number[], digits = 2): string {
  */
 async function versusTorch(torch: TorchBaseline): Promise<void> {
   const ROUNDS = Number(process.env.MXSCOPE_BENCH_ROUNDS ?? 5);
-  console.log(`\nstep vs PyTorch (${torch.describe}); ms of CPU per step and ours/PyTorch, min/median/max over ${ROUNDS} alternating rounds`);
+  console.log(`\nstep vs PyTorch (${torch.describe}; ${cpuDescription()}); ms of CPU per step and ours/PyTorch, min/median/max over ${ROUNDS} alternating rounds`);
   console.log('preset precision  steps/block   ours ms/step           PyTorch ms/step        ours / PyTorch   goal');
   for (const preset of ['tiny', 'small'] as PresetName[]) {
     for (const precision of ['fp32', 'mxfp4'] as Precision[]) {
