@@ -80,6 +80,17 @@ test('shows every tensor, draws the scale sparklines, and details the clicked te
   assert.deepEqual(host.errors, []);
 });
 
+test('in a 1000 px editor the sparklines narrow, so the NVFP4 column stays in view', async () => {
+  const host = await openCheckpointPage(browser, 'dark', { width: 1000, height: 600 });
+  await host.send({ type: 'report', report });
+  const header = (await host.page.locator('th:has-text("NVFP4 dB")').boundingBox())!;
+  assert.ok(header.x + header.width <= 1000, `NVFP4 dB ends at ${header.x + header.width} px`);
+  const sparkline = (await host.page.locator('canvas.sparkline').first().boundingBox())!;
+  assert.equal(Math.round(sparkline.width), 120, '12 % of the view');
+  assert.deepEqual(host.errors, []);
+  await host.page.close();
+});
+
 test('a weight stored as MXFP4 shows its stored scales\' histogram and says what it covers; its codes say where the scales went', async () => {
   const path = join(dir, 'packed.safetensors');
   const scales = Uint8Array.from({ length: 4 * 8 }, (_, i) => 118 + (i % 9));
