@@ -1,9 +1,8 @@
-// The run chips' labels. A chip has room for about 18 em, and the trainer names a run by its whole
-// recipe ("tiny · fprop mxfp4 · rceil · dgrad mxfp4 · rceil · wgrad mxfp4 · H16 · rceil"): two runs
-// of one A/B differ near the end, which the chip cut off, so their chips read the same. With several
-// runs, each chip shows what tells its run apart: the name's " · " parts that differ, with one shared
-// part beside them for context and an ellipsis for the shared parts left out. The chip's tooltip
-// keeps the whole name.
+// The run chips' labels. The trainer names a run by its whole recipe ("tiny · fprop mxfp4 · rceil ·
+// dgrad mxfp4 · rceil · wgrad mxfp4 · H16 · rceil"), and two runs of one A/B differ near its end,
+// which a chip cut to fit its ~30 em (dashboard.css) would hide. So with several runs each chip shows
+// what tells its run apart: the name's " · " parts that differ, one shared part beside them for
+// context, and an ellipsis for the shared parts left out. The tooltip keeps the whole name.
 
 const SEPARATOR = ' · ';
 
