@@ -4,13 +4,12 @@
 // what tells its run apart: the name's " · " parts that differ, one shared part beside them for
 // context, and an ellipsis for the shared parts left out. The tooltip keeps the whole name.
 
+import type { RunInfo } from '../../../src/protocol/webview.js';
+
 const SEPARATOR = ' · ';
 
-export interface ChipRun {
-  name: string;
-  seed?: number;
-  startedAt: string;
-}
+/** What a chip's label is made from. */
+export type ChipRun = Pick<RunInfo, 'name' | 'seed' | 'startedAt'>;
 
 /** One label per run, in order. */
 export function chipLabels(runs: readonly ChipRun[]): string[] {
